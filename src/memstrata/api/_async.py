@@ -1,0 +1,293 @@
+"""The async facade. ``_sync.py`` is generated from this file by ``scripts/unasync.py``.
+
+Each method builds a sans-IO operation and hands it to the engine; no logic
+lives here, so the sync and async APIs cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from types import TracebackType
+from typing import Any
+
+from memstrata.api.core import Core, build
+from memstrata.api.core import checked_scope as _scope
+from memstrata.config import Settings
+from memstrata.conversation import ops
+from memstrata.conversation.history import History
+from memstrata.errors import InvalidInput
+from memstrata.storage import tenancy
+from memstrata.storage.plan import read, write
+from memstrata.storage.tenancy import ApiKey, Principal
+from memstrata.types import Conversation, Message, MessagePatch, NewMessage, Page, Scope
+
+__all__ = ["AsyncConversations", "AsyncKeys", "AsyncMemory", "AsyncMessages", "AsyncUsers"]
+
+
+class AsyncConversations:
+    """Create, list, update and delete conversations (message trees)."""
+
+    def __init__(self, core: Core) -> None:
+        self._core = core
+
+    async def create(
+        self,
+        scope: Scope,
+        *,
+        title: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        id: str | None = None,
+    ) -> Conversation:
+        rt = self._core.rt
+        return await self._core.engine.arun(
+            write(
+                lambda: ops.create_conversation(
+                    rt, _scope(scope), title=title, metadata=metadata, conversation_id=id
+                )
+            )
+        )
+
+    async def get(self, scope: Scope, conversation_id: str) -> Conversation:
+        return await self._core.engine.arun(
+            read(lambda: ops.get_conversation(_scope(scope), conversation_id))
+        )
+
+    async def list(
+        self, scope: Scope, *, limit: int | None = None, cursor: str | None = None
+    ) -> Page[Conversation]:
+        rt = self._core.rt
+        return await self._core.engine.arun(
+            read(lambda: ops.list_conversations(rt, _scope(scope), limit=limit, cursor=cursor))
+        )
+
+    async def update(
+        self,
+        scope: Scope,
+        conversation_id: str,
+        *,
+        title: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> Conversation:
+        rt = self._core.rt
+        return await self._core.engine.arun(
+            write(
+                lambda: ops.update_conversation(
+                    rt, _scope(scope), conversation_id, title=title, metadata=metadata
+                )
+            )
+        )
+
+    async def set_active_leaf(
+        self, scope: Scope, conversation_id: str, message_id: str
+    ) -> Conversation:
+        now = self._core.rt.clock()
+        return await self._core.engine.arun(
+            write(lambda: ops.set_active_leaf(_scope(scope), conversation_id, message_id, now))
+        )
+
+    async def delete(self, scope: Scope, conversation_id: str) -> None:
+        rt = self._core.rt
+        await self._core.engine.arun(
+            write(lambda: ops.delete_conversation(rt, _scope(scope), conversation_id))
+        )
+
+
+class AsyncMessages:
+    """Append, complete, read and walk messages of a conversation."""
+
+    def __init__(self, core: Core) -> None:
+        self._core = core
+
+    async def append(
+        self,
+        scope: Scope,
+        conversation_id: str,
+        message: NewMessage | Mapping[str, Any] | None = None,
+        /,
+        **fields: Any,
+    ) -> Message:
+        """Append a message (see :class:`~memstrata.types.NewMessage` for the fields).
+
+        Leaving ``parent_id`` out appends after the active leaf; ``parent_id=None``
+        starts a new root; an id makes a child (a regeneration or an edit).
+        """
+        stored, _ = await self.put(scope, conversation_id, message, **fields)
+        return stored
+
+    async def put(
+        self,
+        scope: Scope,
+        conversation_id: str,
+        message: NewMessage | Mapping[str, Any] | None = None,
+        /,
+        **fields: Any,
+    ) -> tuple[Message, bool]:
+        """Like :meth:`append`, also telling whether it was created (False: a replay of the same id)."""
+        new = build(NewMessage, message, fields)
+        rt = self._core.rt
+        return await self._core.engine.arun(
+            write(lambda: ops.append_message(rt, _scope(scope), conversation_id, new))
+        )
+
+    async def complete(
+        self,
+        scope: Scope,
+        conversation_id: str,
+        message_id: str,
+        patch: MessagePatch | Mapping[str, Any] | None = None,
+        /,
+        **fields: Any,
+    ) -> Message:
+        """Complete a pending assistant message with its final content."""
+        p = build(MessagePatch, patch, fields)
+        rt = self._core.rt
+        return await self._core.engine.arun(
+            write(lambda: ops.patch_message(rt, _scope(scope), conversation_id, message_id, p))
+        )
+
+    async def get(self, scope: Scope, conversation_id: str, message_id: str) -> Message:
+        return await self._core.engine.arun(
+            read(lambda: ops.get_message(_scope(scope), conversation_id, message_id))
+        )
+
+    async def leaves(
+        self,
+        scope: Scope,
+        conversation_id: str,
+        *,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Page[Message]:
+        rt = self._core.rt
+        return await self._core.engine.arun(
+            read(
+                lambda: ops.list_leaves(
+                    rt, _scope(scope), conversation_id, limit=limit, cursor=cursor
+                )
+            )
+        )
+
+    async def path(
+        self, scope: Scope, conversation_id: str, leaf_id: str | None = None
+    ) -> list[Message]:
+        """The whole branch from the root to ``leaf_id`` (default: the active leaf), oldest first."""
+        return await self._core.engine.arun(
+            read(lambda: ops.path(_scope(scope), conversation_id, leaf_id))
+        )
+
+
+class AsyncUsers:
+    """Users of a tenant (administration)."""
+
+    def __init__(self, core: Core) -> None:
+        self._core = core
+
+    async def list(
+        self, tenant: str, *, limit: int | None = None, cursor: str | None = None
+    ) -> Page[tuple[str, datetime]]:
+        rt = self._core.rt
+        return await self._core.engine.arun(
+            read(lambda: ops.list_users(rt, tenant, limit=limit, cursor=cursor))
+        )
+
+    async def delete(self, scope: Scope) -> int:
+        """Delete ``scope.user`` of ``scope.tenant`` and everything it owns; returns the conversations removed."""
+        rt = self._core.rt
+        s = _scope(scope)
+        return await self._core.engine.arun(write(lambda: ops.delete_user(rt, s.tenant, s.user)))
+
+
+class AsyncKeys:
+    """API keys for the REST and MCP surfaces; only their hashes are stored."""
+
+    def __init__(self, core: Core) -> None:
+        self._core = core
+
+    async def create(
+        self, tenant: str, *, user: str | None = None, admin: bool = False, label: str | None = None
+    ) -> tuple[ApiKey, str]:
+        """Create a key for a user (or an admin key for the tenant); returns the record and the secret."""
+        if admin == (user is not None):
+            raise InvalidInput("give exactly one of user=... or admin=True")
+        Scope(tenant, user or "admin")  # validates the names
+        now = self._core.rt.clock()
+        return await self._core.engine.arun(
+            write(lambda: tenancy.create_key(tenant, user, admin, label, now))
+        )
+
+    async def list(self, tenant: str | None = None) -> list[ApiKey]:
+        return await self._core.engine.arun(read(lambda: tenancy.list_keys(tenant)))
+
+    async def revoke(self, key_id: str) -> None:
+        now = self._core.rt.clock()
+        await self._core.engine.arun(write(lambda: tenancy.revoke_key(key_id, now)))
+
+    async def authenticate(self, secret: str) -> Principal | None:
+        return await self._core.engine.arun(read(lambda: tenancy.authenticate(secret)))
+
+
+class AsyncMemory:
+    """One memory store. Open with :meth:`open`; close with :meth:`close` or ``async with``."""
+
+    def __init__(self, core: Core) -> None:
+        self._core = core
+        self.conversations = AsyncConversations(core)
+        self.messages = AsyncMessages(core)
+        self.users = AsyncUsers(core)
+        self.keys = AsyncKeys(core)
+
+    @classmethod
+    def open(
+        cls,
+        url: str | None = None,
+        *,
+        blobs: str | None = None,
+        redis: str | None = None,
+        settings: Settings | None = None,
+    ) -> AsyncMemory:
+        """Open a store: the embedded default under ``MEMSTRATA_HOME`` (``./.memstrata``), or ``url``."""
+        return cls(Core.open(url, blobs=blobs, redis=redis, settings=settings))
+
+    @property
+    def core(self) -> Core:
+        return self._core
+
+    async def history(
+        self,
+        scope: Scope,
+        conversation_id: str,
+        leaf_id: str | None = None,
+        max_tokens: int | None = 2000,
+        max_messages: int = 500,
+        model: str | None = None,
+    ) -> History:
+        """Token-budgeted history of the branch ending at ``leaf_id`` (default: the active leaf)."""
+        rt = self._core.rt
+        return await self._core.engine.arun(
+            read(
+                lambda: ops.history(
+                    rt,
+                    _scope(scope),
+                    conversation_id,
+                    leaf_id=leaf_id,
+                    max_tokens=max_tokens,
+                    max_messages=max_messages,
+                    model=model,
+                )
+            )
+        )
+
+    async def close(self) -> None:
+        self._core.engine.close()
+
+    async def __aenter__(self) -> AsyncMemory:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()

@@ -1,0 +1,1 @@
+"""Storage backends, chosen by URL through :func:`memstrata.backends.registry.open_engine`."""

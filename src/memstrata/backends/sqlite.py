@@ -1,0 +1,190 @@
+"""The embedded SQLite backend: one file in WAL mode, or a private in-memory database.
+
+Each thread gets its own connection (WAL lets readers run beside the writer).
+Write operations take ``BEGIN IMMEDIATE`` so two writers queue on the database
+lock instead of failing half-way on a lock upgrade; reads run in a deferred
+transaction so they see one snapshot. The async driver runs the same operation
+in a worker thread, so the event loop never waits on disk.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio.to_thread
+from anyio import CapacityLimiter
+
+from memstrata.errors import BackendUnavailable, Conflict, Corruption, InvalidInput, MemstrataError
+from memstrata.storage.plan import Exec, Plan, Request, drive
+from memstrata.storage.schema import MIGRATIONS
+
+__all__ = ["SqliteEngine"]
+
+T = TypeVar("T")
+_memory_ids = itertools.count()
+
+
+def translate(exc: Exception) -> Exception:
+    """Driver errors become memstrata errors at this boundary."""
+    if isinstance(exc, MemstrataError):
+        return exc
+    if isinstance(exc, sqlite3.IntegrityError):
+        return Conflict(f"constraint violated: {exc}")
+    if isinstance(exc, sqlite3.DataError | OverflowError):
+        return InvalidInput(f"value out of range: {exc}")
+    if isinstance(exc, sqlite3.DatabaseError) and "malformed" in str(exc):
+        return Corruption(f"sqlite database is damaged: {exc}")
+    if isinstance(exc, sqlite3.OperationalError):
+        return BackendUnavailable(f"sqlite: {exc}")
+    return exc
+
+
+class SqliteEngine:
+    """Runs :class:`~memstrata.storage.plan.Plan` objects against SQLite."""
+
+    dialect = "sqlite"
+
+    def __init__(
+        self, path: str | Path | None, *, synchronous: str = "NORMAL", busy_timeout_ms: int = 10_000
+    ) -> None:
+        if path is None or str(path) == ":memory:":
+            # A named shared-cache database so every thread sees the same data.
+            self._target = f"file:memstrata-mem-{next(_memory_ids)}?mode=memory&cache=shared"
+            self._uri = True
+            self.location = ":memory:"
+        else:
+            p = Path(path)
+            p.parent.mkdir(parents=True, exist_ok=True)
+            self._target = str(p)
+            self._uri = False
+            self.location = str(p)
+        self._synchronous = synchronous
+        self._busy_ms = busy_timeout_ms
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._all_lock = threading.Lock()
+        # Shared-cache memory databases lock per table and ignore busy_timeout: serialise them.
+        self._serial = threading.RLock() if self._uri else None
+        self._limiter = CapacityLimiter(8)
+        self._closed = False
+        self._anchor = self._connect()  # keeps an in-memory database alive
+        self.migrate()
+
+    # -- connections ---------------------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        try:
+            conn = sqlite3.connect(
+                self._target,
+                uri=self._uri,
+                isolation_level=None,
+                check_same_thread=False,
+                timeout=self._busy_ms / 1000,
+            )
+        except sqlite3.Error as exc:
+            raise BackendUnavailable(
+                f"cannot open sqlite database {self.location}: {exc}"
+            ) from None
+        conn.execute(f"PRAGMA busy_timeout = {int(self._busy_ms)}")
+        if not self._uri:
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+        conn.execute("PRAGMA foreign_keys = ON")
+        with self._all_lock:
+            self._all.append(conn)
+        return conn
+
+    def _conn(self) -> sqlite3.Connection:
+        if self._closed:
+            raise BackendUnavailable("this memory is closed")
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._local.conn = self._connect()
+        return conn
+
+    def close(self) -> None:
+        self._closed = True
+        with self._all_lock:
+            for conn in self._all:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.close()
+            self._all.clear()
+
+    # -- running operations --------------------------------------------------------------
+
+    @staticmethod
+    def _execute(conn: sqlite3.Connection, request: Request) -> Any:
+        cur = conn.execute(request.sql, tuple(request.params))
+        if isinstance(request, Exec):
+            return cur.rowcount
+        return cur.fetchall()
+
+    def run(self, plan: Plan[T]) -> T:
+        """Run one operation in one transaction on this thread's connection."""
+        if self._serial is not None:
+            with self._serial:
+                return self._run(plan)
+        return self._run(plan)
+
+    def _run(self, plan: Plan[T]) -> T:
+        conn = self._conn()
+        try:
+            conn.execute("BEGIN IMMEDIATE" if plan.writes else "BEGIN")
+        except sqlite3.Error as exc:
+            raise translate(exc) from None
+        try:
+            result = drive(plan.make(), lambda r: self._execute(conn, r), translate)
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        try:
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            conn.execute("ROLLBACK")
+            raise translate(exc) from None
+        return result
+
+    async def arun(self, plan: Plan[T]) -> T:
+        return await anyio.to_thread.run_sync(self.run, plan, limiter=self._limiter)
+
+    # -- schema --------------------------------------------------------------------------
+
+    def migrate(self) -> list[int]:
+        """Apply pending migrations; returns the versions applied now."""
+        conn = self._conn()
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations "
+            "(version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
+        )
+        applied: list[int] = []
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            done = {r[0] for r in conn.execute("SELECT version FROM schema_migrations")}
+            for m in MIGRATIONS[self.dialect]:
+                if m.version in done:
+                    continue
+                for statement in m.statements:
+                    conn.execute(statement)
+                conn.execute(
+                    "INSERT INTO schema_migrations (version, name, applied_at) "
+                    "VALUES (?, ?, datetime('now'))",
+                    (m.version, m.name),
+                )
+                applied.append(m.version)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        return applied
+
+    def schema_version(self) -> int:
+        row = self._conn().execute("SELECT max(version) FROM schema_migrations").fetchone()
+        return int(row[0] or 0)
+
+    def integrity_check(self) -> str:
+        return str(self._conn().execute("PRAGMA integrity_check").fetchone()[0])

@@ -1,0 +1,148 @@
+"""Token-budgeted history of one branch (pure selection logic).
+
+Rules (Dify's TokenBufferMemory, with its known bugs fixed):
+
+* the branch is the path from the leaf to the root, returned oldest first;
+* pending messages (a reply still streaming) are left out;
+* the run of leading system messages is always kept and counted;
+* the rest is cut into turns: a user message and everything after it up to the
+  next user message; messages before the first user message form one turn;
+* whole turns are dropped, oldest first, until the budget holds, so an assistant
+  or tool message never loses the user message it answers (Dify #37490);
+* the newest turn is always kept, even over budget, and then ``over_budget`` is set.
+
+The planner is fed the branch newest first, a chunk at a time, and says when it
+has seen enough, so a caller reads only about as many rows as it returns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from memstrata.types import Message, Role, Status
+
+__all__ = ["History", "HistoryPlanner"]
+
+
+@dataclass(frozen=True, slots=True)
+class History:
+    """The result of ``history()``: messages oldest first plus what was cut."""
+
+    leaf_id: str | None
+    messages: list[Message]
+    tokens: int
+    truncated: bool
+    over_budget: bool
+    encoding: str
+    rows_read: int = field(default=0, compare=False)
+
+    def to_openai(self, resolver: Any = None) -> list[dict[str, Any]]:
+        """OpenAI chat-completion messages (no ids); see :mod:`memstrata.conversation.render`."""
+        from memstrata.conversation.render import to_openai
+
+        return to_openai(self.messages, resolver)
+
+    def to_text(self, human_prefix: str = "Human", ai_prefix: str = "Assistant") -> str:
+        """Plain text with role prefixes, for completion models."""
+        from memstrata.conversation.render import to_text
+
+        return to_text(self.messages, human_prefix=human_prefix, ai_prefix=ai_prefix)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "leaf_id": self.leaf_id,
+            "messages": [
+                {
+                    "id": m.id,
+                    "role": m.role.value,
+                    "content": m.content,
+                    "files": [f.model_dump(exclude_none=True) for f in m.files],
+                    "tool_calls": [t.model_dump() for t in m.tool_calls],
+                    "tool_call_id": m.tool_call_id,
+                }
+                for m in self.messages
+            ],
+            "tokens": self.tokens,
+            "truncated": self.truncated,
+            "over_budget": self.over_budget,
+        }
+
+
+class HistoryPlanner:
+    """Chooses the turns to keep while the branch is read newest first.
+
+    ``system`` is the leading run of system messages (oldest first); the body of
+    the branch starts at depth ``len(system)``. ``max_tokens`` of ``None`` means
+    no token limit.
+    """
+
+    def __init__(
+        self,
+        *,
+        system: list[Message],
+        max_tokens: int | None,
+        max_messages: int,
+        count: Callable[[Message], int],
+    ) -> None:
+        self._count = count
+        self._system = system
+        self._floor = len(system)
+        self._max_tokens = max_tokens
+        self._max_messages = max_messages
+        self._used = sum(count(m) for m in system)
+        self._kept: list[Message] = []  # newest first
+        self._turn: list[Message] = []  # current partial turn, newest first
+        self._turn_tokens = 0
+        self.done = False
+        self.truncated = False
+
+    def feed(self, chunk: Iterable[Message]) -> bool:
+        """Take the next older messages of the branch; True once nothing more is needed."""
+        for message in chunk:
+            if self.done:
+                break
+            if message.depth < self._floor:
+                self.finish()
+                break
+            if message.status is Status.PENDING:
+                continue
+            self._turn.append(message)
+            self._turn_tokens += self._count(message)
+            if message.role is Role.USER:
+                self._close_turn()
+        return self.done
+
+    def finish(self) -> None:
+        """The walk reached the root (or the system run): the open turn is the oldest."""
+        if not self.done:
+            self._close_turn()
+            self.done = True
+
+    def _close_turn(self) -> None:
+        if not self._turn:
+            return
+        fits = self._max_tokens is None or self._used + self._turn_tokens <= self._max_tokens
+        fits = fits and len(self._kept) + len(self._turn) <= self._max_messages
+        if fits or not self._kept:
+            self._kept.extend(self._turn)
+            self._used += self._turn_tokens
+        else:
+            self.truncated = True
+            self.done = True
+        self._turn = []
+        self._turn_tokens = 0
+
+    def result(self, leaf_id: str | None, encoding: str, rows_read: int) -> History:
+        messages = self._system + self._kept[::-1]
+        over = self._max_tokens is not None and self._used > self._max_tokens
+        return History(
+            leaf_id=leaf_id,
+            messages=messages,
+            tokens=self._used,
+            truncated=self.truncated,
+            over_budget=over,
+            encoding=encoding,
+            rows_read=rows_read,
+        )

@@ -1,0 +1,517 @@
+"""Conversation and message operations (sans-IO; see :mod:`memstrata.storage.plan`).
+
+Every operation takes the caller's :class:`~memstrata.types.Scope` and checks
+ownership through the conversation row, so a message id from another scope is
+indistinguishable from one that does not exist.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import math
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from memstrata.conversation.history import History, HistoryPlanner
+from memstrata.conversation.tree import place
+from memstrata.errors import Conflict, InvalidInput, NotFound
+from memstrata.ids import UUID_NIL, parse_id
+from memstrata.runtime import Runtime
+from memstrata.storage import tenancy
+from memstrata.storage.plan import Exec, Op, Query, Row
+from memstrata.storage.records import (
+    CONVERSATION_COLUMNS,
+    MESSAGE_COLUMNS,
+    dump_json,
+    to_conversation,
+    to_message,
+    to_micros,
+)
+from memstrata.tokens import Tokenizer, get_tokenizer
+from memstrata.types import (
+    Conversation,
+    Message,
+    MessagePatch,
+    NewMessage,
+    Page,
+    Scope,
+    Status,
+)
+
+__all__ = [
+    "append_message",
+    "create_conversation",
+    "delete_conversation",
+    "delete_user",
+    "get_conversation",
+    "get_message",
+    "history",
+    "list_conversations",
+    "list_leaves",
+    "list_users",
+    "patch_message",
+    "path",
+    "set_active_leaf",
+    "update_conversation",
+]
+
+_OWNER = "tenant_id = ? AND user_id = ? AND agent_id = ?"
+
+
+def _owner(scope: Scope) -> tuple[str, str, str]:
+    return (scope.tenant, scope.user, scope.agent_key)
+
+
+# -- cursors ---------------------------------------------------------------------------------
+
+
+def encode_cursor(value: int | str) -> str:
+    return base64.urlsafe_b64encode(str(value).encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str | None) -> str | None:
+    """The value inside an opaque cursor; a cursor we did not issue is invalid input."""
+    if not cursor:
+        return None
+    try:
+        return base64.urlsafe_b64decode((cursor + "=" * (-len(cursor) % 4)).encode()).decode()
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        raise InvalidInput("cursor is not one this server issued", field="cursor") from None
+
+
+def _seq_cursor(cursor: str | None) -> int | None:
+    value = decode_cursor(cursor)
+    if value is None:
+        return None
+    if not value.isdigit():
+        raise InvalidInput("cursor is not one this server issued", field="cursor")
+    return int(value)
+
+
+def _page_limit(rt: Runtime, limit: int | None) -> int:
+    if limit is None:
+        return rt.limits.page_size
+    if not 1 <= limit <= rt.limits.max_page_size:
+        raise InvalidInput(f"limit must be between 1 and {rt.limits.max_page_size}", field="limit")
+    return limit
+
+
+# -- validation ------------------------------------------------------------------------------
+
+
+def _check_metadata(rt: Runtime, metadata: dict[str, Any] | None) -> None:
+    if metadata and len(json.dumps(metadata, default=str)) > rt.limits.max_metadata_bytes:
+        raise InvalidInput(
+            f"metadata is over the limit of {rt.limits.max_metadata_bytes} bytes", field="metadata"
+        )
+
+
+def _check_message(rt: Runtime, new: NewMessage | MessagePatch) -> None:
+    size = len(new.content.encode())
+    if size > rt.limits.max_content_bytes:
+        raise InvalidInput(
+            f"content is {size} bytes, over the limit of {rt.limits.max_content_bytes}",
+            field="content",
+        )
+    if new.files is not None and len(new.files) > rt.limits.max_files:
+        raise InvalidInput(f"at most {rt.limits.max_files} files per message", field="files")
+    if new.tool_calls is not None and len(new.tool_calls) > rt.limits.max_tool_calls:
+        raise InvalidInput(
+            f"at most {rt.limits.max_tool_calls} tool calls per message", field="tool_calls"
+        )
+    _check_metadata(rt, new.metadata)
+
+
+# -- conversations ---------------------------------------------------------------------------
+
+
+def create_conversation(
+    rt: Runtime,
+    scope: Scope,
+    *,
+    title: str | None = None,
+    metadata: dict[str, Any] | None = None,
+    conversation_id: str | None = None,
+) -> Op[Conversation]:
+    _check_metadata(rt, metadata)
+    if title is not None and len(title) > 1000:
+        raise InvalidInput("title is over 1000 characters", field="title")
+    cid = parse_id(conversation_id, field="id") if conversation_id else rt.make_id()
+    now = rt.clock()
+    yield from tenancy.ensure_user(scope.tenant, scope.user, now)
+    try:
+        yield Exec(
+            "INSERT INTO conversations (id, tenant_id, user_id, agent_id, title, metadata, "
+            "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (cid, *_owner(scope), title, dump_json(metadata), now, now),
+        )
+    except Conflict:
+        raise Conflict(f"conversation {cid} already exists") from None
+    return (yield from get_conversation(scope, cid))
+
+
+def get_conversation(scope: Scope, conversation_id: str) -> Op[Conversation]:
+    rows = yield Query(
+        f"SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE id = ? AND {_OWNER}",
+        (conversation_id, *_owner(scope)),
+    )
+    if not rows:
+        raise NotFound(f"conversation {conversation_id} not found", kind="conversation")
+    return to_conversation(rows[0])
+
+
+def list_conversations(
+    rt: Runtime, scope: Scope, *, limit: int | None = None, cursor: str | None = None
+) -> Op[Page[Conversation]]:
+    """Newest first."""
+    n = _page_limit(rt, limit)
+    before = _seq_cursor(cursor)
+    rows = yield Query(
+        f"SELECT {CONVERSATION_COLUMNS}, seq FROM conversations WHERE {_OWNER} AND seq < ? "
+        "ORDER BY seq DESC LIMIT ?",
+        (*_owner(scope), before if before is not None else 2**62, n + 1),
+    )
+    items = [to_conversation(r) for r in rows[:n]]
+    nxt = encode_cursor(rows[n - 1][-1]) if len(rows) > n else None
+    return Page(items, nxt)
+
+
+def update_conversation(
+    rt: Runtime,
+    scope: Scope,
+    conversation_id: str,
+    *,
+    title: str | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> Op[Conversation]:
+    _check_metadata(rt, metadata)
+    yield from get_conversation(scope, conversation_id)
+    sets: list[str] = []
+    params: list[Any] = []
+    if title is not None:
+        sets.append("title = ?")
+        params.append(title)
+    if metadata is not None:
+        sets.append("metadata = ?")
+        params.append(dump_json(metadata))
+    if sets:
+        yield Exec(
+            f"UPDATE conversations SET {', '.join(sets)}, updated_at = ? WHERE id = ?",
+            (*params, rt.clock(), conversation_id),
+        )
+    return (yield from get_conversation(scope, conversation_id))
+
+
+def delete_conversation(rt: Runtime, scope: Scope, conversation_id: str) -> Op[None]:
+    yield from get_conversation(scope, conversation_id)
+    yield from rt.cascade.delete_conversations([conversation_id])
+
+
+# -- messages --------------------------------------------------------------------------------
+
+
+def _message_row(conversation_id: str, message_id: str) -> Op[Row | None]:
+    rows = yield Query(
+        f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE id = ? AND conversation_id = ?",
+        (message_id, conversation_id),
+    )
+    return rows[0] if rows else None
+
+
+def _require_message(conversation_id: str, message_id: str, what: str = "message") -> Op[Row]:
+    try:
+        mid = parse_id(message_id, field=what)
+    except InvalidInput:
+        # A malformed id cannot name a stored message: same answer as a missing one.
+        raise NotFound(f"{what} {message_id} not found", kind=what) from None
+    row = yield from _message_row(conversation_id, mid)
+    if row is None:
+        raise NotFound(f"{what} {message_id} not found", kind=what)
+    return row
+
+
+def get_message(scope: Scope, conversation_id: str, message_id: str) -> Op[Message]:
+    yield from get_conversation(scope, conversation_id)
+    return to_message((yield from _require_message(conversation_id, message_id)))
+
+
+def _same_message(stored: Message, new: NewMessage) -> bool:
+    return (
+        stored.role is new.role
+        and stored.content == new.content
+        and stored.files == tuple(new.files)
+        and stored.tool_calls == tuple(new.tool_calls)
+        and stored.tool_call_id == new.tool_call_id
+        and stored.status is new.status
+        and (not new.parent_given or new.parent_id in (stored.parent_id, UUID_NIL))
+    )
+
+
+def _existing(conversation_id: str, message_id: str, new: NewMessage) -> Op[Message | None]:
+    """The idempotency check for a client-supplied id."""
+    rows = yield Query(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE id = ?", (message_id,))
+    if not rows:
+        return None
+    stored = to_message(rows[0])
+    if stored.conversation_id != conversation_id or not _same_message(stored, new):
+        raise Conflict(f"message {message_id} already exists with other content")
+    return stored
+
+
+def _resolve_parent(conv: Conversation, new: NewMessage) -> Op[tuple[Row | None, bool]]:
+    """The parent row and whether the legacy all-zero parent was used."""
+    if not new.parent_given:
+        if conv.active_leaf_id is None:
+            return None, False
+        return (yield from _require_message(conv.id, conv.active_leaf_id, "parent")), False
+    if new.parent_id is None:
+        return None, False
+    if new.parent_id == UUID_NIL:
+        # No branch information: the message follows the newest one by server order.
+        rows = yield Query(
+            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id = ? "
+            "ORDER BY seq DESC LIMIT 1",
+            (conv.id,),
+        )
+        return (rows[0] if rows else None), True
+    return (yield from _require_message(conv.id, new.parent_id, "parent")), False
+
+
+def append_message(
+    rt: Runtime, scope: Scope, conversation_id: str, new: NewMessage
+) -> Op[tuple[Message, bool]]:
+    """Append a message; returns it and whether it was created (False: idempotent replay)."""
+    _check_message(rt, new)
+    conv = yield from get_conversation(scope, conversation_id)
+    if new.id is not None:
+        mid = parse_id(new.id)
+        stored = yield from _existing(conv.id, mid, new)
+        if stored is not None:
+            return stored, False
+    else:
+        mid = rt.make_id()
+    parent_row, legacy = yield from _resolve_parent(conv, new)
+    parent = None if parent_row is None else to_message(parent_row)
+    if parent is not None and parent.status is Status.PENDING:
+        raise Conflict(f"message {parent.id} is pending; complete it before replying to it")
+    tokens = rt.tokenizer.count_message(new.content, new.tool_calls)
+    spot = place(parent, None if parent_row is None else parent_row[16], mid, new.role, tokens)
+    now = rt.clock()
+    occurred = to_micros(new.occurred_at) if new.occurred_at is not None else now
+    yield Exec(
+        "INSERT INTO messages (id, conversation_id, parent_id, role, content, files, tool_calls, "
+        "tool_call_id, status, metadata, occurred_at, created_at, depth, token_count, "
+        "branch_tokens, system_tail_id, legacy_parent) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            mid,
+            conv.id,
+            None if parent is None else parent.id,
+            new.role.value,
+            new.content,
+            dump_json([f.model_dump(exclude_none=True) for f in new.files]),
+            dump_json([c.model_dump() for c in new.tool_calls]),
+            new.tool_call_id,
+            new.status.value,
+            dump_json(new.metadata),
+            occurred,
+            now,
+            spot.depth,
+            tokens,
+            spot.branch_tokens,
+            spot.system_tail_id,
+            int(legacy),
+        ),
+    )
+    yield Exec(
+        "UPDATE conversations SET active_leaf_id = ?, message_count = message_count + 1, "
+        "updated_at = ? WHERE id = ?",
+        (mid, now, conv.id),
+    )
+    row = yield from _require_message(conv.id, mid)
+    return to_message(row), True
+
+
+def patch_message(
+    rt: Runtime, scope: Scope, conversation_id: str, message_id: str, patch: MessagePatch
+) -> Op[Message]:
+    """Complete a pending message: the only change a stored message accepts."""
+    _check_message(rt, patch)
+    yield from get_conversation(scope, conversation_id)
+    stored = to_message((yield from _require_message(conversation_id, message_id)))
+    if stored.status is not Status.PENDING:
+        raise Conflict(f"message {message_id} is complete; only pending messages can change")
+    calls = patch.tool_calls if patch.tool_calls is not None else list(stored.tool_calls)
+    files = patch.files if patch.files is not None else list(stored.files)
+    tokens = rt.tokenizer.count_message(patch.content, calls)
+    # A pending message has no children, so only its own branch total moves.
+    branch = stored.branch_tokens - stored.token_count + tokens
+    yield Exec(
+        "UPDATE messages SET content = ?, status = ?, files = ?, tool_calls = ?, metadata = ?, "
+        "token_count = ?, branch_tokens = ? WHERE id = ? AND status = ?",
+        (
+            patch.content,
+            Status.COMPLETE.value,
+            dump_json([f.model_dump(exclude_none=True) for f in files]),
+            dump_json([c.model_dump() for c in calls]),
+            dump_json(patch.metadata if patch.metadata is not None else stored.metadata),
+            tokens,
+            branch,
+            stored.id,
+            Status.PENDING.value,
+        ),
+    )
+    yield Exec(
+        "UPDATE conversations SET updated_at = ? WHERE id = ?", (rt.clock(), conversation_id)
+    )
+    return to_message((yield from _require_message(conversation_id, message_id)))
+
+
+def set_active_leaf(
+    scope: Scope, conversation_id: str, message_id: str, now: int
+) -> Op[Conversation]:
+    yield from get_conversation(scope, conversation_id)
+    row = yield from _require_message(conversation_id, message_id)
+    yield Exec(
+        "UPDATE conversations SET active_leaf_id = ?, updated_at = ? WHERE id = ?",
+        (row[0], now, conversation_id),
+    )
+    return (yield from get_conversation(scope, conversation_id))
+
+
+def list_leaves(
+    rt: Runtime,
+    scope: Scope,
+    conversation_id: str,
+    *,
+    limit: int | None = None,
+    cursor: str | None = None,
+) -> Op[Page[Message]]:
+    """Messages with no children, oldest first."""
+    n = _page_limit(rt, limit)
+    yield from get_conversation(scope, conversation_id)
+    after = _seq_cursor(cursor) or 0
+    rows = yield Query(
+        f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE conversation_id = ? AND seq > ? "
+        "AND NOT EXISTS (SELECT 1 FROM messages c WHERE c.parent_id = m.id) ORDER BY seq LIMIT ?",
+        (conversation_id, after, n + 1),
+    )
+    items = [to_message(r) for r in rows[:n]]
+    return Page(items, encode_cursor(items[-1].seq) if len(rows) > n else None)
+
+
+# -- branch walking --------------------------------------------------------------------------
+
+_BRANCH_SQL = (
+    "WITH RECURSIVE b(" + MESSAGE_COLUMNS + ", n) AS ("
+    f" SELECT {MESSAGE_COLUMNS}, 1 FROM messages WHERE id = ? AND conversation_id = ?"
+    " UNION ALL"
+    " SELECT " + ", ".join(f"m.{c.strip()}" for c in MESSAGE_COLUMNS.split(",")) + ", b.n + 1"
+    " FROM messages m JOIN b ON m.id = b.parent_id WHERE b.n < ?"
+    f") SELECT {MESSAGE_COLUMNS} FROM b ORDER BY n"
+)
+
+
+def branch_chunk(conversation_id: str, start_id: str, limit: int) -> Op[list[Row]]:
+    """Up to ``limit`` messages from ``start_id`` towards the root, newest first."""
+    rows: list[Row] = yield Query(_BRANCH_SQL, (start_id, conversation_id, limit))
+    return rows
+
+
+def path(scope: Scope, conversation_id: str, leaf_id: str | None = None) -> Op[list[Message]]:
+    """The whole branch from the root to ``leaf_id`` (default: the active leaf), oldest first."""
+    conv = yield from get_conversation(scope, conversation_id)
+    leaf = leaf_id or conv.active_leaf_id
+    if leaf is None:
+        return []
+    row = yield from _require_message(conversation_id, leaf, "leaf")
+    rows = yield from branch_chunk(conversation_id, row[0], row[13] + 1)
+    return [to_message(r) for r in reversed(rows)]
+
+
+def _counter(rt: Runtime, tokenizer: Tokenizer) -> Callable[[Message], int]:
+    if tokenizer is rt.tokenizer:
+        return lambda m: m.token_count  # stored at append in the store's encoding
+    return lambda m: tokenizer.count_message(m.content, m.tool_calls)
+
+
+def _first_chunk(leaf: Message, max_tokens: int | None, max_messages: int) -> int:
+    """Rows to read first: enough for the budget at the branch's average message size."""
+    cap = max_messages + 2
+    if max_tokens is None:
+        return min(cap, leaf.depth + 1)
+    average = max(leaf.branch_tokens / (leaf.depth + 1), 1.0)
+    return max(8, min(cap, math.ceil(max_tokens / average * 1.25) + 4))
+
+
+def history(
+    rt: Runtime,
+    scope: Scope,
+    conversation_id: str,
+    *,
+    leaf_id: str | None = None,
+    max_tokens: int | None = 2000,
+    max_messages: int = 500,
+    model: str | None = None,
+) -> Op[History]:
+    """Token-budgeted history of one branch; reads about as many rows as it returns."""
+    if max_tokens is not None and max_tokens < 0:
+        raise InvalidInput("max_tokens must be >= 0", field="max_tokens")
+    if max_messages < 1:
+        raise InvalidInput("max_messages must be >= 1", field="max_messages")
+    tokenizer = rt.tokenizer if model is None else get_tokenizer(model)
+    if tokenizer.name == rt.tokenizer.name:
+        tokenizer = rt.tokenizer
+    conv = yield from get_conversation(scope, conversation_id)
+    leaf_ref = leaf_id or conv.active_leaf_id
+    if leaf_ref is None:
+        return History(None, [], 0, False, False, tokenizer.name)
+    leaf_row = yield from _require_message(conversation_id, leaf_ref, "leaf")
+    leaf = to_message(leaf_row)
+    rows_read = 1
+    system: list[Message] = []
+    tail = leaf_row[16]
+    if tail is not None:
+        tail_rows = yield from branch_chunk(conversation_id, tail, leaf.depth + 1)
+        rows_read += len(tail_rows)
+        system = [to_message(r) for r in reversed(tail_rows)]
+    planner = HistoryPlanner(
+        system=system,
+        max_tokens=max_tokens,
+        max_messages=max_messages,
+        count=_counter(rt, tokenizer),
+    )
+    start_id = leaf.id
+    want = _first_chunk(leaf, max_tokens, max_messages)
+    while True:
+        rows = yield from branch_chunk(conversation_id, start_id, want)
+        rows_read += len(rows)
+        if planner.feed(to_message(r) for r in rows):
+            break
+        if not rows or rows[-1][2] is None or len(rows) < want:  # reached the root
+            planner.finish()
+            break
+        start_id = rows[-1][2]
+        want = max(8, min(want * 2, max_messages + 2))
+    return planner.result(leaf.id, tokenizer.name, rows_read)
+
+
+# -- users (admin) ---------------------------------------------------------------------------
+
+
+def list_users(
+    rt: Runtime, tenant: str, *, limit: int | None = None, cursor: str | None = None
+) -> Op[Page[tuple[str, datetime]]]:
+    n = _page_limit(rt, limit)
+    rows = yield from tenancy.list_users(tenant, decode_cursor(cursor), n + 1)
+    items = rows[:n]
+    return Page(items, encode_cursor(items[-1][0]) if len(rows) > n else None)
+
+
+def delete_user(rt: Runtime, tenant: str, user: str) -> Op[int]:
+    if not (yield from tenancy.user_exists(tenant, user)):
+        raise NotFound(f"user {user} not found", kind="user")
+    return (yield from rt.cascade.delete_user(tenant, user))

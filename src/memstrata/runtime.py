@@ -1,0 +1,38 @@
+"""What operations need besides SQL: the store's tokenizer, limits, clock, cascade."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from memstrata.ids import new_id
+from memstrata.storage.cascade import Cascade
+from memstrata.tokens import Tokenizer
+
+__all__ = ["Limits", "Runtime"]
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    max_content_bytes: int = 1_000_000
+    max_metadata_bytes: int = 64_000
+    max_files: int = 64
+    max_tool_calls: int = 128
+    page_size: int = 50
+    max_page_size: int = 500
+
+
+def _now_micros() -> int:
+    return time.time_ns() // 1000
+
+
+@dataclass(slots=True)
+class Runtime:
+    """Shared by the sync and async facades of one opened memory."""
+
+    tokenizer: Tokenizer
+    limits: Limits = field(default_factory=Limits)
+    cascade: Cascade = field(default_factory=Cascade)
+    clock: Callable[[], int] = _now_micros
+    make_id: Callable[[], str] = new_id

@@ -1,0 +1,89 @@
+"""Sans-IO storage operations.
+
+An operation is a generator that yields SQL requests and receives their results;
+it never touches a connection. The same operation is driven by the sync driver
+of a backend, by its async driver, and by the conformance suite, so the logic of
+every read and write is written once::
+
+    def count(cid: str) -> Op[int]:
+        rows = yield Query("SELECT count(*) FROM messages WHERE conversation_id = ?", (cid,))
+        return int(rows[0][0])
+
+SQL is written in the subset that SQLite and PostgreSQL share, with ``?``
+placeholders; a backend rewrites placeholders for its driver. An operation runs
+inside one transaction; an exception raised inside it rolls everything back, so
+nothing is ever half-written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
+
+__all__ = ["Exec", "Op", "Plan", "Query", "Request", "Row", "drive", "read", "write"]
+
+T = TypeVar("T")
+Row = tuple[Any, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """A statement whose rows are sent back as ``list[Row]``."""
+
+    sql: str
+    params: Sequence[Any] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Exec:
+    """A statement whose affected-row count is sent back as ``int``."""
+
+    sql: str
+    params: Sequence[Any] = ()
+
+
+Request = Query | Exec
+Op = Generator[Request, Any, T]
+
+
+@dataclass(frozen=True, slots=True)
+class Plan(Generic[T]):
+    """An operation factory plus whether it writes (decides the transaction kind)."""
+
+    make: Callable[[], Op[T]]
+    writes: bool
+
+
+def read(make: Callable[[], Op[T]]) -> Plan[T]:
+    return Plan(make, writes=False)
+
+
+def write(make: Callable[[], Op[T]]) -> Plan[T]:
+    return Plan(make, writes=True)
+
+
+class Cursor(Protocol):
+    """What :func:`drive` needs from a connection: run one request."""
+
+    def __call__(self, request: Request) -> Any: ...
+
+
+def drive(op: Op[T], execute: Cursor, translate: Callable[[Exception], Exception]) -> T:
+    """Run ``op`` to completion with a blocking ``execute``.
+
+    Driver errors are translated (``translate``) and thrown into the operation,
+    so an operation may catch, say, a :class:`~memstrata.errors.Conflict` from a
+    unique index and recover; an error it does not catch propagates.
+    """
+    try:
+        request = next(op)
+        while True:
+            try:
+                result = execute(request)
+            except Exception as exc:  # translated and handed to the operation
+                request = op.throw(translate(exc))
+            else:
+                request = op.send(result)
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]

@@ -1,0 +1,92 @@
+"""Column lists and row mappers shared by every SQL backend."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from memstrata.storage.plan import Row
+from memstrata.types import Conversation, FileRef, Message, Role, Status, ToolCall
+
+__all__ = [
+    "CONVERSATION_COLUMNS",
+    "MESSAGE_COLUMNS",
+    "dump_json",
+    "from_micros",
+    "load_json",
+    "to_conversation",
+    "to_message",
+    "to_micros",
+]
+
+MESSAGE_COLUMNS = (
+    "id, conversation_id, parent_id, role, content, files, tool_calls, tool_call_id, status, "
+    "metadata, occurred_at, created_at, seq, depth, token_count, branch_tokens, system_tail_id"
+)
+CONVERSATION_COLUMNS = (
+    "id, tenant_id, user_id, agent_id, title, metadata, active_leaf_id, created_at, "
+    "updated_at, message_count"
+)
+
+_ROLES = {r.value: r for r in Role}
+_STATUSES = {s.value: s for s in Status}
+
+
+def to_micros(value: datetime) -> int:
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return int(value.timestamp() * 1_000_000)
+
+
+def from_micros(value: int) -> datetime:
+    return datetime.fromtimestamp(value / 1_000_000, tz=UTC)
+
+
+def dump_json(value: Any) -> str | None:
+    """Empty containers are stored as NULL: most rows have none, and NULL costs nothing to read."""
+    if not value:
+        return None
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
+
+
+def load_json(value: str | None, empty: Any) -> Any:
+    return empty if value is None else json.loads(value)
+
+
+def to_message(row: Row) -> Message:
+    files = () if row[5] is None else tuple(FileRef.model_validate(f) for f in json.loads(row[5]))
+    calls = () if row[6] is None else tuple(ToolCall.model_validate(c) for c in json.loads(row[6]))
+    return Message(
+        id=row[0],
+        conversation_id=row[1],
+        parent_id=row[2],
+        role=_ROLES[row[3]],
+        content=row[4],
+        files=files,
+        tool_calls=calls,
+        tool_call_id=row[7],
+        status=_STATUSES[row[8]],
+        metadata={} if row[9] is None else json.loads(row[9]),
+        occurred_at=from_micros(row[10]),
+        created_at=from_micros(row[11]),
+        seq=row[12],
+        depth=row[13],
+        token_count=row[14],
+        branch_tokens=row[15],
+    )
+
+
+def to_conversation(row: Row) -> Conversation:
+    return Conversation(
+        id=row[0],
+        tenant=row[1],
+        user=row[2],
+        agent=row[3] or None,
+        title=row[4],
+        metadata={} if row[5] is None else json.loads(row[5]),
+        active_leaf_id=row[6],
+        created_at=from_micros(row[7]),
+        updated_at=from_micros(row[8]),
+        message_count=row[9],
+    )

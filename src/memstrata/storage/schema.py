@@ -1,0 +1,86 @@
+"""Versioned schema migrations, per SQL dialect.
+
+Each migration is applied once, in order, inside a transaction, and recorded in
+``schema_migrations``. A migration is never edited after it ships: changes come
+as a new version. Times are integer microseconds since the epoch (UTC) so both
+dialects compare and index them the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["MIGRATIONS", "Migration"]
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    version: int
+    name: str
+    statements: tuple[str, ...]
+
+
+_SQLITE_CORE = (
+    """CREATE TABLE tenants (
+        id TEXT PRIMARY KEY,
+        created_at INTEGER NOT NULL
+    )""",
+    """CREATE TABLE users (
+        tenant_id TEXT NOT NULL REFERENCES tenants(id),
+        id TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        PRIMARY KEY (tenant_id, id)
+    )""",
+    """CREATE TABLE api_keys (
+        id TEXT PRIMARY KEY,
+        tenant_id TEXT NOT NULL REFERENCES tenants(id),
+        user_id TEXT,
+        is_admin INTEGER NOT NULL,
+        secret_hash TEXT NOT NULL UNIQUE,
+        label TEXT,
+        created_at INTEGER NOT NULL,
+        revoked_at INTEGER
+    )""",
+    "CREATE INDEX api_keys_owner ON api_keys (tenant_id, user_id)",
+    """CREATE TABLE conversations (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        id TEXT NOT NULL UNIQUE,
+        tenant_id TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        agent_id TEXT NOT NULL DEFAULT '',
+        title TEXT,
+        metadata TEXT,
+        active_leaf_id TEXT,
+        message_count INTEGER NOT NULL DEFAULT 0,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL,
+        FOREIGN KEY (tenant_id, user_id) REFERENCES users (tenant_id, id)
+    )""",
+    "CREATE INDEX conversations_owner ON conversations (tenant_id, user_id, agent_id, seq)",
+    """CREATE TABLE messages (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        id TEXT NOT NULL UNIQUE,
+        conversation_id TEXT NOT NULL,
+        parent_id TEXT,
+        role TEXT NOT NULL,
+        content TEXT NOT NULL,
+        files TEXT,
+        tool_calls TEXT,
+        tool_call_id TEXT,
+        status TEXT NOT NULL,
+        metadata TEXT,
+        occurred_at INTEGER NOT NULL,
+        created_at INTEGER NOT NULL,
+        depth INTEGER NOT NULL,
+        token_count INTEGER NOT NULL,
+        branch_tokens INTEGER NOT NULL,
+        system_tail_id TEXT,
+        legacy_parent INTEGER NOT NULL DEFAULT 0
+    )""",
+    "CREATE INDEX messages_parent ON messages (parent_id)",
+    "CREATE INDEX messages_conversation ON messages (conversation_id, seq)",
+)
+
+MIGRATIONS: dict[str, tuple[Migration, ...]] = {
+    "sqlite": (Migration(1, "core: tenants, users, keys, conversations, messages", _SQLITE_CORE),),
+}

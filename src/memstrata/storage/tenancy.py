@@ -1,0 +1,138 @@
+"""Tenants, users and API keys: the owners every scope names."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from dataclasses import dataclass
+from datetime import datetime
+
+from memstrata.errors import NotFound
+from memstrata.storage.plan import Exec, Op, Query
+from memstrata.storage.records import from_micros
+
+__all__ = [
+    "ApiKey",
+    "Principal",
+    "authenticate",
+    "create_key",
+    "ensure_user",
+    "hash_secret",
+    "list_keys",
+    "list_users",
+    "revoke_key",
+    "user_exists",
+]
+
+KEY_PREFIX = "msk"
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who a key speaks for: a user of a tenant, or a tenant's admin (``user`` None)."""
+
+    key_id: str
+    tenant: str
+    user: str | None
+    admin: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ApiKey:
+    id: str
+    tenant: str
+    user: str | None
+    admin: bool
+    label: str | None
+    created_at: datetime
+    revoked_at: datetime | None
+
+
+def hash_secret(secret: str) -> str:
+    """Keys carry 256 random bits, so a plain SHA-256 is enough to store them safely."""
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def ensure_user(tenant: str, user: str, now: int) -> Op[None]:
+    yield Exec(
+        "INSERT INTO tenants (id, created_at) VALUES (?, ?) ON CONFLICT DO NOTHING", (tenant, now)
+    )
+    yield Exec(
+        "INSERT INTO users (tenant_id, id, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+        (tenant, user, now),
+    )
+
+
+def user_exists(tenant: str, user: str) -> Op[bool]:
+    rows = yield Query("SELECT 1 FROM users WHERE tenant_id = ? AND id = ?", (tenant, user))
+    return bool(rows)
+
+
+def list_users(tenant: str, after: str | None, limit: int) -> Op[list[tuple[str, datetime]]]:
+    rows = yield Query(
+        "SELECT id, created_at FROM users WHERE tenant_id = ? AND id > ? ORDER BY id LIMIT ?",
+        (tenant, after or "", limit),
+    )
+    return [(r[0], from_micros(r[1])) for r in rows]
+
+
+def create_key(
+    tenant: str, user: str | None, admin: bool, label: str | None, now: int
+) -> Op[tuple[ApiKey, str]]:
+    """Create a key; returns the record and the secret, which is shown only once."""
+    yield Exec(
+        "INSERT INTO tenants (id, created_at) VALUES (?, ?) ON CONFLICT DO NOTHING", (tenant, now)
+    )
+    if user is not None:
+        yield from ensure_user(tenant, user, now)
+    key_id = secrets.token_hex(6)
+    secret = f"{KEY_PREFIX}_{key_id}_{secrets.token_urlsafe(32)}"
+    yield Exec(
+        "INSERT INTO api_keys (id, tenant_id, user_id, is_admin, secret_hash, label, created_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (key_id, tenant, user, int(admin), hash_secret(secret), label, now),
+    )
+    return ApiKey(key_id, tenant, user, admin, label, from_micros(now), None), secret
+
+
+def authenticate(secret: str) -> Op[Principal | None]:
+    rows = yield Query(
+        "SELECT id, tenant_id, user_id, is_admin FROM api_keys "
+        "WHERE secret_hash = ? AND revoked_at IS NULL",
+        (hash_secret(secret),),
+    )
+    if not rows:
+        return None
+    r = rows[0]
+    return Principal(key_id=r[0], tenant=r[1], user=r[2], admin=bool(r[3]))
+
+
+def list_keys(tenant: str | None) -> Op[list[ApiKey]]:
+    sql = "SELECT id, tenant_id, user_id, is_admin, label, created_at, revoked_at FROM api_keys"
+    params: tuple[str, ...] = ()
+    if tenant is not None:
+        sql += " WHERE tenant_id = ?"
+        params = (tenant,)
+    rows = yield Query(sql + " ORDER BY created_at, id", params)
+    return [
+        ApiKey(
+            r[0],
+            r[1],
+            r[2],
+            bool(r[3]),
+            r[4],
+            from_micros(r[5]),
+            None if r[6] is None else from_micros(r[6]),
+        )
+        for r in rows
+    ]
+
+
+def revoke_key(key_id: str, now: int) -> Op[None]:
+    n = yield Exec(
+        "UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL", (now, key_id)
+    )
+    if not n:
+        rows = yield Query("SELECT 1 FROM api_keys WHERE id = ?", (key_id,))
+        if not rows:
+            raise NotFound(f"no key {key_id!r}")

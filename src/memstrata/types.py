@@ -1,0 +1,267 @@
+"""The shared vocabulary: scopes, messages, conversations, file references.
+
+Stored records (:class:`Message`, :class:`Conversation`) are frozen slotted
+dataclasses: they are built on every read, so they must be cheap. Inputs that a
+caller writes (:class:`NewMessage`, :class:`FileRef`, :class:`ToolCall`) are
+pydantic models, validated once at the edge.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from memstrata.errors import InvalidInput
+
+__all__ = [
+    "Conversation",
+    "FileRef",
+    "Message",
+    "MessagePatch",
+    "NewMessage",
+    "Page",
+    "Role",
+    "Scope",
+    "Status",
+    "ToolCall",
+]
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@+\-]{0,127}$")
+
+
+class Role(StrEnum):
+    SYSTEM = "system"
+    USER = "user"
+    ASSISTANT = "assistant"
+    TOOL = "tool"
+
+
+class Status(StrEnum):
+    COMPLETE = "complete"
+    PENDING = "pending"
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """Who owns data: a tenant (app or workspace), a user, and optionally an agent.
+
+    Names are 1-128 characters of letters, digits and ``._:@+-``, starting with a
+    letter or digit, so they are safe in keys, paths and logs.
+    """
+
+    tenant: str
+    user: str
+    agent: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("tenant", "user", "agent"):
+            value = getattr(self, name)
+            if value is None and name == "agent":
+                continue
+            if not isinstance(value, str) or not _NAME.match(value):
+                raise InvalidInput(
+                    f"scope {name} must be 1-128 characters of letters, digits and ._:@+- "
+                    f"starting with a letter or digit, got {value!r}",
+                    field=name,
+                )
+
+    @property
+    def agent_key(self) -> str:
+        """The agent as stored: ``''`` stands for "no agent" so equality works in SQL."""
+        return self.agent or ""
+
+
+class FileRef(BaseModel):
+    """A reference to a file attached to a message; the bytes live elsewhere."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    type: Literal["image", "audio", "video", "document", "custom"]
+    transfer_method: Literal["local_file", "remote_url", "tool_file"]
+    upload_file_id: str | None = None
+    tool_file_id: str | None = None
+    url: str | None = None
+    belongs_to: Literal["user", "assistant"] = "user"
+    filename: str | None = None
+    mime_type: str | None = None
+
+    @model_validator(mode="after")
+    def _locator_present(self) -> FileRef:
+        needed = {
+            "local_file": self.upload_file_id,
+            "remote_url": self.url,
+            "tool_file": self.tool_file_id,
+        }[self.transfer_method]
+        if not needed:
+            field_name = {
+                "local_file": "upload_file_id",
+                "remote_url": "url",
+                "tool_file": "tool_file_id",
+            }[self.transfer_method]
+            raise ValueError(f"transfer_method {self.transfer_method} needs {field_name}")
+        return self
+
+
+class ToolCallFunction(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    name: str = Field(min_length=1)
+    arguments: str = ""
+
+
+class ToolCall(BaseModel):
+    """An OpenAI-shaped tool call made by an assistant message."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    id: str = Field(min_length=1)
+    type: Literal["function"] = "function"
+    function: ToolCallFunction
+
+
+class NewMessage(BaseModel):
+    """What a caller sends to append a message.
+
+    ``parent_id`` left out means "after the active leaf"; ``None`` starts a new
+    root; an id makes a child of that message. The difference between "left out"
+    and ``None`` is kept in ``model_fields_set``.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str | None = None
+    role: Role
+    content: str = ""
+    parent_id: str | None = None
+    files: list[FileRef] = Field(default_factory=list)
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    tool_call_id: str | None = None
+    status: Status = Status.COMPLETE
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    occurred_at: datetime | None = None
+
+    @property
+    def parent_given(self) -> bool:
+        return "parent_id" in self.model_fields_set
+
+    @model_validator(mode="after")
+    def _shape(self) -> NewMessage:
+        if self.status is Status.PENDING:
+            if self.role is not Role.ASSISTANT:
+                raise ValueError("only an assistant message can be pending")
+            if self.content:
+                raise ValueError("a pending message must have empty content")
+        elif not self.content and not self.tool_calls and not self.files:
+            raise ValueError(
+                "content may be empty only for a pending message or one with tool calls or files"
+            )
+        if self.tool_calls and self.role is not Role.ASSISTANT:
+            raise ValueError("only an assistant message can carry tool_calls")
+        if self.role is Role.TOOL and not self.tool_call_id:
+            raise ValueError("a tool message needs tool_call_id")
+        if self.tool_call_id is not None and self.role is not Role.TOOL:
+            raise ValueError("only a tool message can carry tool_call_id")
+        return self
+
+
+class MessagePatch(BaseModel):
+    """Completion of a pending assistant message (the only mutable kind)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    content: str = ""
+    status: Literal["complete"] = "complete"
+    files: list[FileRef] | None = None
+    tool_calls: list[ToolCall] | None = None
+    metadata: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _not_empty(self) -> MessagePatch:
+        if not self.content and not self.tool_calls and not self.files:
+            raise ValueError("a completed message needs content, tool_calls or files")
+        return self
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """A stored message. ``seq`` is server order; ``branch_tokens`` is the token
+    count of the path from the root down to and including this message (store
+    encoding), so "tokens between X and the leaf" is one subtraction."""
+
+    id: str
+    conversation_id: str
+    parent_id: str | None
+    role: Role
+    content: str
+    files: tuple[FileRef, ...]
+    tool_calls: tuple[ToolCall, ...]
+    tool_call_id: str | None
+    status: Status
+    metadata: dict[str, Any]
+    occurred_at: datetime
+    created_at: datetime
+    seq: int
+    depth: int
+    token_count: int
+    branch_tokens: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict of every public field."""
+        return {
+            "id": self.id,
+            "conversation_id": self.conversation_id,
+            "parent_id": self.parent_id,
+            "role": self.role.value,
+            "content": self.content,
+            "files": [f.model_dump(exclude_none=True) for f in self.files],
+            "tool_calls": [t.model_dump() for t in self.tool_calls],
+            "tool_call_id": self.tool_call_id,
+            "status": self.status.value,
+            "metadata": self.metadata,
+            "occurred_at": self.occurred_at.isoformat(),
+            "created_at": self.created_at.isoformat(),
+            "seq": self.seq,
+            "depth": self.depth,
+            "token_count": self.token_count,
+            "branch_tokens": self.branch_tokens,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Conversation:
+    id: str
+    tenant: str
+    user: str
+    agent: str | None
+    title: str | None
+    metadata: dict[str, Any]
+    active_leaf_id: str | None
+    created_at: datetime
+    updated_at: datetime
+    message_count: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "title": self.title,
+            "metadata": self.metadata,
+            "agent": self.agent,
+            "active_leaf_id": self.active_leaf_id,
+            "message_count": self.message_count,
+            "created_at": self.created_at.isoformat(),
+            "updated_at": self.updated_at.isoformat(),
+        }
+
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Page(Generic[T]):
+    """One page of a cursor-paginated list."""
+
+    items: list[T]
+    next_cursor: str | None = field(default=None)
