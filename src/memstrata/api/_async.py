@@ -279,7 +279,7 @@ class AsyncMemory:
         )
 
     async def close(self) -> None:
-        self._core.engine.close()
+        await self._core.engine.aclose()
 
     async def __aenter__(self) -> AsyncMemory:
         return self

@@ -30,6 +30,8 @@ class Engine(Protocol):
 
     def close(self) -> None: ...
 
+    async def aclose(self) -> None: ...
+
 
 def redact(url: str) -> str:
     """The URL with any password replaced, for logs and error messages."""
@@ -59,8 +61,7 @@ def open_engine(url: str, *, sqlite_synchronous: str = "NORMAL") -> Engine:
 
         return SqliteEngine(sqlite_path(url), synchronous=sqlite_synchronous)
     if scheme in ("postgresql", "postgres"):
-        raise ConfigurationError(
-            f"PostgreSQL is not available in this version of memstrata ({redact(url)}); "
-            "use a sqlite:/// URL"
-        )
+        from memstrata.backends.postgres import PostgresEngine
+
+        return PostgresEngine(url)
     raise ConfigurationError(f"unknown database URL scheme {scheme!r} in {redact(url)}")

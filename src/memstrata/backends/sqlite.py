@@ -115,6 +115,9 @@ class SqliteEngine:
                     conn.close()
             self._all.clear()
 
+    async def aclose(self) -> None:
+        self.close()
+
     # -- running operations --------------------------------------------------------------
 
     @staticmethod

@@ -109,7 +109,16 @@ def _check_metadata(rt: Runtime, metadata: dict[str, Any] | None) -> None:
         )
 
 
+def _check_text(value: str | None, field: str) -> None:
+    # PostgreSQL text cannot hold NUL; refuse it everywhere so every backend agrees.
+    if value and "\x00" in value:
+        raise InvalidInput(f"{field} must not contain NUL characters", field=field)
+
+
 def _check_message(rt: Runtime, new: NewMessage | MessagePatch) -> None:
+    _check_text(new.content, "content")
+    if isinstance(new, NewMessage):
+        _check_text(new.tool_call_id, "tool_call_id")
     size = len(new.content.encode())
     if size > rt.limits.max_content_bytes:
         raise InvalidInput(
@@ -139,6 +148,7 @@ def create_conversation(
     _check_metadata(rt, metadata)
     if title is not None and len(title) > 1000:
         raise InvalidInput("title is over 1000 characters", field="title")
+    _check_text(title, "title")
     cid = parse_id(conversation_id, field="id") if conversation_id else rt.make_id()
     now = rt.clock()
     yield from tenancy.ensure_user(scope.tenant, scope.user, now)
@@ -161,6 +171,19 @@ def get_conversation(scope: Scope, conversation_id: str) -> Op[Conversation]:
     if not rows:
         raise NotFound(f"conversation {conversation_id} not found", kind="conversation")
     return to_conversation(rows[0])
+
+
+def _lock_conversation(rt: Runtime, scope: Scope, conversation_id: str) -> Op[Conversation]:
+    """Touch the conversation row first: on PostgreSQL the update holds its row lock until
+    commit, so concurrent appends to one conversation queue up instead of racing for the
+    active leaf (SQLite's BEGIN IMMEDIATE already serialises writers)."""
+    n = yield Exec(
+        f"UPDATE conversations SET updated_at = ? WHERE id = ? AND {_OWNER}",
+        (rt.clock(), conversation_id, *_owner(scope)),
+    )
+    if not n:
+        raise NotFound(f"conversation {conversation_id} not found", kind="conversation")
+    return (yield from get_conversation(scope, conversation_id))
 
 
 def list_conversations(
@@ -188,6 +211,7 @@ def update_conversation(
     metadata: dict[str, Any] | None = None,
 ) -> Op[Conversation]:
     _check_metadata(rt, metadata)
+    _check_text(title, "title")
     yield from get_conversation(scope, conversation_id)
     sets: list[str] = []
     params: list[Any] = []
@@ -285,7 +309,7 @@ def append_message(
 ) -> Op[tuple[Message, bool]]:
     """Append a message; returns it and whether it was created (False: idempotent replay)."""
     _check_message(rt, new)
-    conv = yield from get_conversation(scope, conversation_id)
+    conv = yield from _lock_conversation(rt, scope, conversation_id)
     if new.id is not None:
         mid = parse_id(new.id)
         stored = yield from _existing(conv.id, mid, new)

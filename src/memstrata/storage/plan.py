@@ -17,11 +17,11 @@ nothing is ever half-written.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
-__all__ = ["Exec", "Op", "Plan", "Query", "Request", "Row", "drive", "read", "write"]
+__all__ = ["Exec", "Op", "Plan", "Query", "Request", "Row", "adrive", "drive", "read", "write"]
 
 T = TypeVar("T")
 Row = tuple[Any, ...]
@@ -82,6 +82,25 @@ def drive(op: Op[T], execute: Cursor, translate: Callable[[Exception], Exception
             try:
                 result = execute(request)
             except Exception as exc:  # translated and handed to the operation
+                request = op.throw(translate(exc))
+            else:
+                request = op.send(result)
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+
+
+async def adrive(
+    op: Op[T],
+    execute: Callable[[Request], Awaitable[Any]],
+    translate: Callable[[Exception], Exception],
+) -> T:
+    """:func:`drive` for a driver whose ``execute`` is a coroutine (the same protocol)."""
+    try:
+        request = next(op)
+        while True:
+            try:
+                result = await execute(request)
+            except Exception as exc:
                 request = op.throw(translate(exc))
             else:
                 request = op.send(result)

@@ -20,15 +20,15 @@ class Migration:
     statements: tuple[str, ...]
 
 
-_SQLITE_CORE = (
+_CORE_TABLES = (
     """CREATE TABLE tenants (
         id TEXT PRIMARY KEY,
-        created_at INTEGER NOT NULL
+        created_at {time} NOT NULL
     )""",
     """CREATE TABLE users (
         tenant_id TEXT NOT NULL REFERENCES tenants(id),
         id TEXT NOT NULL,
-        created_at INTEGER NOT NULL,
+        created_at {time} NOT NULL,
         PRIMARY KEY (tenant_id, id)
     )""",
     """CREATE TABLE api_keys (
@@ -38,12 +38,12 @@ _SQLITE_CORE = (
         is_admin INTEGER NOT NULL,
         secret_hash TEXT NOT NULL UNIQUE,
         label TEXT,
-        created_at INTEGER NOT NULL,
-        revoked_at INTEGER
+        created_at {time} NOT NULL,
+        revoked_at {time}
     )""",
     "CREATE INDEX api_keys_owner ON api_keys (tenant_id, user_id)",
     """CREATE TABLE conversations (
-        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        seq {serial},
         id TEXT NOT NULL UNIQUE,
         tenant_id TEXT NOT NULL,
         user_id TEXT NOT NULL,
@@ -52,13 +52,13 @@ _SQLITE_CORE = (
         metadata TEXT,
         active_leaf_id TEXT,
         message_count INTEGER NOT NULL DEFAULT 0,
-        created_at INTEGER NOT NULL,
-        updated_at INTEGER NOT NULL,
+        created_at {time} NOT NULL,
+        updated_at {time} NOT NULL,
         FOREIGN KEY (tenant_id, user_id) REFERENCES users (tenant_id, id)
     )""",
     "CREATE INDEX conversations_owner ON conversations (tenant_id, user_id, agent_id, seq)",
     """CREATE TABLE messages (
-        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        seq {serial},
         id TEXT NOT NULL UNIQUE,
         conversation_id TEXT NOT NULL,
         parent_id TEXT,
@@ -69,8 +69,8 @@ _SQLITE_CORE = (
         tool_call_id TEXT,
         status TEXT NOT NULL,
         metadata TEXT,
-        occurred_at INTEGER NOT NULL,
-        created_at INTEGER NOT NULL,
+        occurred_at {time} NOT NULL,
+        created_at {time} NOT NULL,
         depth INTEGER NOT NULL,
         token_count INTEGER NOT NULL,
         branch_tokens INTEGER NOT NULL,
@@ -81,6 +81,20 @@ _SQLITE_CORE = (
     "CREATE INDEX messages_conversation ON messages (conversation_id, seq)",
 )
 
+
+_TYPES = {
+    "sqlite": {"serial": "INTEGER PRIMARY KEY AUTOINCREMENT", "time": "INTEGER"},
+    "postgres": {"serial": "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY", "time": "BIGINT"},
+}
+
+
+def _render(dialect: str, statements: tuple[str, ...]) -> tuple[str, ...]:
+    """One DDL text per table, with the few type names that differ filled in per dialect."""
+    return tuple(sql.format(**_TYPES[dialect]) for sql in statements)
+
+
+_CORE = "core: tenants, users, keys, conversations, messages"
+
 MIGRATIONS: dict[str, tuple[Migration, ...]] = {
-    "sqlite": (Migration(1, "core: tenants, users, keys, conversations, messages", _SQLITE_CORE),),
+    dialect: (Migration(1, _CORE, _render(dialect, _CORE_TABLES)),) for dialect in _TYPES
 }

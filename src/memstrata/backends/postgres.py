@@ -1,0 +1,254 @@
+"""The PostgreSQL backend: psycopg 3 with connection pools, sync and async.
+
+Both drivers run the same sans-IO operations as SQLite (``?`` placeholders are
+rewritten once per statement text). Reads run in ``REPEATABLE READ READ ONLY``
+transactions so a multi-statement read sees one snapshot; writes run in
+``READ COMMITTED`` and take row locks where they must serialise (an append
+updates its conversation row first). A read that fails because its connection
+dropped is retried once on a fresh connection; a write never is, since the
+client can retry it safely with the same message id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import zlib
+from functools import lru_cache
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+from memstrata.errors import (
+    BackendUnavailable,
+    Conflict,
+    InvalidInput,
+    MemstrataError,
+    MissingDependency,
+)
+from memstrata.storage.plan import Exec, Plan, Request, adrive, drive
+from memstrata.storage.schema import MIGRATIONS
+
+try:
+    import psycopg
+    from psycopg import errors as pg_errors
+    from psycopg_pool import AsyncConnectionPool, ConnectionPool
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise MissingDependency(
+        'PostgreSQL needs the postgres extra: pip install "memstrata[postgres]"'
+    ) from exc
+
+__all__ = ["PostgresEngine"]
+
+T = TypeVar("T")
+
+_BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+_BEGIN_WRITE = "BEGIN"
+
+
+@lru_cache(maxsize=2048)
+def to_pyformat(sql: str) -> str:
+    """``?`` placeholders become psycopg's ``%s``; a literal ``%`` is escaped."""
+    return sql.replace("%", "%%").replace("?", "%s")
+
+
+class PostgresEngine:
+    """Runs :class:`~memstrata.storage.plan.Plan` objects against PostgreSQL."""
+
+    dialect = "postgres"
+
+    def __init__(
+        self, url: str, *, min_size: int = 1, max_size: int = 10, schema: str | None = None
+    ) -> None:
+        parts = urlsplit(url)
+        self._where = f"{parts.hostname or 'localhost'}:{parts.port or 5432}"
+        self.location = f"postgresql://{self._where}{parts.path}"
+        self._conninfo = url
+        self._kwargs: dict[str, Any] = {"autocommit": True}
+        if schema is not None:
+            self._kwargs["options"] = f"-c search_path={schema}"
+        self._min, self._max = min_size, max_size
+        self._pool = ConnectionPool(
+            url,
+            min_size=min_size,
+            max_size=max_size,
+            kwargs=self._kwargs,
+            open=False,
+            name="memstrata",
+        )
+        self._apools: dict[asyncio.AbstractEventLoop, AsyncConnectionPool] = {}
+        self._alock = threading.Lock()
+        try:
+            # One direct connection first: its error says why (refused, auth, no such
+            # database) where a pool would only report a timeout.
+            psycopg.connect(url, connect_timeout=5, **self._kwargs).close()
+            self._pool.open(wait=True, timeout=10)
+        except Exception as exc:
+            self._pool.close()
+            raise self._unavailable(exc) from None
+        self.migrate()
+
+    # -- errors --------------------------------------------------------------------------
+
+    def _unavailable(self, exc: BaseException) -> BackendUnavailable:
+        # psycopg messages name host and port but never the password.
+        text = str(exc).strip()
+        first = text.splitlines()[0] if text else type(exc).__name__
+        return BackendUnavailable(
+            f"PostgreSQL at {self._where} is unavailable: {first}", where=self._where
+        )
+
+    def translate(self, exc: Exception) -> Exception:
+        if isinstance(exc, MemstrataError):
+            return exc
+        if isinstance(exc, pg_errors.UniqueViolation | pg_errors.ExclusionViolation):
+            return Conflict(f"duplicate: {exc.diag.message_primary or exc}")
+        if isinstance(exc, psycopg.IntegrityError):
+            return Conflict(f"constraint violated: {exc.diag.message_primary or exc}")
+        if isinstance(exc, psycopg.DataError):
+            return InvalidInput(f"invalid value: {exc.diag.message_primary or exc}")
+        if isinstance(exc, psycopg.OperationalError | pg_errors.AdminShutdown):
+            return self._unavailable(exc)
+        return exc
+
+    # -- running operations --------------------------------------------------------------
+
+    @staticmethod
+    def _execute(cur: psycopg.Cursor[Any], request: Request) -> Any:
+        cur.execute(to_pyformat(request.sql), tuple(request.params))
+        if isinstance(request, Exec):
+            return cur.rowcount
+        return cur.fetchall()
+
+    def _run_once(self, plan: Plan[T]) -> T:
+        with self._pool.connection() as conn, conn.cursor() as cur:
+            cur.execute(_BEGIN_WRITE if plan.writes else _BEGIN_READ)
+            try:
+                result = drive(plan.make(), lambda r: self._execute(cur, r), self.translate)
+            except BaseException:
+                if not conn.broken:
+                    with contextlib.suppress(psycopg.Error):
+                        cur.execute("ROLLBACK")
+                raise
+            cur.execute("COMMIT")
+            return result
+
+    def run(self, plan: Plan[T]) -> T:
+        try:
+            return self._run_once(plan)
+        except (BackendUnavailable, psycopg.OperationalError) as exc:
+            if plan.writes:  # it may have committed: never replay a write blindly
+                raise self.translate(exc) from None
+        except psycopg.Error as exc:
+            raise self.translate(exc) from None
+        try:  # one retry for reads, on a fresh connection
+            return self._run_once(plan)
+        except psycopg.Error as exc:
+            raise self.translate(exc) from None
+
+    async def _apool(self) -> AsyncConnectionPool:
+        loop = asyncio.get_running_loop()
+        pool = self._apools.get(loop)
+        if pool is None:
+            pool = AsyncConnectionPool(
+                self._conninfo,
+                min_size=self._min,
+                max_size=self._max,
+                kwargs=self._kwargs,
+                open=False,
+            )
+            try:
+                await pool.open(wait=True, timeout=10)
+            except Exception as exc:
+                await pool.close()
+                raise self._unavailable(exc) from None
+            with self._alock:
+                self._apools[loop] = pool
+        return pool
+
+    async def _arun_once(self, plan: Plan[T]) -> T:
+        pool = await self._apool()
+        async with pool.connection() as conn, conn.cursor() as cur:
+            await cur.execute(_BEGIN_WRITE if plan.writes else _BEGIN_READ)
+
+            async def execute(request: Request) -> Any:
+                await cur.execute(to_pyformat(request.sql), tuple(request.params))
+                return cur.rowcount if isinstance(request, Exec) else await cur.fetchall()
+
+            try:
+                result = await adrive(plan.make(), execute, self.translate)
+            except BaseException:
+                if not conn.broken:
+                    with contextlib.suppress(psycopg.Error):
+                        await cur.execute("ROLLBACK")
+                raise
+            await cur.execute("COMMIT")
+            return result
+
+    async def arun(self, plan: Plan[T]) -> T:
+        try:
+            return await self._arun_once(plan)
+        except (BackendUnavailable, psycopg.OperationalError) as exc:
+            if plan.writes:
+                raise self.translate(exc) from None
+        except psycopg.Error as exc:
+            raise self.translate(exc) from None
+        try:
+            return await self._arun_once(plan)
+        except psycopg.Error as exc:
+            raise self.translate(exc) from None
+
+    # -- schema --------------------------------------------------------------------------
+
+    def migrate(self) -> list[int]:
+        """Apply pending migrations under an advisory lock, so concurrent starters queue."""
+        applied: list[int] = []
+        try:
+            with self._pool.connection() as conn, conn.cursor() as cur:
+                cur.execute("BEGIN")
+                cur.execute("SELECT current_schema()")
+                row = cur.fetchone()
+                schema = str(row[0]) if row else "public"
+                cur.execute(
+                    "SELECT pg_advisory_xact_lock(%s)",
+                    (zlib.crc32(f"memstrata:{schema}".encode()),),
+                )
+                cur.execute(
+                    "CREATE TABLE IF NOT EXISTS schema_migrations "
+                    "(version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL)"
+                )
+                cur.execute("SELECT version FROM schema_migrations")
+                done = {r[0] for r in cur.fetchall()}
+                for m in MIGRATIONS[self.dialect]:
+                    if m.version in done:
+                        continue
+                    for statement in m.statements:
+                        cur.execute(statement)
+                    cur.execute(
+                        "INSERT INTO schema_migrations (version, name, applied_at) VALUES (%s, %s, now())",
+                        (m.version, m.name),
+                    )
+                    applied.append(m.version)
+                cur.execute("COMMIT")
+        except psycopg.Error as exc:
+            raise self.translate(exc) from None
+        return applied
+
+    def schema_version(self) -> int:
+        with self._pool.connection() as conn:
+            row = conn.execute("SELECT max(version) FROM schema_migrations").fetchone()
+        return int(row[0] or 0) if row else 0
+
+    def close(self) -> None:
+        """Close the sync pool, and the async pools whose loops are not running."""
+        self._pool.close()
+        for loop, pool in list(self._apools.items()):
+            if not loop.is_closed() and not loop.is_running():
+                loop.run_until_complete(pool.close())
+                del self._apools[loop]
+
+    async def aclose(self) -> None:
+        pool = self._apools.pop(asyncio.get_running_loop(), None)
+        if pool is not None:
+            await pool.close()
+        self.close()
