@@ -16,6 +16,7 @@ PAIRS = [(ROOT / "src/memstrata/api/_async.py", ROOT / "src/memstrata/api/_sync.
 
 NAMES = {
     "arun": "run",
+    "arun_pending": "run_pending",
     "__aenter__": "__enter__",
     "__aexit__": "__exit__",
     "aclose": "close",
@@ -38,7 +39,9 @@ def render(src: Path) -> str:
     text = "".join(body)
     text = re.sub(r"\bawait\s+", "", text)
     text = re.sub(r"\basync\s+(def|with|for)\b", r"\1", text)
-    text = re.sub(r"\b(arun|__aenter__|__aexit__|aclose)\b", lambda m: NAMES[m.group(1)], text)
+    text = re.sub(
+        r"\b(arun_pending|arun|__aenter__|__aexit__|aclose)\b", lambda m: NAMES[m.group(1)], text
+    )
     text = re.sub(r"\bAsync([A-Z]\w*)", r"\1", text)
     return HEADER + text
 

@@ -20,6 +20,12 @@ class Settings(BaseSettings):
     sqlite_synchronous: Literal["OFF", "NORMAL", "FULL", "EXTRA"] = "NORMAL"
     max_content_bytes: int = Field(default=1_000_000, ge=1)
     max_body_bytes: int = Field(default=4_000_000, ge=1024)
+    redis: str | None = Field(default=None, description="Redis URL for locks and job wake-ups.")
+    worker: Literal["auto", "thread", "off"] = Field(
+        default="auto",
+        description="auto: an in-process worker thread on SQLite, none on PostgreSQL (run `memstrata worker`).",
+    )
+    worker_poll_seconds: float = Field(default=1.0, gt=0)
     host: str = "127.0.0.1"
     port: int = Field(default=8700, ge=1, le=65535)
     local_tenant: str = "local"

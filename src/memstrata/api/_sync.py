@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Any
@@ -12,13 +12,23 @@ from memstrata.api.core import checked_scope as _scope
 from memstrata.config import Settings
 from memstrata.conversation import ops
 from memstrata.conversation.history import History
-from memstrata.errors import InvalidInput
+from memstrata.errors import InvalidInput, NotFound
+from memstrata.jobs import ops as jobs_ops
+from memstrata.jobs.ops import Job
+from memstrata.jobs.worker import Handler
 from memstrata.storage import tenancy
 from memstrata.storage.plan import read, write
 from memstrata.storage.tenancy import ApiKey, Principal
 from memstrata.types import Conversation, Message, MessagePatch, NewMessage, Page, Scope
 
-__all__ = ["Conversations", "Keys", "Memory", "Messages", "Users"]
+__all__ = [
+    "Conversations",
+    "Jobs",
+    "Keys",
+    "Memory",
+    "Messages",
+    "Users",
+]
 
 
 class Conversations:
@@ -223,6 +233,103 @@ class Keys:
         return self._core.engine.run(read(lambda: tenancy.authenticate(secret)))
 
 
+class Jobs:
+    """The durable background queue shared by every feature (see :mod:`memstrata.jobs.ops`)."""
+
+    def __init__(self, core: Core) -> None:
+        self._core = core
+
+    def register(self, kind: str, handler: Handler[Any], *, lease_s: float = 60.0) -> None:
+        """Run ``handler(job, memory)`` for jobs of ``kind``; it must be idempotent."""
+        self._core.jobs.register(kind, handler, lease_s=lease_s)
+
+    def enqueue(
+        self,
+        scope: Scope,
+        kind: str,
+        *,
+        key: str | None = None,
+        payload: dict[str, Any] | None = None,
+        flags: dict[str, bool] | None = None,
+        conversation_id: str | None = None,
+        delay_s: float = 0.0,
+        max_wait_s: float | None = None,
+        max_attempts: int = 5,
+    ) -> Job:
+        """Queue a job; with a ``key``, merge into the queued job of the same kind and key."""
+        s = _scope(scope)
+        rt = self._core.rt
+        job_id, now = rt.make_id(), rt.clock()
+        wait = max_wait_s if max_wait_s is not None else max(delay_s * 10, delay_s)
+        job = self._core.engine.run(
+            write(
+                lambda: jobs_ops.enqueue(
+                    job_id=job_id,
+                    kind=kind,
+                    key=key,
+                    tenant=s.tenant,
+                    user=s.user,
+                    agent=s.agent,
+                    conversation_id=conversation_id,
+                    payload=payload,
+                    flags=flags,
+                    delay_s=delay_s,
+                    max_wait_s=wait,
+                    max_attempts=max_attempts,
+                    now=now,
+                )
+            )
+        )
+        self._core.job_queued()
+        return job
+
+    def get(self, job_id: str, *, tenant: str | None = None, user: str | None = None) -> Job:
+        job = self._core.engine.run(read(lambda: jobs_ops.get_job(job_id)))
+        if (tenant is not None and job.tenant != tenant) or (user is not None and job.user != user):
+            raise NotFound(f"job {job_id} not found", kind="job")
+        return job
+
+    def list(
+        self,
+        *,
+        tenant: str | None = None,
+        user: str | None = None,
+        status: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Page[Job]:
+        """Newest first, optionally only one tenant's (or user's) jobs in one status."""
+        st = jobs_ops.parse_status(status)
+        n = ops.page_limit(self._core.rt, limit)
+        before = ops.seq_cursor(cursor)
+        rows = self._core.engine.run(
+            read(
+                lambda: jobs_ops.list_jobs(
+                    tenant=tenant, user=user, status=st, before_created=before, limit=n + 1
+                )
+            )
+        )
+        items = [job for job, _ in rows[:n]]
+        return Page(items, ops.encode_cursor(rows[n - 1][1]) if len(rows) > n else None)
+
+    def retry(self, job_id: str, *, tenant: str | None = None) -> Job:
+        """Send a dead job back to the queue."""
+        now = self._core.rt.clock()
+        job = self._core.engine.run(write(lambda: jobs_ops.retry(job_id, now, tenant)))
+        self._core.job_queued()
+        return job
+
+    def stats(self) -> dict[str, Any]:
+        now = self._core.rt.clock()
+        return self._core.engine.run(read(lambda: jobs_ops.queue_stats(now)))
+
+    def run_pending(
+        self, kinds: Sequence[str] | None = None, max_jobs: int | None = None
+    ) -> int:
+        """Run every ready job now, in this process; returns how many ran (tests, flushes)."""
+        return self._core.run_pending(kinds, max_jobs)
+
+
 class Memory:
     """One memory store. Open with :meth:`open`; close with :meth:`close` or ``with``."""
 
@@ -232,6 +339,7 @@ class Memory:
         self.messages = Messages(core)
         self.users = Users(core)
         self.keys = Keys(core)
+        self.jobs = Jobs(core)
 
     @classmethod
     def open(
@@ -275,7 +383,8 @@ class Memory:
         )
 
     def close(self) -> None:
-        self._core.engine.close()
+        """Stop this process's worker (running jobs finish) and close the store."""
+        self._core.close()
 
     def __enter__(self) -> Memory:
         return self

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import threading
+from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
+import anyio.to_thread
 from pydantic import BaseModel, ValidationError
 
 from memstrata.backends.registry import Engine, open_engine
 from memstrata.config import Settings
 from memstrata.errors import ConfigurationError, InvalidInput
+from memstrata.jobs import ops as jobs_ops
+from memstrata.jobs.worker import JobRegistry, LocalWakeup, Wakeup, Worker
+from memstrata.locks import DistributedLock, FileLock
 from memstrata.runtime import Limits, Runtime
 from memstrata.tokens import get_tokenizer
 from memstrata.types import Scope
@@ -47,12 +52,31 @@ def checked_scope(scope: Scope) -> Scope:
 
 
 class Core:
-    """The engine, runtime and settings of one opened memory."""
+    """The engine, runtime, settings and background machinery of one opened memory."""
 
-    def __init__(self, engine: Engine, runtime: Runtime, settings: Settings) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        runtime: Runtime,
+        settings: Settings,
+        *,
+        lock: DistributedLock | None = None,
+        wakeup: Wakeup | None = None,
+        blobs: str | None = None,
+        redis: str | None = None,
+    ) -> None:
         self.engine = engine
         self.rt = runtime
         self.settings = settings
+        self.blobs_url = blobs
+        self.redis_url = redis
+        self.jobs: JobRegistry[Any] = JobRegistry()
+        self.wakeup: Wakeup = wakeup or LocalWakeup()
+        self.lock: DistributedLock = lock or FileLock(settings.home / "locks")
+        self._worker: Worker[Any] | None = None
+        self._worker_lock = threading.Lock()
+        runtime.cascade.on_conversation_delete(jobs_ops.delete_for_conversations)
+        runtime.cascade.on_user_delete(jobs_ops.delete_for_user)
 
     @classmethod
     def open(
@@ -64,14 +88,67 @@ class Core:
         settings: Settings | None = None,
     ) -> Core:
         s = settings or Settings()
-        # blobs and redis are kept for the features that use them (node memory, locks).
-        if redis is not None and not redis.startswith(("redis://", "rediss://", "unix://")):
-            raise ConfigurationError(
-                f"redis URL must start with redis:// or rediss://, got {redis!r}"
-            )
+        redis = redis or s.redis
+        lock: DistributedLock | None = None
+        wakeup: Wakeup | None = None
+        if redis is not None:
+            if not redis.startswith(("redis://", "rediss://", "unix://")):
+                raise ConfigurationError(
+                    f"redis URL must start with redis:// or rediss://, got {redis!r}"
+                )
+            from memstrata.backends import redis as redis_backend
+
+            client = redis_backend.connect(redis)
+            lock = redis_backend.RedisLock(client)
+            wakeup = redis_backend.RedisWakeup(client)
         engine = open_engine(url or s.database_url(), sqlite_synchronous=s.sqlite_synchronous)
         rt = Runtime(
             tokenizer=get_tokenizer(s.token_encoding),
             limits=Limits(max_content_bytes=s.max_content_bytes),
         )
-        return cls(engine, rt, s)
+        return cls(engine, rt, s, lock=lock, wakeup=wakeup, blobs=blobs, redis=redis)
+
+    # -- background work -----------------------------------------------------------------
+
+    def worker(self) -> Worker[Any]:
+        """The worker of this process (created on first use; handlers get a sync Memory)."""
+        with self._worker_lock:
+            if self._worker is None:
+                from memstrata.api._sync import Memory
+
+                self._worker = Worker(
+                    self.engine,
+                    self.jobs,
+                    Memory(self),
+                    poll_s=self.settings.worker_poll_seconds,
+                    wakeup=self.wakeup,
+                )
+            return self._worker
+
+    def job_queued(self) -> None:
+        """Wake workers; on the embedded default, start the in-process worker thread."""
+        mode = self.settings.worker
+        if mode == "thread" or (mode == "auto" and self.engine.dialect == "sqlite"):
+            self.worker().start(threads=1)
+        self.wakeup.notify()
+
+    def run_pending(self, kinds: Sequence[str] | None = None, max_jobs: int | None = None) -> int:
+        return self.worker().run_pending(kinds, max_jobs)
+
+    async def arun_pending(
+        self, kinds: Sequence[str] | None = None, max_jobs: int | None = None
+    ) -> int:
+        return await anyio.to_thread.run_sync(self.run_pending, kinds, max_jobs)
+
+    def _stop_worker(self) -> None:
+        if self._worker is not None:
+            self._worker.stop()
+        self.wakeup.close()
+
+    def close(self) -> None:
+        self._stop_worker()
+        self.engine.close()
+
+    async def aclose(self) -> None:
+        await anyio.to_thread.run_sync(self._stop_worker)
+        await self.engine.aclose()

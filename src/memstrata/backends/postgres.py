@@ -26,7 +26,7 @@ from memstrata.errors import (
     MemstrataError,
     MissingDependency,
 )
-from memstrata.storage.plan import Exec, Plan, Request, adrive, drive
+from memstrata.storage.plan import Exec, Plan, Query, Request, adrive, drive
 from memstrata.storage.schema import MIGRATIONS
 
 try:
@@ -114,8 +114,13 @@ class PostgresEngine:
     # -- running operations --------------------------------------------------------------
 
     @staticmethod
-    def _execute(cur: psycopg.Cursor[Any], request: Request) -> Any:
-        cur.execute(to_pyformat(request.sql), tuple(request.params))
+    def _sql(request: Request) -> str:
+        if isinstance(request, Query) and request.lock == "skip_locked":
+            return to_pyformat(request.sql + " FOR UPDATE SKIP LOCKED")
+        return to_pyformat(request.sql)
+
+    def _execute(self, cur: psycopg.Cursor[Any], request: Request) -> Any:
+        cur.execute(self._sql(request), tuple(request.params))
         if isinstance(request, Exec):
             return cur.rowcount
         return cur.fetchall()
@@ -172,7 +177,7 @@ class PostgresEngine:
             await cur.execute(_BEGIN_WRITE if plan.writes else _BEGIN_READ)
 
             async def execute(request: Request) -> Any:
-                await cur.execute(to_pyformat(request.sql), tuple(request.params))
+                await cur.execute(self._sql(request), tuple(request.params))
                 return cur.rowcount if isinstance(request, Exec) else await cur.fetchall()
 
             try:

@@ -82,7 +82,7 @@ def decode_cursor(cursor: str | None) -> str | None:
         raise InvalidInput("cursor is not one this server issued", field="cursor") from None
 
 
-def _seq_cursor(cursor: str | None) -> int | None:
+def seq_cursor(cursor: str | None) -> int | None:
     value = decode_cursor(cursor)
     if value is None:
         return None
@@ -91,7 +91,7 @@ def _seq_cursor(cursor: str | None) -> int | None:
     return int(value)
 
 
-def _page_limit(rt: Runtime, limit: int | None) -> int:
+def page_limit(rt: Runtime, limit: int | None) -> int:
     if limit is None:
         return rt.limits.page_size
     if not 1 <= limit <= rt.limits.max_page_size:
@@ -190,8 +190,8 @@ def list_conversations(
     rt: Runtime, scope: Scope, *, limit: int | None = None, cursor: str | None = None
 ) -> Op[Page[Conversation]]:
     """Newest first."""
-    n = _page_limit(rt, limit)
-    before = _seq_cursor(cursor)
+    n = page_limit(rt, limit)
+    before = seq_cursor(cursor)
     rows = yield Query(
         f"SELECT {CONVERSATION_COLUMNS}, seq FROM conversations WHERE {_OWNER} AND seq < ? "
         "ORDER BY seq DESC LIMIT ?",
@@ -415,9 +415,9 @@ def list_leaves(
     cursor: str | None = None,
 ) -> Op[Page[Message]]:
     """Messages with no children, oldest first."""
-    n = _page_limit(rt, limit)
+    n = page_limit(rt, limit)
     yield from get_conversation(scope, conversation_id)
-    after = _seq_cursor(cursor) or 0
+    after = seq_cursor(cursor) or 0
     rows = yield Query(
         f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE conversation_id = ? AND seq > ? "
         "AND NOT EXISTS (SELECT 1 FROM messages c WHERE c.parent_id = m.id) ORDER BY seq LIMIT ?",
@@ -529,7 +529,7 @@ def history(
 def list_users(
     rt: Runtime, tenant: str, *, limit: int | None = None, cursor: str | None = None
 ) -> Op[Page[tuple[str, datetime]]]:
-    n = _page_limit(rt, limit)
+    n = page_limit(rt, limit)
     rows = yield from tenancy.list_users(tenant, decode_cursor(cursor), n + 1)
     items = rows[:n]
     return Page(items, encode_cursor(items[-1][0]) if len(rows) > n else None)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
 __all__ = ["Exec", "Op", "Plan", "Query", "Request", "Row", "adrive", "drive", "read", "write"]
 
@@ -29,10 +29,16 @@ Row = tuple[Any, ...]
 
 @dataclass(frozen=True, slots=True)
 class Query:
-    """A statement whose rows are sent back as ``list[Row]``."""
+    """A statement whose rows are sent back as ``list[Row]``.
+
+    ``lock="skip_locked"`` asks for the selected rows to be locked for this
+    transaction, skipping rows another transaction holds (PostgreSQL appends
+    ``FOR UPDATE SKIP LOCKED``; SQLite needs nothing, as its writers are serialised).
+    """
 
     sql: str
     params: Sequence[Any] = ()
+    lock: Literal["skip_locked"] | None = None
 
 
 @dataclass(frozen=True, slots=True)

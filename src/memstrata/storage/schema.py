@@ -82,6 +82,39 @@ _CORE_TABLES = (
 )
 
 
+_JOB_TABLES = (
+    """CREATE TABLE jobs (
+        id TEXT PRIMARY KEY,
+        kind TEXT NOT NULL,
+        dedupe_key TEXT,
+        tenant_id TEXT NOT NULL,
+        user_id TEXT,
+        agent_id TEXT NOT NULL DEFAULT '',
+        conversation_id TEXT,
+        payload TEXT,
+        flags TEXT,
+        status TEXT NOT NULL,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        max_attempts INTEGER NOT NULL,
+        run_after {time} NOT NULL,
+        first_enqueued_at {time} NOT NULL,
+        enqueue_count INTEGER NOT NULL DEFAULT 1,
+        lease_until {time},
+        lease_token TEXT,
+        worker TEXT,
+        last_error TEXT,
+        created_at {time} NOT NULL,
+        updated_at {time} NOT NULL,
+        finished_at {time}
+    )""",
+    # At most one queued job per (kind, key): later enqueues merge into it.
+    "CREATE UNIQUE INDEX jobs_queued_key ON jobs (kind, dedupe_key) "
+    "WHERE status = 'queued' AND dedupe_key IS NOT NULL",
+    "CREATE INDEX jobs_ready ON jobs (status, run_after)",
+    "CREATE INDEX jobs_owner ON jobs (tenant_id, user_id, status)",
+    "CREATE INDEX jobs_conversation ON jobs (conversation_id)",
+)
+
 _TYPES = {
     "sqlite": {"serial": "INTEGER PRIMARY KEY AUTOINCREMENT", "time": "INTEGER"},
     "postgres": {"serial": "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY", "time": "BIGINT"},
@@ -96,5 +129,9 @@ def _render(dialect: str, statements: tuple[str, ...]) -> tuple[str, ...]:
 _CORE = "core: tenants, users, keys, conversations, messages"
 
 MIGRATIONS: dict[str, tuple[Migration, ...]] = {
-    dialect: (Migration(1, _CORE, _render(dialect, _CORE_TABLES)),) for dialect in _TYPES
+    dialect: (
+        Migration(1, _CORE, _render(dialect, _CORE_TABLES)),
+        Migration(2, "jobs: the durable background queue", _render(dialect, _JOB_TABLES)),
+    )
+    for dialect in _TYPES
 }

@@ -1,0 +1,381 @@
+"""The durable job queue (sans-IO operations on the ``jobs`` table).
+
+Life of a job::
+
+    queued ──claim──▶ running ──complete──▶ done
+      ▲                 │  └──fail (attempts left)──▶ queued (run_after = now + backoff)
+      │                 └─────fail (no attempts left)──▶ dead ──retry──▶ queued
+      └──── lease expired (worker died): claimable again, the attempt counts
+
+* Debounce: a job with a ``key`` merges into the queued job of the same
+  ``(kind, key)``: the newest payload replaces the old one, flags are ORed, and
+  ``run_after`` is pushed back by the debounce delay but never past
+  ``first_enqueued_at + max_wait``, so steady traffic cannot starve a key.
+* Claims lock rows (``FOR UPDATE SKIP LOCKED`` on PostgreSQL, the database write
+  lock on SQLite) and hand out a lease with a fencing token; a worker renews its
+  lease while it runs, and only the holder of the current token can finish the job.
+* A job whose key has a running job waits, so two runs of one key never overlap.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from memstrata.errors import Conflict, InvalidInput, NotFound
+from memstrata.storage.plan import Exec, Op, Query, Row
+from memstrata.storage.records import dump_json, from_micros
+
+__all__ = [
+    "Job",
+    "JobStatus",
+    "backoff_micros",
+    "claim",
+    "complete",
+    "enqueue",
+    "fail",
+    "get_job",
+    "heartbeat",
+    "list_jobs",
+    "queue_stats",
+    "retry",
+]
+
+_S = 1_000_000
+
+
+class JobStatus(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    DEAD = "dead"
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    id: str
+    kind: str
+    key: str | None
+    tenant: str
+    user: str | None
+    agent: str | None
+    conversation_id: str | None
+    payload: dict[str, Any]
+    flags: dict[str, bool]
+    status: JobStatus
+    attempts: int
+    max_attempts: int
+    run_after: datetime
+    first_enqueued_at: datetime
+    enqueue_count: int
+    lease_token: str | None
+    worker: str | None
+    last_error: str | None
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "key": self.key,
+            "user": self.user,
+            "agent": self.agent,
+            "conversation_id": self.conversation_id,
+            "payload": self.payload,
+            "flags": self.flags,
+            "status": self.status.value,
+            "attempts": self.attempts,
+            "max_attempts": self.max_attempts,
+            "run_after": self.run_after.isoformat(),
+            "first_enqueued_at": self.first_enqueued_at.isoformat(),
+            "enqueue_count": self.enqueue_count,
+            "last_error": self.last_error,
+            "created_at": self.created_at.isoformat(),
+            "updated_at": self.updated_at.isoformat(),
+            "finished_at": None if self.finished_at is None else self.finished_at.isoformat(),
+        }
+
+
+_COLUMNS = (
+    "id, kind, dedupe_key, tenant_id, user_id, agent_id, conversation_id, payload, flags, status, attempts, "
+    "max_attempts, run_after, first_enqueued_at, enqueue_count, lease_token, worker, last_error, "
+    "created_at, updated_at, finished_at"
+)
+
+
+def _job(row: Row) -> Job:
+    return Job(
+        id=row[0],
+        kind=row[1],
+        key=row[2],
+        tenant=row[3],
+        user=row[4],
+        agent=row[5] or None,
+        conversation_id=row[6],
+        payload={} if row[7] is None else json.loads(row[7]),
+        flags={} if row[8] is None else json.loads(row[8]),
+        status=JobStatus(row[9]),
+        attempts=row[10],
+        max_attempts=row[11],
+        run_after=from_micros(row[12]),
+        first_enqueued_at=from_micros(row[13]),
+        enqueue_count=row[14],
+        lease_token=row[15],
+        worker=row[16],
+        last_error=row[17],
+        created_at=from_micros(row[18]),
+        updated_at=from_micros(row[19]),
+        finished_at=None if row[20] is None else from_micros(row[20]),
+    )
+
+
+def backoff_micros(attempts: int, base_s: float = 2.0, cap_s: float = 600.0) -> int:
+    """Exponential backoff (base * 2^(n-1), capped) with up to 25% random jitter."""
+    delay = min(cap_s, base_s * 2 ** max(0, attempts - 1))
+    jitter = delay * 0.25 * (secrets.randbelow(1000) / 1000)
+    return int((delay + jitter) * _S)
+
+
+def parse_status(value: str | None) -> JobStatus | None:
+    if value is None:
+        return None
+    try:
+        return JobStatus(value)
+    except ValueError:
+        raise InvalidInput(
+            f"status must be one of {', '.join(s.value for s in JobStatus)}", field="status"
+        ) from None
+
+
+def get_job(job_id: str) -> Op[Job]:
+    rows = yield Query(f"SELECT {_COLUMNS} FROM jobs WHERE id = ?", (job_id,))
+    if not rows:
+        raise NotFound(f"job {job_id} not found", kind="job")
+    return _job(rows[0])
+
+
+def enqueue(
+    *,
+    job_id: str,
+    kind: str,
+    key: str | None,
+    tenant: str,
+    user: str | None,
+    agent: str | None,
+    conversation_id: str | None,
+    payload: dict[str, Any] | None,
+    flags: dict[str, bool] | None,
+    delay_s: float,
+    max_wait_s: float,
+    max_attempts: int,
+    now: int,
+) -> Op[Job]:
+    """Queue a job, or merge it into the queued job with the same ``(kind, key)``."""
+    if not kind or len(kind) > 100:
+        raise InvalidInput("job kind must be 1-100 characters", field="kind")
+    if max_attempts < 1:
+        raise InvalidInput("max_attempts must be >= 1", field="max_attempts")
+    if delay_s < 0 or max_wait_s < delay_s:
+        raise InvalidInput("need 0 <= delay_s <= max_wait_s", field="delay_s")
+    run_after = now + int(delay_s * _S)
+    inserted = yield Exec(
+        "INSERT INTO jobs (id, kind, dedupe_key, tenant_id, user_id, agent_id, conversation_id, "
+        "payload, flags, status, max_attempts, run_after, first_enqueued_at, created_at, updated_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?) "
+        "ON CONFLICT (kind, dedupe_key) WHERE status = 'queued' AND dedupe_key IS NOT NULL DO NOTHING",
+        (
+            job_id,
+            kind,
+            key,
+            tenant,
+            user,
+            agent or "",
+            conversation_id,
+            dump_json(payload),
+            dump_json({k: True for k, v in (flags or {}).items() if v}),
+            max_attempts,
+            run_after,
+            now,
+            now,
+            now,
+        ),
+    )
+    if inserted:
+        return (yield from get_job(job_id))
+    # Merge into the queued job of this key; the UPDATE takes its row lock first.
+    rows = yield Query(
+        f"SELECT {_COLUMNS} FROM jobs WHERE kind = ? AND dedupe_key = ? AND status = 'queued'",
+        (kind, key),
+    )
+    if not rows:  # pragma: no cover - it was claimed between the two statements; queue anew
+        raise Conflict("the queued job was claimed while merging; enqueue again")
+    old = _job(rows[0])
+    merged_flags = dict(old.flags)
+    merged_flags.update({k: True for k, v in (flags or {}).items() if v})
+    deadline = int(old.first_enqueued_at.timestamp() * _S) + int(max_wait_s * _S)
+    yield Exec(
+        "UPDATE jobs SET payload = ?, flags = ?, run_after = ?, enqueue_count = enqueue_count + 1, "
+        "updated_at = ? WHERE id = ? AND status = 'queued'",
+        (dump_json(payload), dump_json(merged_flags), min(run_after, deadline), now, old.id),
+    )
+    return (yield from get_job(old.id))
+
+
+def claim(
+    *, kinds: Sequence[str] | None, worker: str, now: int, lease_s: float, limit: int = 1
+) -> Op[list[Job]]:
+    """Lease up to ``limit`` ready jobs (queued and due, or running with an expired lease)."""
+    kind_sql = ""
+    params: list[Any] = [now, now]
+    if kinds is not None:
+        if not kinds:
+            return []
+        kind_sql = f" AND j.kind IN ({', '.join('?' * len(kinds))})"
+        params.extend(kinds)
+    params.append(now)
+    params.append(limit)
+    rows = yield Query(
+        "SELECT j.id, j.attempts, j.max_attempts FROM jobs j WHERE "
+        "((j.status = 'queued' AND j.run_after <= ?) OR (j.status = 'running' AND j.lease_until < ?))"
+        f"{kind_sql} AND NOT EXISTS (SELECT 1 FROM jobs r WHERE r.kind = j.kind "
+        "AND r.dedupe_key = j.dedupe_key AND r.id <> j.id AND r.status = 'running' AND r.lease_until >= ?) "
+        "ORDER BY j.run_after LIMIT ?",
+        params,
+        lock="skip_locked",
+    )
+    claimed: list[Job] = []
+    lease_until = now + int(lease_s * _S)
+    for job_id, attempts, max_attempts in rows:
+        if attempts >= max_attempts:
+            # Its last attempt died with its worker: nothing is left to try.
+            yield Exec(
+                "UPDATE jobs SET status = 'dead', lease_token = NULL, finished_at = ?, updated_at = ?, "
+                "last_error = coalesce(last_error, 'lease expired on the last attempt') WHERE id = ?",
+                (now, now, job_id),
+            )
+            continue
+        token = secrets.token_hex(8)
+        yield Exec(
+            "UPDATE jobs SET status = 'running', attempts = attempts + 1, lease_until = ?, "
+            "lease_token = ?, worker = ?, updated_at = ? WHERE id = ?",
+            (lease_until, token, worker, now, job_id),
+        )
+        claimed.append((yield from get_job(job_id)))
+    return claimed
+
+
+def heartbeat(job_id: str, token: str, now: int, lease_s: float) -> Op[bool]:
+    """Extend a running job's lease; False means the lease was lost (stop working on it)."""
+    n = yield Exec(
+        "UPDATE jobs SET lease_until = ?, updated_at = ? WHERE id = ? AND lease_token = ? AND status = 'running'",
+        (now + int(lease_s * _S), now, job_id, token),
+    )
+    return bool(n)
+
+
+def complete(job_id: str, token: str, now: int) -> Op[bool]:
+    n = yield Exec(
+        "UPDATE jobs SET status = 'done', lease_token = NULL, lease_until = NULL, finished_at = ?, "
+        "updated_at = ?, last_error = NULL WHERE id = ? AND lease_token = ? AND status = 'running'",
+        (now, now, job_id, token),
+    )
+    return bool(n)
+
+
+def fail(job_id: str, token: str, error: str, now: int, backoff: int) -> Op[JobStatus | None]:
+    """Record a failure: back to the queue after ``backoff`` µs, or dead when out of attempts."""
+    rows = yield Query(
+        "SELECT attempts, max_attempts FROM jobs WHERE id = ? AND lease_token = ? AND status = 'running'",
+        (job_id, token),
+    )
+    if not rows:
+        return None  # the lease was lost; whoever holds it now decides
+    attempts, max_attempts = rows[0]
+    status = JobStatus.DEAD if attempts >= max_attempts else JobStatus.QUEUED
+    yield Exec(
+        "UPDATE jobs SET status = ?, lease_token = NULL, lease_until = NULL, last_error = ?, "
+        "run_after = ?, updated_at = ?, finished_at = ? WHERE id = ?",
+        (
+            status.value,
+            error[:4000],
+            now + backoff,
+            now,
+            now if status is JobStatus.DEAD else None,
+            job_id,
+        ),
+    )
+    return status
+
+
+def retry(job_id: str, now: int, tenant: str | None = None) -> Op[Job]:
+    """Send a dead job back to the queue with fresh attempts."""
+    job = yield from get_job(job_id)
+    if tenant is not None and job.tenant != tenant:
+        raise NotFound(f"job {job_id} not found", kind="job")
+    if job.status is not JobStatus.DEAD:
+        raise Conflict(f"job {job_id} is {job.status.value}; only dead jobs can be retried")
+    yield Exec(
+        "UPDATE jobs SET status = 'queued', attempts = 0, run_after = ?, first_enqueued_at = ?, "
+        "finished_at = NULL, updated_at = ? WHERE id = ? AND status = 'dead'",
+        (now, now, now, job_id),
+    )
+    return (yield from get_job(job_id))
+
+
+def list_jobs(
+    *,
+    tenant: str | None,
+    user: str | None,
+    status: JobStatus | None,
+    before_created: int | None,
+    limit: int,
+) -> Op[list[tuple[Job, int]]]:
+    """Newest first; each job comes with its ``created_at`` micros for the cursor."""
+    where = ["1 = 1"]
+    params: list[Any] = []
+    if tenant is not None:
+        where.append("tenant_id = ?")
+        params.append(tenant)
+    if user is not None:
+        where.append("user_id = ?")
+        params.append(user)
+    if status is not None:
+        where.append("status = ?")
+        params.append(status.value)
+    if before_created is not None:
+        where.append("created_at < ?")
+        params.append(before_created)
+    rows = yield Query(
+        f"SELECT {_COLUMNS} FROM jobs WHERE {' AND '.join(where)} ORDER BY created_at DESC, id DESC LIMIT ?",
+        (*params, limit),
+    )
+    return [(_job(r), r[18]) for r in rows]
+
+
+def queue_stats(now: int) -> Op[dict[str, Any]]:
+    """Counts by status and the age of the oldest ready job (for metrics and doctor)."""
+    rows = yield Query("SELECT status, count(*) FROM jobs GROUP BY status")
+    counts = {s.value: 0 for s in JobStatus}
+    counts.update({r[0]: int(r[1]) for r in rows})
+    oldest = yield Query(
+        "SELECT min(run_after) FROM jobs WHERE status = 'queued' AND run_after <= ?", (now,)
+    )
+    age = 0.0 if not oldest or oldest[0][0] is None else (now - int(oldest[0][0])) / _S
+    return {"counts": counts, "oldest_ready_age_s": age}
+
+
+def delete_for_conversations(ids: Sequence[str]) -> Op[None]:
+    """Cascade step: jobs about a deleted conversation go with it."""
+    yield Exec(f"DELETE FROM jobs WHERE conversation_id IN ({', '.join('?' * len(ids))})", ids)
+
+
+def delete_for_user(tenant: str, user: str) -> Op[None]:
+    """Cascade step: a deleted user's jobs go with the user."""
+    yield Exec("DELETE FROM jobs WHERE tenant_id = ? AND user_id = ?", (tenant, user))

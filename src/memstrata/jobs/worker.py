@@ -1,0 +1,238 @@
+"""Workers that claim and run jobs: in-process threads or ``memstrata worker`` processes.
+
+A worker claims a job with a lease, renews the lease while the handler runs,
+and then completes or fails it with its fencing token. A worker killed mid-job
+simply stops renewing: once the lease runs out another worker reclaims the job
+(the attempt counts), so nothing queued is ever lost and a job never runs in
+two places at once while its lease is alive. Handlers must therefore be
+idempotent: a job can run again after a crash.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
+
+from memstrata.backends.registry import Engine
+from memstrata.errors import InvalidInput
+from memstrata.jobs import ops
+from memstrata.jobs.ops import Job
+from memstrata.storage.plan import write
+
+__all__ = ["Handler", "JobRegistry", "LocalWakeup", "Wakeup", "Worker"]
+
+log = logging.getLogger("memstrata.jobs")
+
+C = TypeVar("C")
+Handler = Callable[[Job, C], None]
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry(Generic[C]):
+    handler: Handler[C]
+    lease_s: float
+
+
+class JobRegistry(Generic[C]):
+    """Job kinds and their handlers; features register theirs when a memory opens."""
+
+    def __init__(self) -> None:
+        self._entries: dict[str, _Entry[C]] = {}
+        self._lock = threading.Lock()
+
+    def register(self, kind: str, handler: Handler[C], *, lease_s: float = 60.0) -> None:
+        if lease_s <= 0:
+            raise InvalidInput("lease_s must be > 0", field="lease_s")
+        with self._lock:
+            self._entries[kind] = _Entry(handler, lease_s)
+
+    def get(self, kind: str) -> _Entry[C] | None:
+        return self._entries.get(kind)
+
+    def kinds(self) -> list[str]:
+        return sorted(self._entries)
+
+
+class Wakeup(Protocol):
+    """Tells sleeping workers that a job was queued (an optimisation: workers also poll)."""
+
+    def notify(self) -> None: ...
+
+    def wait(self, timeout: float) -> bool: ...
+
+    def close(self) -> None: ...
+
+
+class LocalWakeup:
+    """Wake-ups inside one process."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+
+    def notify(self) -> None:
+        self._event.set()
+
+    def wait(self, timeout: float) -> bool:
+        woke = self._event.wait(timeout)
+        self._event.clear()
+        return woke
+
+    def close(self) -> None:
+        self._event.set()
+
+
+def _micros() -> int:
+    return time.time_ns() // 1000
+
+
+class _LeaseKeeper:
+    """Renews one job's lease every third of its length until stopped."""
+
+    def __init__(self, engine: Engine, job: Job, lease_s: float) -> None:
+        self._engine, self._job, self._lease_s = engine, job, lease_s
+        self._stop = threading.Event()
+        self.lost = False
+        self._thread = threading.Thread(target=self._loop, name=f"lease-{job.id[:8]}", daemon=True)
+
+    def __enter__(self) -> _LeaseKeeper:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _loop(self) -> None:
+        token = self._job.lease_token or ""
+        while not self._stop.wait(self._lease_s / 3):
+            try:
+                alive = self._engine.run(
+                    write(lambda: ops.heartbeat(self._job.id, token, _micros(), self._lease_s))
+                )
+            except Exception:  # a passing database error: try again next beat
+                log.warning("lease renewal failed for job %s", self._job.id, exc_info=True)
+                continue
+            if not alive:
+                self.lost = True
+                return
+
+
+class Worker(Generic[C]):
+    """Claims and runs jobs of the registered kinds.
+
+    ``run_pending()`` works through every ready job in the calling thread (tests,
+    flushes); ``start()`` runs ``threads`` background threads until ``stop()``.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        registry: JobRegistry[C],
+        context: C,
+        *,
+        name: str | None = None,
+        poll_s: float = 1.0,
+        wakeup: Wakeup | None = None,
+        backoff: Callable[[int], int] = ops.backoff_micros,
+    ) -> None:
+        self._engine = engine
+        self._registry = registry
+        self._context = context
+        self.name = name or f"{socket.gethostname()}:{os.getpid()}:{id(self):x}"
+        self._poll_s = poll_s
+        self._wakeup = wakeup or LocalWakeup()
+        self._backoff = backoff
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    @property
+    def wakeup(self) -> Wakeup:
+        return self._wakeup
+
+    def _claim(self, kinds: Sequence[str] | None) -> Job | None:
+        known = (
+            self._registry.kinds() if kinds is None else [k for k in kinds if self._registry.get(k)]
+        )
+        if not known:
+            return None
+        lease = max(e.lease_s for k in known if (e := self._registry.get(k)) is not None)
+        jobs = self._engine.run(
+            write(
+                lambda: ops.claim(
+                    kinds=known, worker=self.name, now=_micros(), lease_s=lease, limit=1
+                )
+            )
+        )
+        return jobs[0] if jobs else None
+
+    def _execute(self, job: Job) -> bool:
+        entry = self._registry.get(job.kind)
+        token = job.lease_token or ""
+        if entry is None:  # pragma: no cover - claims only ask for registered kinds
+            return False
+        try:
+            with _LeaseKeeper(self._engine, job, entry.lease_s):
+                entry.handler(job, self._context)
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=5)}"
+            backoff = self._backoff(job.attempts)
+            status = self._engine.run(
+                write(lambda: ops.fail(job.id, token, error, _micros(), backoff))
+            )
+            log.warning(
+                "job %s (%s) failed on attempt %d -> %s", job.id, job.kind, job.attempts, status
+            )
+            return True
+        done = self._engine.run(write(lambda: ops.complete(job.id, token, _micros())))
+        if not done:
+            log.warning("job %s finished after its lease was lost; its new holder decides", job.id)
+        return True
+
+    def run_pending(self, kinds: Sequence[str] | None = None, max_jobs: int | None = None) -> int:
+        """Run ready jobs in this thread until none is ready (or ``max_jobs`` ran)."""
+        ran = 0
+        while max_jobs is None or ran < max_jobs:
+            job = self._claim(kinds)
+            if job is None:
+                break
+            self._execute(job)
+            ran += 1
+        return ran
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                ran = self.run_pending(max_jobs=10)
+            except Exception:
+                log.exception("worker %s: claiming failed; retrying after a pause", self.name)
+                ran = 0
+            if not ran and not self._stop.is_set():
+                self._wakeup.wait(self._poll_s)
+
+    def start(self, threads: int = 1) -> None:
+        if self._threads:
+            return
+        self._stop.clear()
+        for i in range(threads):
+            t = threading.Thread(target=self._loop, name=f"memstrata-worker-{i}", daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def stop(self, timeout: float | None = 30.0) -> None:
+        """Let running jobs finish (up to ``timeout``), then return."""
+        self._stop.set()
+        self._wakeup.notify()
+        for t in self._threads:
+            t.join(timeout)
+        self._threads.clear()
+
+    @property
+    def running(self) -> bool:
+        return any(t.is_alive() for t in self._threads)
