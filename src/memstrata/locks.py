@@ -12,6 +12,7 @@ import contextlib
 import fcntl
 import hashlib
 import os
+import secrets
 import threading
 import time
 from collections.abc import Iterator
@@ -55,7 +56,7 @@ class FileLock:
     def __init__(self, directory: Path) -> None:
         self._dir = directory
         self._dir.mkdir(parents=True, exist_ok=True)
-        self._held: dict[str, int] = {}
+        self._held: dict[str, tuple[int, str]] = {}
         self._mutex = threading.Lock()
 
     def _path(self, name: str) -> Path:
@@ -73,17 +74,20 @@ class FileLock:
                     except BlockingIOError:
                         os.close(fd)
                     else:
-                        self._held[name] = fd
-                        return f"{os.getpid()}:{fd}"
+                        token = secrets.token_hex(16)
+                        self._held[name] = (fd, token)
+                        return token
             if time.monotonic() >= deadline:
                 return None
             time.sleep(0.005)
 
     def release(self, name: str, token: str) -> bool:
         with self._mutex:
-            fd = self._held.pop(name, None)
-        if fd is None:
-            return False
+            held = self._held.get(name)
+            if held is None or held[1] != token:
+                return False
+            del self._held[name]
+        fd = held[0]
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
         return True

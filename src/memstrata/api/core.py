@@ -102,6 +102,11 @@ class Core:
             lock = redis_backend.RedisLock(client)
             wakeup = redis_backend.RedisWakeup(client)
         engine = open_engine(url or s.database_url(), sqlite_synchronous=s.sqlite_synchronous)
+        if lock is None and engine.dialect == "postgres":
+            from memstrata.backends.postgres import PostgresEngine, PostgresLock
+
+            assert isinstance(engine, PostgresEngine)
+            lock = PostgresLock(engine)
         rt = Runtime(
             tokenizer=get_tokenizer(s.token_encoding),
             limits=Limits(max_content_bytes=s.max_content_bytes),

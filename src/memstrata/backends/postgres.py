@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import secrets
 import threading
+import time
 import zlib
 from functools import lru_cache
 from typing import Any, TypeVar
@@ -38,7 +41,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         'PostgreSQL needs the postgres extra: pip install "memstrata[postgres]"'
     ) from exc
 
-__all__ = ["PostgresEngine"]
+__all__ = ["PostgresEngine", "PostgresLock"]
 
 T = TypeVar("T")
 
@@ -257,3 +260,60 @@ class PostgresEngine:
         if pool is not None:
             await pool.close()
         self.close()
+
+
+class PostgresLock:
+    """Session advisory locks, each held on a connection of its own.
+
+    The server frees the lock when that connection ends, so a crashed holder can
+    never wedge a name (``ttl_s`` is not needed for that).
+    """
+
+    def __init__(self, engine: PostgresEngine) -> None:
+        self._engine = engine
+        self._held: dict[str, psycopg.Connection[Any]] = {}
+        self._mutex = threading.Lock()
+
+    @staticmethod
+    def _key(name: str) -> int:
+        digest = hashlib.sha256(f"memstrata-lock:{name}".encode()).digest()
+        return int.from_bytes(digest[:8], "big", signed=True)
+
+    def acquire(self, name: str, *, ttl_s: float, wait_s: float) -> str | None:
+        deadline = time.monotonic() + wait_s
+        try:
+            conn = psycopg.connect(
+                self._engine._conninfo, connect_timeout=5, **self._engine._kwargs
+            )
+        except psycopg.Error as exc:
+            raise self._engine.translate(exc) from None
+        pause = 0.002
+        try:
+            while True:
+                row = conn.execute("SELECT pg_try_advisory_lock(%s)", (self._key(name),)).fetchone()
+                if row and row[0]:
+                    token = secrets.token_hex(16)
+                    with self._mutex:
+                        self._held[token] = conn
+                    return token
+                if time.monotonic() >= deadline:
+                    conn.close()
+                    return None
+                time.sleep(pause)
+                pause = min(pause * 2, 0.05)
+        except psycopg.Error as exc:
+            conn.close()
+            raise self._engine.translate(exc) from None
+
+    def release(self, name: str, token: str) -> bool:
+        with self._mutex:
+            conn = self._held.pop(token, None)
+        if conn is None:
+            return False
+        try:
+            row = conn.execute("SELECT pg_advisory_unlock(%s)", (self._key(name),)).fetchone()
+            return bool(row and row[0])
+        except psycopg.Error:
+            return False  # the connection died, and the lock with it
+        finally:
+            conn.close()
