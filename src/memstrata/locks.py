@@ -54,8 +54,7 @@ class FileLock:
     """``flock`` on one file per name: processes on one host; freed by the kernel on exit."""
 
     def __init__(self, directory: Path) -> None:
-        self._dir = directory
-        self._dir.mkdir(parents=True, exist_ok=True)
+        self._dir = directory  # created at the first acquire, not when a memory opens
         self._held: dict[str, tuple[int, str]] = {}
         self._mutex = threading.Lock()
 
@@ -65,6 +64,7 @@ class FileLock:
     def acquire(self, name: str, *, ttl_s: float, wait_s: float) -> str | None:
         # ttl_s is not needed: the kernel drops the lock when its process dies.
         deadline = time.monotonic() + wait_s
+        self._dir.mkdir(parents=True, exist_ok=True)
         while True:
             with self._mutex:
                 if name not in self._held:
