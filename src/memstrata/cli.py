@@ -1,0 +1,373 @@
+"""The ``memstrata`` command line: serve, keys, migrate, doctor, bench.
+
+Tables are for people; ``--json`` is for scripts. Errors print one line on
+stderr and exit 1 (2 for a wrong command line). Commands that print a value a
+script captures (``keys create``) print only that value on stdout.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from memstrata.api import Memory
+from memstrata.backends.registry import redact
+from memstrata.config import Settings
+from memstrata.errors import MemstrataError, MissingDependency
+from memstrata.storage.tenancy import ApiKey
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="memstrata",
+    help="memstrata: a memory layer for LLM chat apps and agents.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+keys_app = typer.Typer(help="Create, list and revoke API keys.", no_args_is_help=True)
+app.add_typer(keys_app, name="keys")
+
+Db = Annotated[
+    str | None,
+    typer.Option(
+        "--db",
+        help="Database URL (default: SQLite under MEMSTRATA_HOME, ./.memstrata).",
+        show_default=False,
+    ),
+]
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
+
+TOKENIZER_SAMPLE = "memstrata counts tokens offline: héllo wörld, 你好, 12345 🚀"
+
+
+def _note(message: str) -> None:
+    """A line for people on stderr, so stdout stays clean for scripts."""
+    typer.echo(message, err=True)
+
+
+def _fail(message: str) -> NoReturn:
+    _note(f"error: {' '.join(message.split())}")
+    raise typer.Exit(1)
+
+
+@contextmanager
+def _errors() -> Iterator[None]:
+    """A memstrata error becomes one line on stderr and exit status 1."""
+    try:
+        yield
+    except MemstrataError as exc:
+        _fail(exc.message)
+    except OSError as exc:  # e.g. a database path that cannot be created
+        _fail(str(exc))
+
+
+def _settings(db: str | None) -> Settings:
+    settings = Settings()
+    return settings.model_copy(update={"db": db or settings.database_url()})
+
+
+def _open(db: str | None) -> Memory:
+    settings = _settings(db)
+    return Memory.open(settings.database_url(), settings=settings)
+
+
+# -- serve -----------------------------------------------------------------------------------
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.", min=1, max=65535)] = 8700,
+    db: Db = None,
+) -> None:
+    """Run the REST server (migrates first; prints a key for the local user on first start)."""
+    with _errors():
+        settings = _settings(db).model_copy(update={"host": host, "port": port})
+        try:
+            import uvicorn
+
+            from memstrata.server import create_app
+        except ImportError as exc:
+            raise MissingDependency(
+                f"the server needs its extra: pip install 'memstrata[server]' ({exc})"
+            ) from None
+        with Memory.open(settings.database_url(), settings=settings) as mem:
+            if not mem.keys.list(settings.local_tenant):
+                _, secret = mem.keys.create(
+                    settings.local_tenant, user=settings.local_user, label="first start"
+                )
+                typer.echo(
+                    f"\nFirst start: created an API key for tenant {settings.local_tenant!r}, "
+                    f"user {settings.local_user!r}.\n"
+                    "It is shown only this once; keep it:\n\n"
+                    f"    {secret}\n\n"
+                    "Send it as: Authorization: Bearer <key>\n"
+                )
+        _note(f"memstrata serving {redact(settings.database_url())} on http://{host}:{port}")
+        uvicorn.run(create_app(settings=settings), host=host, port=port, log_level="info")
+
+
+# -- keys ------------------------------------------------------------------------------------
+
+
+def _key_dict(key: ApiKey) -> dict[str, Any]:
+    return {
+        "id": key.id,
+        "tenant": key.tenant,
+        "user": key.user,
+        "admin": key.admin,
+        "label": key.label,
+        "created_at": key.created_at.isoformat(),
+        "revoked_at": None if key.revoked_at is None else key.revoked_at.isoformat(),
+    }
+
+
+@keys_app.command("create")
+def keys_create(
+    tenant: Annotated[str, typer.Option("--tenant", help="Tenant the key belongs to.")],
+    user: Annotated[
+        str | None, typer.Option("--user", help="User the key acts as.", show_default=False)
+    ] = None,
+    admin: Annotated[
+        bool, typer.Option("--admin", help="An admin key for the tenant instead.")
+    ] = False,
+    label: Annotated[
+        str | None, typer.Option("--label", help="A note to recognise the key by.")
+    ] = None,
+    db: Db = None,
+) -> None:
+    """Create a key and print only the key on stdout (it is never shown again)."""
+    if admin == (user is not None):
+        raise typer.BadParameter(
+            "give exactly one of --user U or --admin", param_hint="--user / --admin"
+        )
+    with _errors(), _open(db) as mem:
+        key, secret = mem.keys.create(tenant, user=user, admin=admin, label=label)
+    who = "admin" if admin else f"user {user!r}"
+    _note(f"created key {key.id} for tenant {tenant!r}, {who}")
+    typer.echo(secret)
+
+
+@keys_app.command("list")
+def keys_list(
+    tenant: Annotated[
+        str | None, typer.Option("--tenant", help="Only this tenant's keys.", show_default=False)
+    ] = None,
+    as_json: JsonFlag = False,
+    db: Db = None,
+) -> None:
+    """List keys (never their secrets)."""
+    with _errors(), _open(db) as mem:
+        keys = mem.keys.list(tenant)
+    if as_json:
+        typer.echo(json.dumps([_key_dict(k) for k in keys], indent=2))
+        return
+    table = Table("id", "tenant", "user", "admin", "label", "created", "revoked")
+    for k in keys:
+        table.add_row(
+            k.id,
+            k.tenant,
+            k.user or "",
+            "yes" if k.admin else "",
+            k.label or "",
+            k.created_at.strftime("%Y-%m-%d %H:%M:%S"),
+            "" if k.revoked_at is None else k.revoked_at.strftime("%Y-%m-%d %H:%M:%S"),
+        )
+    Console().print(table)
+
+
+@keys_app.command("revoke")
+def keys_revoke(
+    key_id: Annotated[str, typer.Argument(help="The key id (from 'keys list').")],
+    db: Db = None,
+) -> None:
+    """Revoke a key; it is refused at once, also by a running server."""
+    with _errors(), _open(db) as mem:
+        mem.keys.revoke(key_id)
+    typer.echo(f"revoked key {key_id}")
+
+
+# -- migrate / doctor ------------------------------------------------------------------------
+
+
+def _migrations(dialect: str) -> list[tuple[int, str]]:
+    from memstrata.storage.schema import MIGRATIONS
+
+    return [(m.version, m.name) for m in MIGRATIONS.get(dialect, ())]
+
+
+def _latest_schema(dialect: str) -> int:
+    return max((v for v, _ in _migrations(dialect)), default=0)
+
+
+@app.command()
+def migrate(db: Db = None) -> None:
+    """Apply pending schema migrations and print the versions in place."""
+    settings = _settings(db)
+    with _errors(), _open(db) as mem:
+        engine = mem.core.engine
+        # Opening the store applies pending migrations; this call picks up any that
+        # another process added meanwhile, and reports the result.
+        engine.migrate()
+        version = engine.schema_version()
+        known = _migrations(engine.dialect)
+    typer.echo(f"database: {redact(settings.database_url())}")
+    for number, name in known:
+        if number <= version:
+            typer.echo(f"  applied {number}: {name}")
+    typer.echo(f"schema version: {version}")
+
+
+def _check_database(db: str | None) -> dict[str, Any]:
+    url = _settings(db).database_url()
+    info: dict[str, Any] = {"url": redact(url), "ok": False}
+    try:
+        with _open(db) as mem:
+            engine = mem.core.engine
+            info["dialect"] = engine.dialect
+            info["schema_version"] = engine.schema_version()
+            info["latest_schema_version"] = _latest_schema(engine.dialect)
+    except MemstrataError as exc:
+        info["error"] = exc.message
+        return info
+    except OSError as exc:
+        info["error"] = str(exc)
+        return info
+    if info["schema_version"] > info["latest_schema_version"]:
+        info["error"] = "the database was written by a newer memstrata"
+    else:
+        info["ok"] = True
+    return info
+
+
+def _check_tokenizer() -> dict[str, Any]:
+    from memstrata.tokens import get_encoding
+
+    info: dict[str, Any] = {"ok": True, "offline": True, "sample": TOKENIZER_SAMPLE, "counts": {}}
+    for name in ("o200k_base", "cl100k_base"):
+        try:
+            encoding = get_encoding(name)
+            if encoding.name != name:
+                raise RuntimeError(f"fell back to {encoding.name}")
+            info["counts"][name] = encoding.count(TOKENIZER_SAMPLE)
+        except Exception as exc:  # any failure here is what doctor must report
+            info["ok"] = False
+            info.setdefault("errors", {})[name] = str(exc)
+    return info
+
+
+def _diagnose(db: str | None) -> dict[str, Any]:
+    from memstrata import __version__
+
+    report: dict[str, Any] = {
+        "python": platform.python_version(),
+        "memstrata": __version__,
+        "sqlite": sqlite3.sqlite_version,
+        "database": _check_database(db),
+        "tokenizer": _check_tokenizer(),
+        "embedder": {"ok": True, "status": "not configured (arrives with recall)"},
+    }
+    report["ok"] = all(
+        part["ok"] for part in report.values() if isinstance(part, dict) and "ok" in part
+    )
+    return report
+
+
+def _print_diagnosis(report: dict[str, Any]) -> None:
+    database = report["database"]
+    tokenizer = report["tokenizer"]
+    table = Table("check", "status", "detail", show_header=True)
+    table.add_row("python", "ok", report["python"])
+    table.add_row("memstrata", "ok", report["memstrata"])
+    table.add_row("sqlite", "ok", report["sqlite"])
+    detail = database["url"]
+    if "schema_version" in database:
+        detail += f" (schema {database['schema_version']} of {database['latest_schema_version']})"
+    if "error" in database:
+        detail += f": {database['error']}"
+    table.add_row("database", "ok" if database["ok"] else "FAILED", detail)
+    counts = ", ".join(f"{k} {v}" for k, v in tokenizer["counts"].items())
+    errors = "; ".join(f"{k}: {v}" for k, v in tokenizer.get("errors", {}).items())
+    table.add_row(
+        "tokenizer",
+        "ok" if tokenizer["ok"] else "FAILED",
+        f"offline; sample tokens: {counts}" + (f"; {errors}" if errors else ""),
+    )
+    table.add_row("embedder", "-", report["embedder"]["status"])
+    Console(highlight=False).print(table)
+
+
+@app.command()
+def doctor(db: Db = None, as_json: JsonFlag = False) -> None:
+    """Check the installation: versions, database, offline tokenizer, embedder."""
+    report = _diagnose(db)
+    if as_json:
+        typer.echo(json.dumps(report, indent=2, ensure_ascii=False))
+    else:
+        _print_diagnosis(report)
+    if not report["ok"]:
+        raise typer.Exit(1)
+
+
+# -- bench -----------------------------------------------------------------------------------
+
+
+def _parse_sizes(values: list[str] | None) -> list[int] | None:
+    if not values:
+        return None
+    sizes: list[int] = []
+    for value in values:
+        for part in value.split(","):
+            part = part.strip().replace("_", "")
+            if not part:
+                continue
+            if not part.isdigit() or int(part) < 1:
+                raise typer.BadParameter(
+                    f"{part!r} is not a positive integer", param_hint="--sizes"
+                )
+            sizes.append(int(part))
+    return sizes or None
+
+
+@app.command()
+def bench(
+    name: Annotated[str, typer.Argument(help="Benchmark name, e.g. history.")],
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Write the JSON result here.", show_default=False)
+    ] = None,
+    db: Annotated[
+        str | None,
+        typer.Option("--db", help="Database URL to measure (default: a fresh temporary store)."),
+    ] = None,
+    sizes: Annotated[
+        list[str] | None,
+        typer.Option("--sizes", help="Sizes to measure, e.g. --sizes 1000,10000 (repeatable)."),
+    ] = None,
+) -> None:
+    """Run a benchmark: prints a table and writes the JSON envelope with --out."""
+    parsed = _parse_sizes(sizes)
+    with _errors():
+        try:
+            from memstrata.bench import run_bench
+        except ImportError as exc:
+            raise MissingDependency(f"benchmarks are not available: {exc}") from None
+        run_bench(name, out=out, db=db, sizes=parsed)
+
+
+def main() -> None:
+    """Console entry point (``memstrata``)."""
+    app()
+
+
+if __name__ == "__main__":
+    main()

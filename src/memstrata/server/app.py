@@ -1,0 +1,72 @@
+"""The FastAPI application: wiring only; every decision lives in the modules it mounts."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from memstrata.api import AsyncMemory
+from memstrata.config import Settings
+from memstrata.server import health, routes_admin, routes_conversations, routes_messages
+from memstrata.server.limits import BodyLimit
+from memstrata.server.metrics import Metrics, MetricsMiddleware
+from memstrata.server.openapi import install_openapi
+from memstrata.server.problems import install_problem_handlers
+
+__all__ = ["create_app"]
+
+_DESCRIPTION = """\
+memstrata's REST API. Authenticate with `Authorization: Bearer <key>`. A user key
+acts as its user; an admin key names the user (and optional agent) with the
+`X-Memstrata-User` / `X-Memstrata-Agent` headers. Errors are
+`application/problem+json`. Lists are cursor-paginated (`?limit=&cursor=` ->
+`{items, next_cursor}`).
+"""
+
+
+def create_app(memory: AsyncMemory | None = None, settings: Settings | None = None) -> FastAPI:
+    """Build the app around ``memory`` (the caller keeps owning it), or open one from ``settings``.
+
+    A memory opened here is closed when the application shuts down.
+    """
+    from memstrata import __version__
+
+    if settings is None:
+        settings = memory.core.settings if memory is not None else Settings()
+    owned = memory is None
+    mem = memory if memory is not None else AsyncMemory.open(settings=settings)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            if owned:
+                await mem.close()
+
+    app = FastAPI(
+        title="memstrata",
+        version=__version__,
+        description=_DESCRIPTION,
+        lifespan=lifespan,
+        openapi_url="/openapi.json",
+        docs_url=None,  # the interactive docs page loads assets from the network
+        redoc_url=None,
+    )
+    app.state.memory = mem
+    app.state.settings = settings
+    app.state.metrics = Metrics()
+
+    install_problem_handlers(app)
+    app.include_router(health.router)
+    app.include_router(routes_admin.router)
+    app.include_router(routes_conversations.router)
+    app.include_router(routes_messages.router)
+    install_openapi(app)
+
+    # Added last is outermost: metrics see every answer, including a 413.
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
+    return app

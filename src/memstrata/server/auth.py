@@ -1,0 +1,93 @@
+"""Who is calling: the API key on every request, and the scope it may act as.
+
+Keys are looked up on every request, with no cache, so a key made by the CLI
+works at once and a revoked key is refused at once. The scope comes from the key
+(and, for an admin key, from the ``X-Memstrata-User`` / ``X-Memstrata-Agent``
+headers), never from a request body.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, cast
+
+from fastapi import Depends, Header, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from memstrata.api import AsyncMemory
+from memstrata.errors import Forbidden, InvalidInput, Unauthorized
+from memstrata.storage.tenancy import Principal
+from memstrata.types import Scope
+
+__all__ = ["AdminKey", "CallerScope", "Mem", "admin_principal", "get_memory", "user_scope"]
+
+USER_HEADER = "X-Memstrata-User"
+AGENT_HEADER = "X-Memstrata-Agent"
+
+_bearer = HTTPBearer(
+    auto_error=False,
+    scheme_name="apiKey",
+    description="An API key (`msk_...`) from `memstrata keys create`.",
+)
+
+
+def get_memory(request: Request) -> AsyncMemory:
+    return cast(AsyncMemory, request.app.state.memory)
+
+
+Mem = Annotated[AsyncMemory, Depends(get_memory)]
+
+
+async def principal(
+    mem: Mem,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> Principal:
+    if credentials is None or not credentials.credentials:
+        raise Unauthorized("send an API key as 'Authorization: Bearer <key>'")
+    found = await mem.keys.authenticate(credentials.credentials)
+    if found is None:
+        raise Unauthorized("unknown or revoked API key")
+    return found
+
+
+async def user_scope(
+    caller: Annotated[Principal, Depends(principal)],
+    user: Annotated[
+        str | None,
+        Header(
+            alias=USER_HEADER,
+            description="Admin keys only: the user to act as. A user key sending it gets 403.",
+        ),
+    ] = None,
+    agent: Annotated[
+        str | None,
+        Header(
+            alias=AGENT_HEADER,
+            description="Admin keys only: the agent to act as (optional). A user key sending it gets 403.",
+        ),
+    ] = None,
+) -> Scope:
+    """The scope of a user route: the key's own user, or the user an admin key names."""
+    if not caller.admin:
+        if user is not None or agent is not None:
+            raise Forbidden(
+                f"a user key always acts as its own user; it may not send {USER_HEADER} "
+                f"or {AGENT_HEADER}"
+            )
+        assert caller.user is not None  # a non-admin key always names its user
+        return Scope(caller.tenant, caller.user)
+    if user is None:
+        raise InvalidInput(
+            f"an admin key must name the user with the {USER_HEADER} header on this route",
+            field=USER_HEADER,
+        )
+    return Scope(caller.tenant, user, agent)
+
+
+async def admin_principal(caller: Annotated[Principal, Depends(principal)]) -> Principal:
+    if not caller.admin:
+        raise Forbidden("this route needs an admin key")
+    return caller
+
+
+CallerScope = Annotated[Scope, Depends(user_scope)]
+AdminKey = Annotated[Principal, Depends(admin_principal)]

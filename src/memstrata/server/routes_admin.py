@@ -1,0 +1,50 @@
+"""Administration of a tenant's users (admin keys only)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from fastapi import APIRouter, Response
+from fastapi.responses import JSONResponse
+
+from memstrata.errors import InvalidInput, NotFound
+from memstrata.server.auth import AdminKey, Mem
+from memstrata.server.pagination import Cursor, Limit, page_body
+from memstrata.server.schemas import UserPage
+from memstrata.types import Scope
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/v1/users", tags=["admin"])
+
+_ADMIN_ONLY: dict[int | str, dict[str, Any]] = {403: {"description": "Not an admin key."}}
+
+
+def _user(item: tuple[str, datetime]) -> dict[str, Any]:
+    return {"id": item[0], "created_at": item[1].isoformat()}
+
+
+@router.get("", response_model=UserPage, responses=_ADMIN_ONLY, summary="List the tenant's users")
+async def list_users(
+    mem: Mem, caller: AdminKey, limit: Limit = None, cursor: Cursor = None
+) -> Response:
+    page = await mem.users.list(caller.tenant, limit=limit, cursor=cursor)
+    return JSONResponse(page_body(page, _user))
+
+
+@router.delete(
+    "/{user}",
+    status_code=204,
+    response_class=Response,
+    responses={**_ADMIN_ONLY, 404: {"description": "No such user in this tenant."}},
+    summary="Delete a user and everything the user owns",
+)
+async def delete_user(mem: Mem, caller: AdminKey, user: str) -> Response:
+    try:
+        scope = Scope(caller.tenant, user)
+    except InvalidInput:
+        # A name that cannot be valid cannot exist either.
+        raise NotFound(f"user {user} not found", kind="user") from None
+    await mem.users.delete(scope)
+    return Response(status_code=204)

@@ -1,0 +1,146 @@
+"""Messages of a conversation: append (idempotent), read, complete, leaves and history."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request, Response
+from fastapi.responses import JSONResponse
+
+from memstrata.errors import InvalidInput
+from memstrata.server.auth import CallerScope, Mem
+from memstrata.server.pagination import Cursor, Limit, page_body
+from memstrata.server.schemas import HistoryOut, MessageOut, MessagePage
+from memstrata.types import Message, MessagePatch
+
+__all__ = ["APPEND_OPERATION_ID", "router"]
+
+router = APIRouter(prefix="/v1/conversations/{cid}", tags=["messages"])
+
+APPEND_OPERATION_ID = "append_message"
+
+_NOT_FOUND: dict[int | str, dict[str, Any]] = {
+    404: {"description": "No such conversation or message in this scope."}
+}
+
+
+def _out(message: Message) -> dict[str, Any]:
+    return message.to_dict()
+
+
+async def _json_object(request: Request) -> dict[str, Any]:
+    """The raw body as a dict, so a left-out ``parent_id`` stays left out (not ``null``)."""
+    raw = await request.body()
+    try:
+        data = json.loads(raw) if raw else None
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise InvalidInput("the request body is not valid JSON") from None
+    if not isinstance(data, dict):
+        raise InvalidInput("the request body must be a JSON object")
+    return data
+
+
+@router.post(
+    "/messages",
+    status_code=201,
+    response_model=MessageOut,
+    operation_id=APPEND_OPERATION_ID,
+    summary="Append a message",
+    description=(
+        "Leaving `parent_id` out appends after the conversation's active leaf; "
+        "`parent_id: null` starts a new root; an id makes a child of that message "
+        "(a regeneration or edit when it already has children). The new message "
+        "becomes the active leaf. A client may send its own `id` (UUID): replaying "
+        "the same id with the same content answers 200 with the stored message, "
+        "with other content 409."
+    ),
+    responses={
+        200: {
+            "description": "Replay of a message already stored with this id.",
+            "model": MessageOut,
+        },
+        404: {"description": "No such conversation, or no such parent in it."},
+        409: {"description": "The id exists with other content, or the parent is pending."},
+    },
+    # The body is read raw (see _json_object); its schema is NewMessage, added by openapi.py.
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/json": {"schema": {"$ref": "#/components/schemas/NewMessage"}}
+            },
+        }
+    },
+)
+async def append_message(mem: Mem, scope: CallerScope, cid: str, request: Request) -> Response:
+    body = await _json_object(request)
+    message, created = await mem.messages.put(scope, cid, body)
+    headers = {"Location": f"/v1/conversations/{cid}/messages/{message.id}"} if created else None
+    return JSONResponse(message.to_dict(), status_code=201 if created else 200, headers=headers)
+
+
+@router.get(
+    "/messages/{mid}", response_model=MessageOut, responses=_NOT_FOUND, summary="Read a message"
+)
+async def get_message(mem: Mem, scope: CallerScope, cid: str, mid: str) -> Response:
+    return JSONResponse((await mem.messages.get(scope, cid, mid)).to_dict())
+
+
+@router.patch(
+    "/messages/{mid}",
+    response_model=MessageOut,
+    summary="Complete a pending assistant message",
+    description="Only a pending message can change; it becomes complete with this content.",
+    responses={**_NOT_FOUND, 409: {"description": "The message is not pending."}},
+)
+async def complete_message(
+    mem: Mem, scope: CallerScope, cid: str, mid: str, body: MessagePatch
+) -> Response:
+    return JSONResponse((await mem.messages.complete(scope, cid, mid, body)).to_dict())
+
+
+@router.get(
+    "/leaves",
+    response_model=MessagePage,
+    responses=_NOT_FOUND,
+    summary="List the leaves (branch ends) of a conversation, oldest first",
+)
+async def list_leaves(
+    mem: Mem, scope: CallerScope, cid: str, limit: Limit = None, cursor: Cursor = None
+) -> Response:
+    page = await mem.messages.leaves(scope, cid, limit=limit, cursor=cursor)
+    return JSONResponse(page_body(page, _out))
+
+
+@router.get(
+    "/history",
+    response_model=HistoryOut,
+    responses=_NOT_FOUND,
+    summary="Token-budgeted history of one branch",
+    description=(
+        "The branch ending at `leaf_id` (default: the active leaf), oldest first. Whole "
+        "turns are dropped, oldest first, to fit `max_tokens`; leading system messages "
+        "are always kept; pending messages are left out."
+    ),
+)
+async def history(
+    mem: Mem,
+    scope: CallerScope,
+    cid: str,
+    leaf_id: Annotated[str | None, Query(description="Default: the active leaf.")] = None,
+    max_tokens: Annotated[int, Query(ge=0)] = 2000,
+    max_messages: Annotated[int, Query(ge=1)] = 500,
+    model: Annotated[
+        str | None, Query(description="Count tokens in this model's encoding (default o200k_base).")
+    ] = None,
+) -> Response:
+    h = await mem.history(
+        scope,
+        cid,
+        leaf_id=leaf_id,
+        max_tokens=max_tokens,
+        max_messages=max_messages,
+        model=model,
+    )
+    return JSONResponse(h.to_dict())

@@ -1,0 +1,115 @@
+"""Request and response models of the REST surface, for validation and the OpenAPI document.
+
+Responses are built from the domain objects' ``to_dict()``; these models
+describe them for clients (``/openapi.json``) and are kept in step by tests.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from memstrata.types import FileRef, Role, Status, ToolCall
+
+__all__ = [
+    "ConversationCreate",
+    "ConversationOut",
+    "ConversationPage",
+    "ConversationPatch",
+    "HistoryMessageOut",
+    "HistoryOut",
+    "MessageOut",
+    "MessagePage",
+    "UserOut",
+    "UserPage",
+]
+
+
+class ConversationCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    title: str | None = Field(default=None, max_length=1000)
+    metadata: dict[str, Any] | None = None
+
+
+class ConversationPatch(BaseModel):
+    """Fields left out (or null) stay as they are."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    title: str | None = Field(default=None, max_length=1000)
+    metadata: dict[str, Any] | None = Field(default=None, description="Replaces the metadata.")
+    active_leaf_id: str | None = Field(
+        default=None,
+        description="Make this message the active leaf: history, context and appends "
+        "without parent_id follow its branch.",
+    )
+
+
+class ConversationOut(BaseModel):
+    id: str
+    title: str | None
+    metadata: dict[str, Any]
+    agent: str | None
+    active_leaf_id: str | None
+    message_count: int
+    created_at: datetime
+    updated_at: datetime
+
+
+class ConversationPage(BaseModel):
+    items: list[ConversationOut]
+    next_cursor: str | None
+
+
+class MessageOut(BaseModel):
+    id: str
+    conversation_id: str
+    parent_id: str | None
+    role: Role
+    content: str
+    files: list[FileRef]
+    tool_calls: list[ToolCall]
+    tool_call_id: str | None
+    status: Status
+    metadata: dict[str, Any]
+    occurred_at: datetime
+    created_at: datetime
+    seq: int = Field(description="Server order; decides which message is newest.")
+    depth: int
+    token_count: int
+    branch_tokens: int = Field(description="Tokens of the path from the root to this message.")
+
+
+class MessagePage(BaseModel):
+    items: list[MessageOut]
+    next_cursor: str | None
+
+
+class HistoryMessageOut(BaseModel):
+    id: str
+    role: Role
+    content: str
+    files: list[FileRef]
+    tool_calls: list[ToolCall]
+    tool_call_id: str | None
+
+
+class HistoryOut(BaseModel):
+    leaf_id: str | None
+    messages: list[HistoryMessageOut]
+    tokens: int
+    truncated: bool = Field(description="Older turns were left out to fit the budget.")
+    over_budget: bool = Field(description="The newest turn alone is over max_tokens.")
+
+
+class UserOut(BaseModel):
+    id: str
+    created_at: datetime
+
+
+class UserPage(BaseModel):
+    items: list[UserOut]
+    next_cursor: str | None

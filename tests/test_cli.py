@@ -1,0 +1,186 @@
+"""The ``memstrata`` command line (typer's CliRunner, in process)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from memstrata import Memory
+from memstrata.cli import app
+
+KEY = re.compile(r"msk_[0-9a-f]{12}_[A-Za-z0-9_-]{20,}")
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    return tmp_path / "home"
+
+
+@pytest.fixture
+def run(home: Path):
+    runner = CliRunner()
+
+    def _run(*args: str, code: int = 0):
+        result = runner.invoke(
+            app, list(args), env={"MEMSTRATA_HOME": str(home), "MEMSTRATA_DB": None}
+        )
+        assert result.exit_code == code, (result.stdout, result.stderr, result.exception)
+        return result
+
+    return _run
+
+
+def test_keys_create_prints_only_the_key(run, home):
+    result = run("keys", "create", "--tenant", "acme", "--user", "u1", "--label", "ci")
+    assert KEY.fullmatch(result.stdout.rstrip("\n"))
+    assert result.stdout.count("\n") == 1
+    assert "acme" in result.stderr  # the note goes to stderr
+    # The default store lives under MEMSTRATA_HOME, and the key authenticates there.
+    assert (home / "memstrata.db").exists()
+    with Memory.open(f"sqlite:///{(home / 'memstrata.db').as_posix()}") as mem:
+        who = mem.keys.authenticate(result.stdout.strip())
+        assert who is not None
+        assert (who.tenant, who.user, who.admin) == ("acme", "u1", False)
+        assert [u for u, _ in mem.users.list("acme").items] == ["u1"]
+
+
+def test_keys_create_admin_and_db_option(run, tmp_path):
+    db = f"sqlite:///{(tmp_path / 'other.db').as_posix()}"
+    result = run("keys", "create", "--tenant", "acme", "--admin", "--db", db)
+    secret = result.stdout.strip()
+    assert KEY.fullmatch(secret)
+    with Memory.open(db) as mem:
+        who = mem.keys.authenticate(secret)
+        assert who is not None
+        assert who.admin
+        assert who.user is None
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("keys", "create", "--tenant", "acme"),
+        ("keys", "create", "--tenant", "acme", "--user", "u", "--admin"),
+        ("keys", "create", "--user", "u"),
+        ("keys", "revoke"),
+        ("no-such-command",),
+    ],
+)
+def test_usage_errors_exit_2(run, args):
+    result = run(*args, code=2)
+    assert result.stdout == ""
+
+
+def test_invalid_names_exit_1_with_one_line(run):
+    result = run("keys", "create", "--tenant", "bad tenant", "--user", "u", code=1)
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith("error: ")
+
+
+def test_keys_list_json_and_revoke(run):
+    user_key = run("keys", "create", "--tenant", "acme", "--user", "u1").stdout.strip()
+    admin_key = run("keys", "create", "--tenant", "acme", "--admin").stdout.strip()
+    run("keys", "create", "--tenant", "other", "--user", "u2")
+
+    listed = json.loads(run("keys", "list", "--json").stdout)
+    assert len(listed) == 3
+    acme = json.loads(run("keys", "list", "--tenant", "acme", "--json").stdout)
+    assert {(k["tenant"], k["user"], k["admin"]) for k in acme} == {
+        ("acme", "u1", False),
+        ("acme", None, True),
+    }
+    for k in acme:
+        assert set(k) == {"id", "tenant", "user", "admin", "label", "created_at", "revoked_at"}
+        assert k["revoked_at"] is None
+    everything = run("keys", "list", "--json").stdout + run("keys", "list").stdout
+    # Secrets are never shown, only their ids.
+    assert user_key not in everything
+    assert admin_key not in everything
+    assert user_key.split("_")[2] not in everything
+
+    table = run("keys", "list", "--tenant", "acme").stdout
+    for k in acme:
+        assert k["id"] in table
+
+    user_id = next(k["id"] for k in acme if not k["admin"])
+    assert user_id in run("keys", "revoke", user_id).stdout
+    after = {k["id"]: k for k in json.loads(run("keys", "list", "--json").stdout)}
+    assert after[user_id]["revoked_at"] is not None
+    result = run("keys", "revoke", "nosuchkey", code=1)
+    assert result.stderr.startswith("error: ")
+
+
+def test_migrate_reports_the_schema_version(run, home):
+    result = run("migrate")
+    assert "schema version:" in result.stdout
+    version = int(re.search(r"schema version: (\d+)", result.stdout)[1])
+    with Memory.open(f"sqlite:///{(home / 'memstrata.db').as_posix()}") as mem:
+        assert version == mem.core.engine.schema_version()
+    assert version >= 1
+    again = run("migrate")
+    assert f"schema version: {version}" in again.stdout
+
+
+def test_migrate_hides_a_password_in_the_url(run):
+    result = run("migrate", "--db", "postgresql://me:hunter2@localhost/db", code=1)
+    assert "hunter2" not in result.stdout + result.stderr
+
+
+def test_doctor_reports_ok(run):
+    result = run("doctor", "--json")
+    report = json.loads(result.stdout)
+    assert report["ok"] is True
+    assert report["memstrata"]
+    assert report["python"].count(".") == 2
+    assert report["sqlite"]
+    assert report["database"]["ok"] is True
+    assert report["database"]["schema_version"] >= 1
+    assert report["tokenizer"]["ok"] is True
+    assert report["tokenizer"]["offline"] is True
+    counts = report["tokenizer"]["counts"]
+    assert set(counts) == {"o200k_base", "cl100k_base"}
+    assert all(n > 0 for n in counts.values())
+    assert counts["o200k_base"] != counts["cl100k_base"]  # two real encodings, not one estimate
+    assert report["embedder"]["status"] == "not configured (arrives with recall)"
+    table = run("doctor").stdout
+    assert "tokenizer" in table
+    assert "database" in table
+
+
+def test_doctor_fails_on_a_broken_database(run, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    db = f"sqlite:///{(blocker / 'x.db').as_posix()}"
+    result = run("doctor", "--json", "--db", db, code=1)
+    report = json.loads(result.stdout)
+    assert report["ok"] is False
+    assert report["database"]["ok"] is False
+    assert report["database"]["error"]
+
+
+def test_bench_dispatches_to_run_bench(run, monkeypatch, tmp_path):
+    import memstrata.bench
+
+    calls = []
+
+    def fake_run_bench(name, *, out, db, sizes):
+        calls.append((name, out, db, sizes))
+        return {"name": name}
+
+    monkeypatch.setattr(memstrata.bench, "run_bench", fake_run_bench)
+    out = tmp_path / "r.json"
+    run("bench", "history", "--out", str(out), "--sizes", "10,20", "--sizes", "30")
+    run("bench", "history")
+    assert calls == [("history", out, None, [10, 20, 30]), ("history", None, None, None)]
+    run("bench", "history", "--sizes", "ten", code=2)
+
+
+def test_bench_unknown_name_exits_1(run):
+    result = run("bench", "no-such-benchmark", code=1)
+    assert result.stderr.startswith("error: ")
