@@ -1,0 +1,83 @@
+"""Named benchmarks, run by ``memstrata bench NAME`` or :func:`run_bench`.
+
+Each benchmark prints a table for people and returns (and optionally writes)
+the JSON envelope of DESIGN.md "Benchmark output". Timings are only ever
+reported, never asserted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from memstrata.bench.report import write_json
+from memstrata.errors import InvalidInput
+
+__all__ = ["Benchmark", "names", "run_bench"]
+
+
+@dataclass(frozen=True, slots=True)
+class Benchmark:
+    """One named benchmark: how to run it and how to show its result."""
+
+    name: str
+    summary: str
+    run: Callable[[str | None, list[int] | None, Callable[[str], None]], dict[str, Any]]
+    show: Callable[[dict[str, Any], Console], None]
+
+
+def _history() -> Benchmark:
+    from memstrata.bench import history
+
+    return Benchmark(
+        name="history",
+        summary="append throughput and history p50/p95 on branched trees of 1k-100k messages",
+        run=lambda db, sizes, progress: history.run(db=db, sizes=sizes, progress=progress),
+        show=history.print_result,
+    )
+
+
+# Loaded on demand, so importing memstrata.bench stays cheap and a later benchmark's
+# optional peers (LangChain, mem0, ...) are imported only when that benchmark runs.
+_REGISTRY: dict[str, Callable[[], Benchmark]] = {"history": _history}
+
+
+def names() -> list[str]:
+    """The known benchmark names, sorted."""
+    return sorted(_REGISTRY)
+
+
+def run_bench(
+    name: str,
+    *,
+    out: Path | None = None,
+    db: str | None = None,
+    sizes: list[int] | None = None,
+) -> dict[str, Any]:
+    """Run benchmark ``name``, print its table, write its JSON to ``out`` and return it.
+
+    ``db`` is a database URL to measure instead of a fresh temporary store;
+    ``sizes`` overrides the benchmark's default sizes where it has any.
+    """
+    factory = _REGISTRY.get(name)
+    if factory is None:
+        raise InvalidInput(
+            f"unknown benchmark {name!r}; known: {', '.join(names())}",
+            field="name",
+            known=names(),
+        )
+    bench = factory()
+    status = Console(stderr=True)
+    result = bench.run(db, sizes, lambda line: status.print(line, style="dim", highlight=False))
+    table = Console()
+    if not table.is_terminal:  # a pipe or a file: do not squeeze the table into 80 columns
+        table = Console(width=120)
+    bench.show(result, table)
+    if out is not None:
+        write_json(Path(out), result)
+        status.print(f"wrote {out}", style="dim", highlight=False)
+    return result
