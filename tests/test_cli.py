@@ -184,3 +184,9 @@ def test_bench_dispatches_to_run_bench(run, monkeypatch, tmp_path):
 def test_bench_unknown_name_exits_1(run):
     result = run("bench", "no-such-benchmark", code=1)
     assert result.stderr.startswith("error: ")
+
+
+def test_worker_once_runs_what_is_due_and_exits(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["worker", "--once", "--db", f"sqlite:///{tmp_path / 'w.db'}"])
+    assert result.exit_code == 0, result.output
+    assert "ran 0 job(s)" in result.output

@@ -1,4 +1,4 @@
-"""The ``memstrata`` command line: serve, keys, migrate, doctor, bench.
+"""The ``memstrata`` command line: serve, keys, migrate, doctor, worker, bench.
 
 Tables are for people; ``--json`` is for scripts. Errors print one line on
 stderr and exit 1 (2 for a wrong command line). Commands that print a value a
@@ -320,6 +320,52 @@ def doctor(db: Db = None, as_json: JsonFlag = False) -> None:
 
 
 # -- bench -----------------------------------------------------------------------------------
+
+
+# -- worker ----------------------------------------------------------------------------------
+
+
+@app.command()
+def worker(
+    db: Db = None,
+    threads: Annotated[
+        int, typer.Option(help="Jobs run at once in this process.", min=1, max=64)
+    ] = 2,
+    once: Annotated[
+        bool, typer.Option("--once", help="Run what is due now, then exit (for cron and tests).")
+    ] = False,
+) -> None:
+    """Run background jobs (compaction, extraction, reindexing, gc) until SIGTERM or Ctrl-C.
+
+    Running jobs finish before it exits; a worker killed outright loses nothing: its
+    jobs are reclaimed by another worker when their leases run out.
+    """
+    import signal
+    import threading
+
+    with _errors():
+        settings = _settings(db).model_copy(update={"worker": "off"})
+        mem = Memory.open(settings.database_url(), settings=settings)
+        try:
+            kinds = mem.core.jobs.kinds()
+            if once:
+                ran = mem.jobs.run_pending()
+                _note(f"ran {ran} job(s)")
+                return
+            stop = threading.Event()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(sig, lambda *_: stop.set())
+            runner = mem.core.worker()
+            runner.start(threads=threads)
+            _note(
+                f"worker {runner.name} on {redact(settings.database_url())}: {threads} thread(s), "
+                f"kinds: {', '.join(kinds) or '(none registered yet)'}"
+            )
+            stop.wait()
+            _note("stopping: letting running jobs finish")
+            runner.stop()
+        finally:
+            mem.close()
 
 
 def _parse_sizes(values: list[str] | None) -> list[int] | None:

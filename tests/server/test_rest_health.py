@@ -15,7 +15,7 @@ async def test_healthz_and_readyz_need_no_key(client):
     assert r.json() == {"status": "ok"}
     r = await client.get("/readyz")
     assert r.status_code == 200
-    assert r.json() == {"status": "ready"}
+    assert r.json() == {"status": "ready", "backends": {"sqlite": "ok"}}
 
 
 def _samples(text: str) -> dict[tuple[str, str, str, str], float]:
@@ -61,6 +61,9 @@ EXPECTED = {
     "/metrics": {"get"},
     "/v1/users": {"get"},
     "/v1/users/{user}": {"delete"},
+    "/v1/jobs": {"get"},
+    "/v1/jobs/{jid}": {"get"},
+    "/v1/jobs/{jid}/retry": {"post"},
     "/v1/conversations": {"get", "post"},
     "/v1/conversations/{cid}": {"get", "patch", "delete"},
     "/v1/conversations/{cid}/messages": {"post"},

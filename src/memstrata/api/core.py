@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import anyio.to_thread
@@ -11,11 +11,12 @@ from pydantic import BaseModel, ValidationError
 
 from memstrata.backends.registry import Engine, open_engine
 from memstrata.config import Settings
-from memstrata.errors import ConfigurationError, InvalidInput
+from memstrata.errors import ConfigurationError, InvalidInput, MemstrataError
 from memstrata.jobs import ops as jobs_ops
 from memstrata.jobs.worker import JobRegistry, LocalWakeup, Wakeup, Worker
 from memstrata.locks import DistributedLock, FileLock
 from memstrata.runtime import Limits, Runtime
+from memstrata.storage.plan import Op, Query, read
 from memstrata.tokens import get_tokenizer
 from memstrata.types import Scope
 
@@ -42,6 +43,10 @@ def build(model: type[M], value: M | Mapping[str, Any] | None, fields: Mapping[s
         ) from None
 
 
+def _ping() -> Op[None]:
+    yield Query("SELECT 1")
+
+
 def checked_scope(scope: Scope) -> Scope:
     """Every call names its scope; refuse anything else rather than guess an owner."""
     if not isinstance(scope, Scope):
@@ -64,6 +69,7 @@ class Core:
         wakeup: Wakeup | None = None,
         blobs: str | None = None,
         redis: str | None = None,
+        probes: Mapping[str, Callable[[], None]] | None = None,
     ) -> None:
         self.engine = engine
         self.rt = runtime
@@ -73,6 +79,7 @@ class Core:
         self.jobs: JobRegistry[Any] = JobRegistry()
         self.wakeup: Wakeup = wakeup or LocalWakeup()
         self.lock: DistributedLock = lock or FileLock(settings.home / "locks")
+        self._probes: dict[str, Callable[[], None]] = dict(probes or {})
         self._worker: Worker[Any] | None = None
         self._worker_lock = threading.Lock()
         runtime.cascade.on_conversation_delete(jobs_ops.delete_for_conversations)
@@ -89,6 +96,7 @@ class Core:
     ) -> Core:
         s = settings or Settings()
         redis = redis or s.redis
+        probes: dict[str, Callable[[], None]] = {}
         lock: DistributedLock | None = None
         wakeup: Wakeup | None = None
         if redis is not None:
@@ -101,6 +109,7 @@ class Core:
             client = redis_backend.connect(redis)
             lock = redis_backend.RedisLock(client)
             wakeup = redis_backend.RedisWakeup(client)
+            probes["redis"] = lambda: redis_backend.ping(client)
         engine = open_engine(url or s.database_url(), sqlite_synchronous=s.sqlite_synchronous)
         if lock is None and engine.dialect == "postgres":
             from memstrata.backends.postgres import PostgresEngine, PostgresLock
@@ -111,7 +120,28 @@ class Core:
             tokenizer=get_tokenizer(s.token_encoding),
             limits=Limits(max_content_bytes=s.max_content_bytes),
         )
-        return cls(engine, rt, s, lock=lock, wakeup=wakeup, blobs=blobs, redis=redis)
+        return cls(engine, rt, s, lock=lock, wakeup=wakeup, blobs=blobs, redis=redis, probes=probes)
+
+    # -- readiness -----------------------------------------------------------------------
+
+    def check(self) -> dict[str, str]:
+        """Ask every configured backend for a trivial answer: ``{name: "ok" | reason}``."""
+        results: dict[str, str] = {}
+        try:
+            self.engine.run(read(_ping))
+            results[self.engine.dialect] = "ok"
+        except MemstrataError as exc:
+            results[self.engine.dialect] = exc.message
+        for name, probe in self._probes.items():
+            try:
+                probe()
+                results[name] = "ok"
+            except MemstrataError as exc:
+                results[name] = exc.message
+        return results
+
+    async def acheck(self) -> dict[str, str]:
+        return await anyio.to_thread.run_sync(self.check)
 
     # -- background work -----------------------------------------------------------------
 

@@ -15,7 +15,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise MissingDependency('Redis needs the redis extra: pip install "memstrata[redis]"') from exc
 
-__all__ = ["RedisLock", "RedisWakeup", "connect"]
+__all__ = ["RedisLock", "RedisWakeup", "connect", "ping"]
 
 _RELEASE = """
 if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end
@@ -23,6 +23,13 @@ if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) 
 _EXTEND = """
 if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end
 """
+
+
+def ping(client: redis.Redis) -> None:
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        raise BackendUnavailable(f"Redis is unavailable: {exc}") from None
 
 
 def connect(url: str) -> redis.Redis:

@@ -9,7 +9,13 @@ from fastapi import FastAPI
 
 from memstrata.api import AsyncMemory
 from memstrata.config import Settings
-from memstrata.server import health, routes_admin, routes_conversations, routes_messages
+from memstrata.server import (
+    health,
+    routes_admin,
+    routes_conversations,
+    routes_jobs,
+    routes_messages,
+)
 from memstrata.server.limits import BodyLimit
 from memstrata.server.metrics import Metrics, MetricsMiddleware
 from memstrata.server.openapi import install_openapi
@@ -64,6 +70,7 @@ def create_app(memory: AsyncMemory | None = None, settings: Settings | None = No
     app.include_router(routes_admin.router)
     app.include_router(routes_conversations.router)
     app.include_router(routes_messages.router)
+    app.include_router(routes_jobs.router)
     install_openapi(app)
 
     # Added last is outermost: metrics see every answer, including a 413.

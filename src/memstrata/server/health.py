@@ -8,17 +8,12 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from memstrata.errors import BackendUnavailable
 from memstrata.server.auth import Mem
 from memstrata.server.metrics import Metrics
-from memstrata.storage.plan import Op, Query, read
 
 __all__ = ["router"]
 
 router = APIRouter(tags=["health"])
 
 PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
-
-
-def _ping() -> Op[None]:
-    yield Query("SELECT 1")
 
 
 @router.get("/healthz", summary="The process is up")
@@ -28,15 +23,18 @@ async def healthz() -> dict[str, str]:
 
 @router.get(
     "/readyz",
-    summary="The store answers a trivial read",
-    responses={503: {"description": "The store cannot be reached."}},
+    summary="Every configured backend answers",
+    responses={503: {"description": "A backend cannot be reached (problem+json names which)."}},
 )
 async def readyz(mem: Mem) -> Response:
-    try:
-        await mem.core.engine.arun(read(_ping))
-    except Exception as exc:
-        raise BackendUnavailable(f"readiness check failed: {exc}") from exc
-    return JSONResponse({"status": "ready"})
+    backends = await mem.core.acheck()
+    down = {name: state for name, state in backends.items() if state != "ok"}
+    if down:
+        raise BackendUnavailable(
+            "not ready: " + "; ".join(f"{name}: {state}" for name, state in down.items()),
+            backends=backends,
+        )
+    return JSONResponse({"status": "ready", "backends": backends})
 
 
 @router.get(

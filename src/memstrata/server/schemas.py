@@ -20,6 +20,8 @@ __all__ = [
     "ConversationPatch",
     "HistoryMessageOut",
     "HistoryOut",
+    "JobOut",
+    "JobPage",
     "MessageOut",
     "MessagePage",
     "UserOut",
@@ -112,4 +114,30 @@ class UserOut(BaseModel):
 
 class UserPage(BaseModel):
     items: list[UserOut]
+    next_cursor: str | None
+
+
+class JobOut(BaseModel):
+    id: str
+    kind: str
+    key: str | None
+    user: str | None
+    agent: str | None
+    conversation_id: str | None
+    payload: dict[str, Any]
+    flags: dict[str, bool]
+    status: str = Field(description="queued, running, done or dead.")
+    attempts: int
+    max_attempts: int
+    run_after: datetime
+    first_enqueued_at: datetime
+    enqueue_count: int = Field(description="How many enqueues were merged into this job.")
+    last_error: str | None
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None
+
+
+class JobPage(BaseModel):
+    items: list[JobOut]
     next_cursor: str | None

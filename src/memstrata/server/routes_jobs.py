@@ -1,0 +1,77 @@
+"""Background jobs: a user sees its own; an admin sees the tenant's, or one user's."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Header, Query, Response
+from fastapi.responses import JSONResponse
+
+from memstrata.errors import Forbidden
+from memstrata.jobs import Job
+from memstrata.server.auth import AGENT_HEADER, USER_HEADER, Mem, principal
+from memstrata.server.pagination import Cursor, Limit, page_body
+from memstrata.server.schemas import JobOut, JobPage
+from memstrata.storage.tenancy import Principal
+from memstrata.types import Scope
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+
+_NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"description": "No such job in your scope."}}
+
+
+async def job_owner(
+    caller: Annotated[Principal, Depends(principal)],
+    user: Annotated[
+        str | None, Header(alias=USER_HEADER, description="Admin keys: one user's jobs.")
+    ] = None,
+    agent: Annotated[str | None, Header(alias=AGENT_HEADER, include_in_schema=False)] = None,
+) -> tuple[str, str | None]:
+    """(tenant, user): a user key's own user; an admin key's named user, or the whole tenant."""
+    if not caller.admin:
+        if user is not None or agent is not None:
+            raise Forbidden(f"a user key may not send {USER_HEADER} or {AGENT_HEADER}")
+        return caller.tenant, caller.user
+    if user is not None:
+        Scope(caller.tenant, user)  # validates the name
+    return caller.tenant, user
+
+
+Owner = Annotated[tuple[str, str | None], Depends(job_owner)]
+
+
+def _job(job: Job) -> dict[str, Any]:
+    return job.to_dict()
+
+
+@router.get("", response_model=JobPage, summary="List jobs, newest first")
+async def list_jobs(
+    mem: Mem,
+    owner: Owner,
+    status: Annotated[str | None, Query(description="queued, running, done or dead")] = None,
+    limit: Limit = None,
+    cursor: Cursor = None,
+) -> Response:
+    tenant, user = owner
+    page = await mem.jobs.list(tenant=tenant, user=user, status=status, limit=limit, cursor=cursor)
+    return JSONResponse(page_body(page, _job))
+
+
+@router.get("/{jid}", response_model=JobOut, responses=_NOT_FOUND, summary="One job")
+async def get_job(mem: Mem, owner: Owner, jid: str) -> Response:
+    tenant, user = owner
+    return JSONResponse(_job(await mem.jobs.get(jid, tenant=tenant, user=user)))
+
+
+@router.post(
+    "/{jid}/retry",
+    response_model=JobOut,
+    responses={**_NOT_FOUND, 409: {"description": "The job is not dead."}},
+    summary="Send a dead job back to the queue",
+)
+async def retry_job(mem: Mem, owner: Owner, jid: str) -> Response:
+    tenant, user = owner
+    await mem.jobs.get(jid, tenant=tenant, user=user)  # 404 outside the caller's scope
+    return JSONResponse(_job(await mem.jobs.retry(jid, tenant=tenant)))
