@@ -74,12 +74,19 @@ class Conversations:
         *,
         title: str | None = None,
         metadata: dict[str, Any] | None = None,
+        active_leaf_id: str | None = None,
     ) -> Conversation:
+        """Change the title, metadata and/or active leaf (one transaction; None leaves a field as is)."""
         rt = self._core.rt
         return self._core.engine.run(
             write(
                 lambda: ops.update_conversation(
-                    rt, _scope(scope), conversation_id, title=title, metadata=metadata
+                    rt,
+                    _scope(scope),
+                    conversation_id,
+                    title=title,
+                    metadata=metadata,
+                    active_leaf_id=active_leaf_id,
                 )
             )
         )
@@ -87,10 +94,8 @@ class Conversations:
     def set_active_leaf(
         self, scope: Scope, conversation_id: str, message_id: str
     ) -> Conversation:
-        now = self._core.rt.clock()
-        return self._core.engine.run(
-            write(lambda: ops.set_active_leaf(_scope(scope), conversation_id, message_id, now))
-        )
+        """Choose the branch that appends and ``history()`` follow by default."""
+        return self.update(scope, conversation_id, active_leaf_id=message_id)
 
     def delete(self, scope: Scope, conversation_id: str) -> None:
         rt = self._core.rt

@@ -110,6 +110,8 @@ class PostgresEngine:
             return Conflict(f"constraint violated: {exc.diag.message_primary or exc}")
         if isinstance(exc, psycopg.DataError):
             return InvalidInput(f"invalid value: {exc.diag.message_primary or exc}")
+        if isinstance(exc, UnicodeEncodeError):  # a lone surrogate in a stored text
+            return InvalidInput("a text value is not valid Unicode")
         if isinstance(exc, psycopg.OperationalError | pg_errors.AdminShutdown):
             return self._unavailable(exc)
         return exc

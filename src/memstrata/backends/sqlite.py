@@ -37,6 +37,8 @@ def translate(exc: Exception) -> Exception:
         return Conflict(f"constraint violated: {exc}")
     if isinstance(exc, sqlite3.DataError | OverflowError):
         return InvalidInput(f"value out of range: {exc}")
+    if isinstance(exc, UnicodeEncodeError):  # a lone surrogate in a stored text
+        return InvalidInput("a text value is not valid Unicode")
     if isinstance(exc, sqlite3.DatabaseError) and "malformed" in str(exc):
         return Corruption(f"sqlite database is damaged: {exc}")
     if isinstance(exc, sqlite3.OperationalError):

@@ -112,7 +112,30 @@ class HistoryPlanner:
             self._turn_tokens += self._count(message)
             if message.role is Role.USER:
                 self._close_turn()
+            elif self._kept and not self._fits():
+                # Older messages only add to the open turn: it cannot fit, stop reading.
+                self._close_turn()
         return self.done
+
+    @property
+    def kept_any(self) -> bool:
+        """Whether a whole turn is kept (the newest turn is kept whatever it costs)."""
+        return bool(self._kept)
+
+    @property
+    def tokens_left(self) -> int | None:
+        """Tokens left after the system run, the kept turns and the open turn (None: no limit)."""
+        if self._max_tokens is None:
+            return None
+        return self._max_tokens - self._used - self._turn_tokens
+
+    @property
+    def messages_left(self) -> int:
+        return self._max_messages - len(self._kept) - len(self._turn)
+
+    def _fits(self) -> bool:
+        fits = self._max_tokens is None or self._used + self._turn_tokens <= self._max_tokens
+        return fits and len(self._kept) + len(self._turn) <= self._max_messages
 
     def finish(self) -> None:
         """The walk reached the root (or the system run): the open turn is the oldest."""
@@ -123,9 +146,7 @@ class HistoryPlanner:
     def _close_turn(self) -> None:
         if not self._turn:
             return
-        fits = self._max_tokens is None or self._used + self._turn_tokens <= self._max_tokens
-        fits = fits and len(self._kept) + len(self._turn) <= self._max_messages
-        if fits or not self._kept:
+        if self._fits() or not self._kept:
             self._kept.extend(self._turn)
             self._used += self._turn_tokens
         else:
@@ -136,7 +157,9 @@ class HistoryPlanner:
 
     def result(self, leaf_id: str | None, encoding: str, rows_read: int) -> History:
         messages = self._system + self._kept[::-1]
+        # Either limit can be broken, and only by the newest turn, which is always kept.
         over = self._max_tokens is not None and self._used > self._max_tokens
+        over = over or len(self._kept) > self._max_messages
         return History(
             leaf_id=leaf_id,
             messages=messages,

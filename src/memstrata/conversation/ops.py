@@ -54,7 +54,6 @@ __all__ = [
     "list_users",
     "patch_message",
     "path",
-    "set_active_leaf",
     "update_conversation",
 ]
 
@@ -77,9 +76,13 @@ def decode_cursor(cursor: str | None) -> str | None:
     if not cursor:
         return None
     try:
-        return base64.urlsafe_b64decode((cursor + "=" * (-len(cursor) % 4)).encode()).decode()
+        padded = (cursor + "=" * (-len(cursor) % 4)).encode()
+        value = base64.b64decode(padded, altchars=b"-_", validate=True).decode()
     except (ValueError, binascii.Error, UnicodeDecodeError):
-        raise InvalidInput("cursor is not one this server issued", field="cursor") from None
+        value = ""
+    if not value:
+        raise InvalidInput("cursor is not one this server issued", field="cursor")
+    return value
 
 
 def seq_cursor(cursor: str | None) -> int | None:
@@ -113,6 +116,11 @@ def _check_text(value: str | None, field: str) -> None:
     # PostgreSQL text cannot hold NUL; refuse it everywhere so every backend agrees.
     if value and "\x00" in value:
         raise InvalidInput(f"{field} must not contain NUL characters", field=field)
+    if value and not value.isascii():
+        try:
+            value.encode()
+        except UnicodeEncodeError:  # a lone surrogate, e.g. from a JSON "\\ud800" escape
+            raise InvalidInput(f"{field} is not valid Unicode text", field=field) from None
 
 
 def _check_message(rt: Runtime, new: NewMessage | MessagePatch) -> None:
@@ -209,7 +217,9 @@ def update_conversation(
     *,
     title: str | None = None,
     metadata: dict[str, Any] | None = None,
+    active_leaf_id: str | None = None,
 ) -> Op[Conversation]:
+    """Change the title, the metadata and/or the active leaf, all in one transaction."""
     _check_metadata(rt, metadata)
     _check_text(title, "title")
     yield from get_conversation(scope, conversation_id)
@@ -221,6 +231,10 @@ def update_conversation(
     if metadata is not None:
         sets.append("metadata = ?")
         params.append(dump_json(metadata))
+    if active_leaf_id is not None:
+        row = yield from _require_message(conversation_id, active_leaf_id)
+        sets.append("active_leaf_id = ?")
+        params.append(row[0])
     if sets:
         yield Exec(
             f"UPDATE conversations SET {', '.join(sets)}, updated_at = ? WHERE id = ?",
@@ -394,18 +408,6 @@ def patch_message(
     return to_message((yield from _require_message(conversation_id, message_id)))
 
 
-def set_active_leaf(
-    scope: Scope, conversation_id: str, message_id: str, now: int
-) -> Op[Conversation]:
-    yield from get_conversation(scope, conversation_id)
-    row = yield from _require_message(conversation_id, message_id)
-    yield Exec(
-        "UPDATE conversations SET active_leaf_id = ?, updated_at = ? WHERE id = ?",
-        (row[0], now, conversation_id),
-    )
-    return (yield from get_conversation(scope, conversation_id))
-
-
 def list_leaves(
     rt: Runtime,
     scope: Scope,
@@ -434,14 +436,23 @@ _BRANCH_SQL = (
     f" SELECT {MESSAGE_COLUMNS}, 1 FROM messages WHERE id = ? AND conversation_id = ?"
     " UNION ALL"
     " SELECT " + ", ".join(f"m.{c.strip()}" for c in MESSAGE_COLUMNS.split(",")) + ", b.n + 1"
-    " FROM messages m JOIN b ON m.id = b.parent_id WHERE b.n < ?"
+    " FROM messages m JOIN b ON m.id = b.parent_id WHERE b.n < ? AND m.branch_tokens >= ?"
     f") SELECT {MESSAGE_COLUMNS} FROM b ORDER BY n"
 )
 
 
-def branch_chunk(conversation_id: str, start_id: str, limit: int) -> Op[list[Row]]:
-    """Up to ``limit`` messages from ``start_id`` towards the root, newest first."""
-    rows: list[Row] = yield Query(_BRANCH_SQL, (start_id, conversation_id, limit))
+def branch_chunk(
+    conversation_id: str, start_id: str, limit: int, min_branch_tokens: int = 0
+) -> Op[list[Row]]:
+    """Up to ``limit`` messages from ``start_id`` towards the root, newest first.
+
+    The walk stops below the first ancestor whose ``branch_tokens`` is under
+    ``min_branch_tokens`` (that ancestor is left out), so a caller can ask for
+    "the messages that fit in N tokens, and the one that crosses N".
+    """
+    rows: list[Row] = yield Query(
+        _BRANCH_SQL, (start_id, conversation_id, limit, min_branch_tokens)
+    )
     return rows
 
 
@@ -462,13 +473,24 @@ def _counter(rt: Runtime, tokenizer: Tokenizer) -> Callable[[Message], int]:
     return lambda m: tokenizer.count_message(m.content, m.tool_calls)
 
 
-def _first_chunk(leaf: Message, max_tokens: int | None, max_messages: int) -> int:
-    """Rows to read first: enough for the budget at the branch's average message size."""
-    cap = max_messages + 2
-    if max_tokens is None:
-        return min(cap, leaf.depth + 1)
-    average = max(leaf.branch_tokens / (leaf.depth + 1), 1.0)
-    return max(8, min(cap, math.ceil(max_tokens / average * 1.25) + 4))
+def _next_chunk(
+    planner: HistoryPlanner, start_branch_tokens: int, ratio: float, grow: int
+) -> tuple[int, int, bool]:
+    """How many rows to read next, the lowest ``branch_tokens`` worth reading, and
+    whether the read is a blind one (whose size should grow next time).
+
+    While the budget has room, read the rows that fit plus the one that crosses
+    the limit: ``branch_tokens`` make that exact in the store's encoding
+    (``ratio`` 1) and a close guess in another (``ratio`` = model tokens per
+    stored token seen so far). Once the newest turn alone is over budget it is
+    still kept whole, so read on in growing chunks until its user message.
+    """
+    left = planner.messages_left
+    room = planner.tokens_left
+    if planner.kept_any or (left > 0 and (room is None or room > 0)):
+        floor = 0 if room is None else start_branch_tokens - math.floor(max(room, 0) / ratio)
+        return max(left, 0) + 2, floor, False
+    return grow, 0, True
 
 
 def history(
@@ -502,24 +524,38 @@ def history(
         tail_rows = yield from branch_chunk(conversation_id, tail, leaf.depth + 1)
         rows_read += len(tail_rows)
         system = [to_message(r) for r in reversed(tail_rows)]
+    count = _counter(rt, tokenizer)
     planner = HistoryPlanner(
-        system=system,
-        max_tokens=max_tokens,
-        max_messages=max_messages,
-        count=_counter(rt, tokenizer),
+        system=system, max_tokens=max_tokens, max_messages=max_messages, count=count
     )
-    start_id = leaf.id
-    want = _first_chunk(leaf, max_tokens, max_messages)
+    exact = tokenizer is rt.tokenizer
+    seen_model = count(leaf) + sum(count(m) for m in system)
+    seen_store = leaf.token_count + sum(m.token_count for m in system)
+    # A pending leaf is skipped, so its placeholder tokens take no room.
+    pending = leaf.token_count if leaf.status is Status.PENDING else 0
+    start_id, start_bt, start_depth = leaf.id, leaf.branch_tokens - pending, leaf.depth
+    grow = 8
     while True:
-        rows = yield from branch_chunk(conversation_id, start_id, want)
+        ratio = 1.0 if exact else max(seen_model / max(seen_store, 1), 0.1)
+        limit, floor, blind = _next_chunk(planner, start_bt, ratio, grow)
+        # Never into the system run: it is already loaded.
+        limit = min(limit, start_depth - len(system) + 1)
+        rows = yield from branch_chunk(conversation_id, start_id, limit, floor)
         rows_read += len(rows)
-        if planner.feed(to_message(r) for r in rows):
+        batch = [to_message(r) for r in rows]
+        if planner.feed(batch):
             break
-        if not rows or rows[-1][2] is None or len(rows) < want:  # reached the root
-            planner.finish()
+        last = batch[-1] if batch else None
+        if last is None or last.parent_id is None or last.depth <= len(system):
+            planner.finish()  # reached the start of the body
             break
-        start_id = rows[-1][2]
-        want = max(8, min(want * 2, max_messages + 2))
+        if not exact:
+            seen_model += sum(count(m) for m in batch)
+            seen_store += sum(m.token_count for m in batch)
+        start_id = last.parent_id
+        start_bt, start_depth = last.branch_tokens - last.token_count, last.depth - 1
+        if blind:
+            grow = min(grow * 2, 1024)
     return planner.result(leaf.id, tokenizer.name, rows_read)
 
 

@@ -77,12 +77,9 @@ async def update_conversation(
 ) -> Response:
     if "active_leaf_id" in body.model_fields_set and body.active_leaf_id is None:
         raise InvalidInput("active_leaf_id cannot be null", field="active_leaf_id")
-    if body.active_leaf_id is not None:
-        # Check the leaf first so a bad id changes nothing.
-        await mem.messages.get(scope, cid, body.active_leaf_id)
-    conv = await mem.conversations.update(scope, cid, title=body.title, metadata=body.metadata)
-    if body.active_leaf_id is not None:
-        conv = await mem.conversations.set_active_leaf(scope, cid, body.active_leaf_id)
+    conv = await mem.conversations.update(
+        scope, cid, title=body.title, metadata=body.metadata, active_leaf_id=body.active_leaf_id
+    )
     return JSONResponse(conv.to_dict())
 
 
