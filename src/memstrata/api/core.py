@@ -47,6 +47,18 @@ def _ping() -> Op[None]:
     yield Query("SELECT 1")
 
 
+def _delete_vectors_of_conversations(ids: Sequence[str]) -> Op[None]:
+    from memstrata.vectors.port import delete_for_conversations  # numpy only when used
+
+    yield from delete_for_conversations(ids)
+
+
+def _delete_vectors_of_user(tenant: str, user: str) -> Op[None]:
+    from memstrata.vectors.port import delete_for_user
+
+    yield from delete_for_user(tenant, user)
+
+
 def checked_scope(scope: Scope) -> Scope:
     """Every call names its scope; refuse anything else rather than guess an owner."""
     if not isinstance(scope, Scope):
@@ -84,6 +96,8 @@ class Core:
         self._worker_lock = threading.Lock()
         runtime.cascade.on_conversation_delete(jobs_ops.delete_for_conversations)
         runtime.cascade.on_user_delete(jobs_ops.delete_for_user)
+        runtime.cascade.on_conversation_delete(_delete_vectors_of_conversations)
+        runtime.cascade.on_user_delete(_delete_vectors_of_user)
 
     @classmethod
     def open(

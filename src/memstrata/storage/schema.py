@@ -115,9 +115,41 @@ _JOB_TABLES = (
     "CREATE INDEX jobs_conversation ON jobs (conversation_id)",
 )
 
+# Vectors: one row per embedded item, the embedder identity beside it, the vector as
+# float32 little-endian bytes. This table is the source of truth on every backend; an
+# approximate index (pgvector, when the extension exists) is derived from it at first use
+# and never part of a migration, so a database without the extension always migrates.
+_VECTOR_TABLES = (
+    """CREATE TABLE vectors (
+        id TEXT PRIMARY KEY,
+        tenant_id TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        agent_id TEXT NOT NULL DEFAULT '',
+        conversation_id TEXT,
+        message_id TEXT,
+        embedder TEXT NOT NULL,
+        dim INTEGER NOT NULL,
+        vector {blob} NOT NULL,
+        created_at {time} NOT NULL
+    )""",
+    "CREATE INDEX vectors_owner ON vectors (tenant_id, user_id, embedder, dim, agent_id)",
+    "CREATE INDEX vectors_conversation ON vectors (conversation_id)",
+    # One dimension per embedder identity; index_table names a derived ANN table, if any.
+    """CREATE TABLE vector_spaces (
+        embedder TEXT PRIMARY KEY,
+        dim INTEGER NOT NULL,
+        index_table TEXT,
+        created_at {time} NOT NULL
+    )""",
+)
+
 _TYPES = {
-    "sqlite": {"serial": "INTEGER PRIMARY KEY AUTOINCREMENT", "time": "INTEGER"},
-    "postgres": {"serial": "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY", "time": "BIGINT"},
+    "sqlite": {"serial": "INTEGER PRIMARY KEY AUTOINCREMENT", "time": "INTEGER", "blob": "BLOB"},
+    "postgres": {
+        "serial": "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY",
+        "time": "BIGINT",
+        "blob": "BYTEA",
+    },
 }
 
 
@@ -132,6 +164,7 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
     dialect: (
         Migration(1, _CORE, _render(dialect, _CORE_TABLES)),
         Migration(2, "jobs: the durable background queue", _render(dialect, _JOB_TABLES)),
+        Migration(3, "vectors: embeddings for semantic search", _render(dialect, _VECTOR_TABLES)),
     )
     for dialect in _TYPES
 }
