@@ -1,0 +1,124 @@
+"""Shared test set-up: the backend-parametrized ``memory`` fixture, hypothesis
+profiles, and the CI rule that a test skipped for a missing server fails the run."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+from memstrata import Memory
+from support import open_memory
+
+pytest_plugins = ["pytester"]
+
+
+# -- backends --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Backend:
+    """The ``support.open_memory`` kind of one backend, and the marks its tests carry."""
+
+    kind: str
+    marks: tuple[pytest.MarkDecorator, ...] = field(default=())
+
+
+# One entry per backend; the ``memory`` fixture runs every test that uses it on each.
+# A backend that needs a server skips with a reason naming it (see support.py), which
+# CI turns into a failure.
+BACKENDS: dict[str, Backend] = {
+    "sqlite-file": Backend("sqlite-file", (pytest.mark.xdist_group("sqlite-file"),)),
+    "sqlite-memory": Backend("sqlite-memory", (pytest.mark.xdist_group("sqlite-memory"),)),
+    "postgres": Backend("postgres", (pytest.mark.xdist_group("postgres"),)),
+}
+
+
+@pytest.fixture(params=[pytest.param(name, marks=b.marks, id=name) for name, b in BACKENDS.items()])
+def memory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Memory]:
+    """A fresh, open memory on each backend in turn (PostgreSQL: a schema of its own)."""
+    yield from open_memory(BACKENDS[request.param].kind, tmp_path)
+
+
+@pytest.fixture(
+    scope="module",
+    params=[pytest.param(name, marks=b.marks, id=name) for name, b in BACKENDS.items()],
+)
+def module_memory(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Memory]:
+    """One memory per test module and backend, for tests that build a large store once
+    (and for hypothesis, which cannot reset a function-scoped fixture between examples)."""
+    yield from open_memory(BACKENDS[request.param].kind, tmp_path_factory.mktemp(request.param))
+
+
+# -- hypothesis profiles ---------------------------------------------------------------------
+
+
+def ci_enabled(environ: Mapping[str, str]) -> bool:
+    return environ.get("CI", "").strip().lower() in {"1", "true", "yes"}
+
+
+# CI: the same examples on every run (derandomize), no example database to carry between
+# runs, fewer examples; "dev" explores more and remembers failures in .hypothesis/.
+settings.register_profile(
+    "ci",
+    max_examples=100,
+    derandomize=True,
+    database=None,
+    deadline=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile(
+    "dev", max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile(
+    os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if ci_enabled(os.environ) else "dev")
+)
+
+
+# -- CI: a test skipped for want of a server is a failure ------------------------------------
+
+# A skip reason that names one of the servers the suite can need. Tests that need a
+# server skip with such a reason ("needs a PostgreSQL server: ..."), so this rule finds them.
+SERVER_SKIP = re.compile(r"\b(server|postgres(ql)?|pg|redis|s3|minio|moto|docker)\b", re.IGNORECASE)
+
+
+def skip_reason(report: pytest.TestReport) -> str:
+    """The reason of a skipped report (pytest stores ``(path, line, reason)``)."""
+    longrepr: Any = report.longrepr
+    text = str(longrepr[2]) if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+    return text.removeprefix("Skipped: ")
+
+
+def server_skip_to_failure(report: pytest.TestReport, environ: Mapping[str, str]) -> bool:
+    """Turn ``report`` into a failure if CI is on and it was skipped for a missing server.
+
+    Returns whether it changed the report. Kept apart from the hook so it can be
+    unit-tested with a hand-made report.
+    """
+    if not report.skipped or not ci_enabled(environ) or hasattr(report, "wasxfail"):
+        return False
+    reason = skip_reason(report)
+    if not SERVER_SKIP.search(reason):
+        return False
+    report.outcome = "failed"
+    report.longrepr = (
+        f"CI=true: this test was skipped because a server is missing ({reason}); "
+        "in CI every server must be available"
+    )
+    return True
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    report: pytest.TestReport = yield
+    server_skip_to_failure(report, os.environ)
+    return report
