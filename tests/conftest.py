@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from memstrata import Memory
-from support import open_memory
+from support import memory_on_postgres, open_memory, pgvector_url, schema_on  # noqa: F401
 
 pytest_plugins = ["pytester"]
 
@@ -37,13 +37,29 @@ BACKENDS: dict[str, Backend] = {
     "sqlite-file": Backend("sqlite-file", (pytest.mark.xdist_group("sqlite-file"),)),
     "sqlite-memory": Backend("sqlite-memory", (pytest.mark.xdist_group("sqlite-memory"),)),
     "postgres": Backend("postgres", (pytest.mark.xdist_group("postgres"),)),
+    # PostgreSQL with the vector extension (an embedded server, one per session).
+    "postgres-pgvector": Backend("postgres-pgvector", (pytest.mark.xdist_group("pgvector"),)),
 }
+
+
+def _open(request: pytest.FixtureRequest, tmp: Path) -> Iterator[Memory]:
+    kind = BACKENDS[request.param].kind
+    if kind != "postgres-pgvector":
+        yield from open_memory(kind, tmp)
+        return
+    url = request.getfixturevalue("pgvector_url")
+    with schema_on(url) as schema:
+        mem = memory_on_postgres(url, schema, tmp)
+        try:
+            yield mem
+        finally:
+            mem.close()
 
 
 @pytest.fixture(params=[pytest.param(name, marks=b.marks, id=name) for name, b in BACKENDS.items()])
 def memory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Memory]:
     """A fresh, open memory on each backend in turn (PostgreSQL: a schema of its own)."""
-    yield from open_memory(BACKENDS[request.param].kind, tmp_path)
+    yield from _open(request, tmp_path)
 
 
 @pytest.fixture(
@@ -55,7 +71,7 @@ def module_memory(
 ) -> Iterator[Memory]:
     """One memory per test module and backend, for tests that build a large store once
     (and for hypothesis, which cannot reset a function-scoped fixture between examples)."""
-    yield from open_memory(BACKENDS[request.param].kind, tmp_path_factory.mktemp(request.param))
+    yield from _open(request, tmp_path_factory.mktemp(request.param))
 
 
 # -- hypothesis profiles ---------------------------------------------------------------------

@@ -5,8 +5,10 @@ rewritten once per statement text). Reads run in ``REPEATABLE READ READ ONLY``
 transactions so a multi-statement read sees one snapshot; writes run in
 ``READ COMMITTED`` and take row locks where they must serialise (an append
 updates its conversation row first). A read that fails because its connection
-dropped is retried once on a fresh connection; a write never is, since the
-client can retry it safely with the same message id.
+dropped is retried once on a fresh connection. A write is retried only when its
+connection was found dead before BEGIN (nothing reached the server); once it has
+started it never is, since it may have committed: the client retries it safely
+with the same message id.
 """
 
 from __future__ import annotations
@@ -47,6 +49,14 @@ T = TypeVar("T")
 
 _BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 _BEGIN_WRITE = "BEGIN"
+
+
+class _NotStarted(Exception):
+    """The connection failed before BEGIN: nothing of the operation reached the server."""
+
+    def __init__(self, cause: psycopg.OperationalError) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
 
 
 @lru_cache(maxsize=2048)
@@ -132,7 +142,10 @@ class PostgresEngine:
 
     def _run_once(self, plan: Plan[T]) -> T:
         with self._pool.connection() as conn, conn.cursor() as cur:
-            cur.execute(_BEGIN_WRITE if plan.writes else _BEGIN_READ)
+            try:
+                cur.execute(_BEGIN_WRITE if plan.writes else _BEGIN_READ)
+            except psycopg.OperationalError as exc:
+                raise _NotStarted(exc) from exc
             try:
                 result = drive(plan.make(), lambda r: self._execute(cur, r), self.translate)
             except BaseException:
@@ -144,15 +157,21 @@ class PostgresEngine:
             return result
 
     def run(self, plan: Plan[T]) -> T:
+        """Run ``plan`` in one transaction; see the module docstring for the retry rule."""
         try:
             return self._run_once(plan)
+        except _NotStarted:
+            pass  # the connection was dead before BEGIN: nothing ran, any plan may retry
         except (BackendUnavailable, psycopg.OperationalError) as exc:
             if plan.writes:  # it may have committed: never replay a write blindly
                 raise self.translate(exc) from None
         except psycopg.Error as exc:
             raise self.translate(exc) from None
-        try:  # one retry for reads, on a fresh connection
+        self._pool.check()  # drop the other dead connections before the one retry
+        try:
             return self._run_once(plan)
+        except _NotStarted as exc:
+            raise self._unavailable(exc.cause) from None
         except psycopg.Error as exc:
             raise self.translate(exc) from None
 
@@ -179,7 +198,10 @@ class PostgresEngine:
     async def _arun_once(self, plan: Plan[T]) -> T:
         pool = await self._apool()
         async with pool.connection() as conn, conn.cursor() as cur:
-            await cur.execute(_BEGIN_WRITE if plan.writes else _BEGIN_READ)
+            try:
+                await cur.execute(_BEGIN_WRITE if plan.writes else _BEGIN_READ)
+            except psycopg.OperationalError as exc:
+                raise _NotStarted(exc) from exc
 
             async def execute(request: Request) -> Any:
                 await cur.execute(self._sql(request), tuple(request.params))
@@ -198,13 +220,18 @@ class PostgresEngine:
     async def arun(self, plan: Plan[T]) -> T:
         try:
             return await self._arun_once(plan)
+        except _NotStarted:
+            pass
         except (BackendUnavailable, psycopg.OperationalError) as exc:
             if plan.writes:
                 raise self.translate(exc) from None
         except psycopg.Error as exc:
             raise self.translate(exc) from None
+        await (await self._apool()).check()
         try:
             return await self._arun_once(plan)
+        except _NotStarted as exc:
+            raise self._unavailable(exc.cause) from None
         except psycopg.Error as exc:
             raise self.translate(exc) from None
 
