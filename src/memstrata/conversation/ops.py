@@ -323,14 +323,18 @@ def append_message(
 ) -> Op[tuple[Message, bool]]:
     """Append a message; returns it and whether it was created (False: idempotent replay)."""
     _check_message(rt, new)
-    conv = yield from _lock_conversation(rt, scope, conversation_id)
+    mid = parse_id(new.id) if new.id is not None else rt.make_id()
     if new.id is not None:
-        mid = parse_id(new.id)
+        # A replay answers from the stored row and writes nothing (not even updated_at).
+        yield from get_conversation(scope, conversation_id)
+        stored = yield from _existing(conversation_id, mid, new)
+        if stored is not None:
+            return stored, False
+    conv = yield from _lock_conversation(rt, scope, conversation_id)
+    if new.id is not None:  # a concurrent append of the same id may have won the lock
         stored = yield from _existing(conv.id, mid, new)
         if stored is not None:
             return stored, False
-    else:
-        mid = rt.make_id()
     parent_row, legacy = yield from _resolve_parent(conv, new)
     parent = None if parent_row is None else to_message(parent_row)
     if parent is not None and parent.status is Status.PENDING:

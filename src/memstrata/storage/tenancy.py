@@ -86,7 +86,8 @@ def create_key(
     if user is not None:
         yield from ensure_user(tenant, user, now)
     key_id = secrets.token_hex(6)
-    secret = f"{KEY_PREFIX}_{key_id}_{secrets.token_urlsafe(32)}"
+    # Hex keeps the key one unambiguous token: msk_<id>_<64 hex chars, 256 random bits>.
+    secret = f"{KEY_PREFIX}_{key_id}_{secrets.token_hex(32)}"
     yield Exec(
         "INSERT INTO api_keys (id, tenant_id, user_id, is_admin, secret_hash, label, created_at) "
         "VALUES (?, ?, ?, ?, ?, ?, ?)",

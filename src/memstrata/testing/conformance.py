@@ -458,11 +458,13 @@ class AppendConformance:
         )
         assert created is True
         assert first.id == mid
+        state = scope_state(memory, scope.tenant)
         again, created = memory.messages.put(
             scope, conv.id, id=mid, role="assistant", content="hello"
         )
         assert created is False
         assert again == first
+        assert scope_state(memory, scope.tenant) == state  # a replay writes nothing
         same_parent, created = memory.messages.put(
             scope, conv.id, id=mid, role="assistant", content="hello", parent_id=q.id
         )
