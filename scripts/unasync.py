@@ -1,8 +1,11 @@
 """Generate the sync facade from the async one: ``python scripts/unasync.py [--check]``.
 
-The rewrite is deliberately small: ``async``/``await`` go away,
-``arun`` becomes ``run``, ``Async``-prefixed names lose the prefix, and the async
-context-manager methods become their sync forms.
+Every ``src/memstrata/**/_async*.py`` becomes the ``_sync*.py`` beside it. The
+rewrite is deliberately small: ``async``/``await`` go away, the names in ``NAMES``
+(``arun`` → ``run``, ...) are renamed, ``Async``-prefixed names lose the prefix,
+``_async*`` module names become ``_sync*``, and the async context-manager methods
+become their sync forms. Add a name to ``NAMES`` when an async method's sync twin
+has another name.
 """
 
 from __future__ import annotations
@@ -12,16 +15,19 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PAIRS = [(ROOT / "src/memstrata/api/_async.py", ROOT / "src/memstrata/api/_sync.py")]
+PAIRS = [
+    (src, src.with_name(src.name.replace("_async", "_sync", 1)))
+    for src in sorted((ROOT / "src/memstrata").rglob("_async*.py"))
+]
 
 NAMES = {
     "arun": "run",
     "arun_pending": "run_pending",
+    "acheck": "check",
     "__aenter__": "__enter__",
     "__aexit__": "__exit__",
     "aclose": "close",
 }
-HEADER = '"""Generated from ``_async.py`` by ``scripts/unasync.py``: do not edit."""\n'
 
 
 def _docstring_end(lines: list[str]) -> int:
@@ -34,6 +40,7 @@ def _docstring_end(lines: list[str]) -> int:
 
 
 def render(src: Path) -> str:
+    header = f'"""Generated from ``{src.name}`` by ``scripts/unasync.py``: do not edit."""\n'
     lines = src.read_text().splitlines(keepends=True)
     body = lines[_docstring_end(lines) :]
     text = "".join(body)
@@ -43,7 +50,7 @@ def render(src: Path) -> str:
         r"\b(arun_pending|arun|__aenter__|__aexit__|aclose)\b", lambda m: NAMES[m.group(1)], text
     )
     text = re.sub(r"\bAsync([A-Z]\w*)", r"\1", text)
-    return HEADER + text
+    return header + text
 
 
 def main(argv: list[str]) -> int:
