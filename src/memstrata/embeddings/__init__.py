@@ -1,0 +1,5 @@
+"""Embedders: text to unit vectors, behind one small port."""
+
+from memstrata.embeddings.port import Embedder
+
+__all__ = ["Embedder"]
