@@ -374,6 +374,10 @@ def run(
         "meets_history_p50_target": all(r["history_p50_ms"] <= TARGET_HISTORY_P50_MS for r in rows),
         "meets_append_target": all(r["append_per_s"] >= TARGET_APPEND_PER_S for r in rows),
     }
+    if db is not None and not db.startswith("sqlite"):
+        # Those two targets are the embedded SQLite default's; do not claim them here.
+        headline["meets_history_p50_target"] = None
+        headline["meets_append_target"] = None
     params: dict[str, Any] = {
         "sizes": chosen,
         "calls": calls,
@@ -429,9 +433,16 @@ def print_result(result: dict[str, Any], console: Console | None = None) -> None
         f"history: {p['calls']} calls per size on random leaves, max_tokens={p['max_tokens']}, "
         f"no result cache; p50 ratio largest/smallest = {fmt(h['p50_ratio_largest_vs_smallest'])}"
         f" ({'within' if h['p50_within_2x'] else 'NOT within'} 2x)",
-        f"targets: history p50 <= {TARGET_HISTORY_P50_MS} ms "
-        f"({'met' if h['meets_history_p50_target'] else 'missed'}), append >= "
-        f"{TARGET_APPEND_PER_S:,}/s ({'met' if h['meets_append_target'] else 'missed'}), "
-        f"sqlite synchronous={p['sqlite_synchronous']}",
     ]
+    if p["db_kind"] == "sqlite":
+        notes.append(
+            f"SQLite targets: history p50 <= {TARGET_HISTORY_P50_MS} ms "
+            f"({'met' if h['meets_history_p50_target'] else 'missed'}), append >= "
+            f"{TARGET_APPEND_PER_S:,}/s ({'met' if h['meets_append_target'] else 'missed'}), "
+            f"synchronous={p['sqlite_synchronous']}"
+        )
+    else:  # the absolute targets are the embedded default's; other backends show flatness
+        notes.append(
+            f"{p['db_kind']}: the absolute targets apply to SQLite; the 2x flatness applies here"
+        )
     print_table("memstrata bench history", _COLUMNS, rows, notes=notes, console=console)
