@@ -24,6 +24,7 @@ NAMES = {
     "arun": "run",
     "arun_pending": "run_pending",
     "acheck": "check",
+    "ajob_queued": "job_queued",
     "__aenter__": "__enter__",
     "__aexit__": "__exit__",
     "aclose": "close",
@@ -46,9 +47,9 @@ def render(src: Path) -> str:
     text = "".join(body)
     text = re.sub(r"\bawait\s+", "", text)
     text = re.sub(r"\basync\s+(def|with|for)\b", r"\1", text)
-    text = re.sub(
-        r"\b(arun_pending|arun|__aenter__|__aexit__|aclose)\b", lambda m: NAMES[m.group(1)], text
-    )
+    names = "|".join(sorted(map(re.escape, NAMES), key=len, reverse=True))
+    text = re.sub(rf"\b({names})\b", lambda m: NAMES[m.group(1)], text)
+    text = re.sub(r"\b_async(\w*)\b", r"_sync\1", text)
     text = re.sub(r"\bAsync([A-Z]\w*)", r"\1", text)
     return header + text
 

@@ -289,7 +289,7 @@ class AsyncJobs:
                 )
             )
         )
-        self._core.job_queued()
+        await self._core.ajob_queued()
         return job
 
     async def get(self, job_id: str, *, tenant: str | None = None, user: str | None = None) -> Job:
@@ -325,7 +325,7 @@ class AsyncJobs:
         """Send a dead job back to the queue."""
         now = self._core.rt.clock()
         job = await self._core.engine.arun(write(lambda: jobs_ops.retry(job_id, now, tenant)))
-        self._core.job_queued()
+        await self._core.ajob_queued()
         return job
 
     async def stats(self) -> dict[str, Any]:

@@ -181,6 +181,10 @@ class Core:
             self.worker().start(threads=1)
         self.wakeup.notify()
 
+    async def ajob_queued(self) -> None:
+        # A Redis wake-up is a network call: keep it off the event loop.
+        await anyio.to_thread.run_sync(self.job_queued)
+
     def run_pending(self, kinds: Sequence[str] | None = None, max_jobs: int | None = None) -> int:
         return self.worker().run_pending(kinds, max_jobs)
 
