@@ -298,3 +298,20 @@ def test_in_process_worker_thread_runs_jobs_on_the_embedded_default(tmp_path: Pa
 def test_queue_reads_are_plain_reads(mem: Memory) -> None:
     now = mem.core.rt.clock()
     assert mem.core.engine.run(read(lambda: ops.queue_stats(now)))["counts"]["queued"] == 0
+
+
+def test_each_kind_is_leased_for_its_own_time(mem: Memory) -> None:
+    now = 90 * S
+    _enqueue(mem, now, kind="short", key=None, delay_s=0.0)
+    leases = {"short": 2.0, "long": 600.0}
+    [job] = mem.core.engine.run(
+        write(lambda: ops.claim(kinds=["short", "long"], worker="w", now=now, lease_s=leases))
+    )
+    assert job.kind == "short"
+    # Its worker dies: the job is back after the short lease, not the long one.
+    again = mem.core.engine.run(
+        write(
+            lambda: ops.claim(kinds=["short", "long"], worker="w2", now=now + 3 * S, lease_s=leases)
+        )
+    )
+    assert [j.id for j in again] == [job.id]

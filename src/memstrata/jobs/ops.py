@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -229,9 +229,18 @@ def enqueue(
 
 
 def claim(
-    *, kinds: Sequence[str] | None, worker: str, now: int, lease_s: float, limit: int = 1
+    *,
+    kinds: Sequence[str] | None,
+    worker: str,
+    now: int,
+    lease_s: float | Mapping[str, float],
+    limit: int = 1,
 ) -> Op[list[Job]]:
-    """Lease up to ``limit`` ready jobs (queued and due, or running with an expired lease)."""
+    """Lease up to ``limit`` ready jobs (queued and due, or running with an expired lease).
+
+    ``lease_s`` is one lease for every kind, or a lease per kind: a short job must not
+    inherit a long job's lease, or a crashed worker would hold it for that long.
+    """
     kind_sql = ""
     params: list[Any] = [now, now]
     if kinds is not None:
@@ -242,7 +251,7 @@ def claim(
     params.append(now)
     params.append(limit)
     rows = yield Query(
-        "SELECT j.id, j.attempts, j.max_attempts FROM jobs j WHERE "
+        "SELECT j.id, j.attempts, j.max_attempts, j.kind FROM jobs j WHERE "
         "((j.status = 'queued' AND j.run_after <= ?) OR (j.status = 'running' AND j.lease_until < ?))"
         f"{kind_sql} AND NOT EXISTS (SELECT 1 FROM jobs r WHERE r.kind = j.kind "
         "AND r.dedupe_key = j.dedupe_key AND r.id <> j.id AND r.status = 'running' AND r.lease_until >= ?) "
@@ -251,8 +260,9 @@ def claim(
         lock="skip_locked",
     )
     claimed: list[Job] = []
-    lease_until = now + int(lease_s * _S)
-    for job_id, attempts, max_attempts in rows:
+    for job_id, attempts, max_attempts, kind in rows:
+        lease = lease_s if isinstance(lease_s, int | float) else lease_s.get(kind, 60.0)
+        lease_until = now + int(lease * _S)
         if attempts >= max_attempts:
             # Its last attempt died with its worker: nothing is left to try.
             yield Exec(

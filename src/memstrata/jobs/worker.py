@@ -162,13 +162,11 @@ class Worker(Generic[C]):
         )
         if not known:
             return None
-        lease = max(e.lease_s for k in known if (e := self._registry.get(k)) is not None)
+        # Each kind is claimed with its own lease: a dead worker's job must come back after
+        # its kind's lease, not after the longest lease of any kind this process handles.
+        leases = {k: e.lease_s for k in known if (e := self._registry.get(k)) is not None}
         jobs = self._engine.run(
-            write(
-                lambda: ops.claim(
-                    kinds=known, worker=self.name, now=_micros(), lease_s=lease, limit=1
-                )
-            )
+            write(lambda: ops.claim(kinds=known, worker=self.name, now=_micros(), lease_s=leases))
         )
         return jobs[0] if jobs else None
 
