@@ -1,0 +1,325 @@
+"""Generated from ``_async_nodes.py`` by ``scripts/unasync.py``: do not edit."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping, Sequence
+from types import TracebackType
+from typing import Any
+
+from memstrata.api.core import Core
+from memstrata.api.core import checked_scope as _scope
+from memstrata.conversation.history import HistoryPlanner
+from memstrata.conversation.ops import _check_text
+from memstrata.errors import ConfigurationError, InvalidInput
+from memstrata.jobs import ops as jobs_ops
+from memstrata.nodes import log
+from memstrata.nodes import ops as nodes_ops
+from memstrata.nodes.layout import NodeKey, Turn, check_id
+from memstrata.nodes.ops import GcReport
+from memstrata.nodes.service import COMPACT_AFTER, blobs_for
+from memstrata.nodes.thread import SEEK, FileResolver, NodeHistory, ThreadWalker, finish
+from memstrata.storage.plan import read, write
+from memstrata.tokens import get_tokenizer
+from memstrata.types import FileRef, Scope
+
+__all__ = ["NodeMemory", "Nodes"]
+
+FileLike = FileRef | Mapping[str, Any]
+
+
+def _files(files: Sequence[FileLike] | None, field: str, belongs_to: str) -> tuple[FileRef, ...]:
+    out = []
+    for f in files or ():
+        if isinstance(f, FileRef):
+            # The list says whose file it is unless the reference says so itself.
+            explicit = "belongs_to" in f.model_fields_set
+            out.append(f if explicit else f.model_copy(update={"belongs_to": belongs_to}))
+            continue
+        try:
+            out.append(FileRef.model_validate({"belongs_to": belongs_to, **dict(f)}))
+        except ValueError as exc:
+            raise InvalidInput(f"{field}: {exc}", field=field) from None
+    return tuple(out)
+
+
+def _key(scope: Scope, app_id: str, conversation_id: str | None, node_id: str) -> NodeKey:
+    if not conversation_id:
+        raise ConfigurationError(
+            "node memory needs a conversation id: it is kept per (app, conversation, node), "
+            "so it works only in a chat flow; use the conversation memory mode without one"
+        )
+    return NodeKey(_scope(scope).tenant, app_id, conversation_id, node_id)
+
+
+class NodeMemory:
+    """The memory of one workflow node in one conversation.
+
+    ``add_turn`` buffers; ``flush`` makes the buffered turns durable (one new
+    object, whatever the history's length); ``with`` flushes on exit. A
+    failed flush keeps the buffer, so a later flush can succeed.
+    """
+
+    def __init__(
+        self, core: Core, scope: Scope, key: NodeKey, resolver: FileResolver | None = None
+    ) -> None:
+        self._core = core
+        self._scope = scope
+        self.key = key
+        self._resolver = resolver
+        self._buffer: list[Turn] = []
+
+    @property
+    def pending(self) -> list[Turn]:
+        """Turns added but not flushed yet, oldest first."""
+        return list(self._buffer)
+
+    def add_turn(
+        self,
+        message_id: str,
+        parent_message_id: str | None = None,
+        user_content: str = "",
+        user_files: Sequence[FileLike] | None = None,
+        assistant_content: str = "",
+        assistant_files: Sequence[FileLike] | None = None,
+    ) -> Turn:
+        """Buffer one dialogue turn (a user input and the answer); durable at :meth:`flush`."""
+        check_id(message_id, "message_id")
+        if parent_message_id is not None and parent_message_id != "":
+            check_id(parent_message_id, "parent_message_id")
+        for name, text in (
+            ("user_content", user_content),
+            ("assistant_content", assistant_content),
+        ):
+            if not isinstance(text, str):
+                raise InvalidInput(f"{name} must be a string", field=name)
+            _check_text(text, name)
+            if len(text.encode()) > self._core.rt.limits.max_content_bytes:
+                raise InvalidInput(f"{name} is over the content size limit", field=name)
+        ufiles = _files(user_files, "user_files", "user")
+        afiles = _files(assistant_files, "assistant_files", "assistant")
+        if not user_content and not ufiles:
+            raise InvalidInput("a turn needs user_content or user_files", field="user_content")
+        rt = self._core.rt
+        turn = Turn(
+            uid=rt.make_id(),
+            message_id=message_id,
+            parent_message_id=parent_message_id or None,
+            user_content=user_content,
+            user_files=ufiles,
+            assistant_content=assistant_content,
+            assistant_files=afiles,
+            created_at=rt.clock(),
+        )
+        self._buffer.append(turn)
+        return turn
+
+    def flush(self) -> int:
+        """Write the buffered turns as one new object; returns how many became durable."""
+        if not self._buffer:
+            return 0
+        turns = list(self._buffer)
+        core, rt, scope, key = self._core, self._core.rt, self._scope, self.key
+        gen, pending = core.engine.run(write(lambda: nodes_ops.touch(rt, scope, key, 1)))
+        blobs_for(core).run(log.write_segment(key.prefix(gen), turns))
+        del self._buffer[: len(turns)]
+        if pending >= COMPACT_AFTER:
+            self._queue_compaction(gen)
+        return len(turns)
+
+    def _queue_compaction(self, gen: str) -> None:
+        core, rt, key = self._core, self._core.rt, self.key
+        payload = {
+            "tenant": key.tenant,
+            "app_id": key.app_id,
+            "conversation_id": key.conversation_id,
+            "node_id": key.node_id,
+            "generation": gen,
+        }
+        job_id, now = rt.make_id(), rt.clock()
+        core.engine.run(
+            write(
+                lambda: jobs_ops.enqueue(
+                    job_id=job_id,
+                    kind=nodes_ops.COMPACT_JOB,
+                    key=key.prefix(gen),
+                    tenant=key.tenant,
+                    user=self._scope.user,
+                    agent=self._scope.agent,
+                    conversation_id=key.conversation_id,
+                    payload=payload,
+                    flags=None,
+                    delay_s=0.0,
+                    max_wait_s=0.0,
+                    max_attempts=5,
+                    now=now,
+                )
+            )
+        )
+        core.job_queued()
+
+    def history(
+        self,
+        current_message_id: str | None = None,
+        *,
+        parent_message_id: Any = SEEK,
+        max_tokens: int | None = 2000,
+        max_messages: int = 500,
+        model: str | None = None,
+        resolver: FileResolver | None = None,
+        skip_damaged: bool = False,
+    ) -> NodeHistory:
+        """The thread ending at ``current_message_id`` (its turns included), token-budgeted.
+
+        Without ``current_message_id`` the thread starts at the newest turn. For a
+        message with no stored turn yet, pass its ``parent_message_id`` (``None``:
+        it starts a thread). Unflushed turns count as the newest. A damaged object
+        raises Corruption naming its key, or with ``skip_damaged`` is left out and
+        listed in ``damaged``.
+        """
+        if max_tokens is not None and max_tokens < 0:
+            raise InvalidInput("max_tokens must be >= 0", field="max_tokens")
+        if max_messages < 1:
+            raise InvalidInput("max_messages must be >= 1", field="max_messages")
+        rt, scope, key = self._core.rt, self._scope, self.key
+        tokenizer = rt.tokenizer if model is None else get_tokenizer(model)
+        buffered = list(reversed(self._buffer))
+
+        def start() -> ThreadWalker:
+            planner = HistoryPlanner(
+                system=[],
+                max_tokens=max_tokens,
+                max_messages=max_messages,
+                count=lambda m: m.token_count,
+            )
+            walker = ThreadWalker(
+                conversation_id=key.conversation_id,
+                current_message_id=current_message_id,
+                parent_message_id=parent_message_id,
+                planner=planner,
+                tokenizer=tokenizer,
+            )
+            walker.feed(buffered)
+            return walker
+
+        gen = self._core.engine.run(read(lambda: nodes_ops.generation(scope, key)))
+        walker, objects = start(), 0
+        damaged: list[str] = []
+        if gen is not None and not walker.done:
+            consumer, objects, damaged = blobs_for(self._core).run(
+                log.read_newest_first(key.prefix(gen), start, skip_damaged=skip_damaged)
+            )
+            assert isinstance(consumer, ThreadWalker)
+            walker = consumer
+        return finish(
+            walker,
+            current_message_id=current_message_id,
+            encoding=tokenizer.name,
+            objects_read=objects,
+            damaged=damaged,
+            resolver=resolver or self._resolver,
+        )
+
+    def clear(self) -> None:
+        """Forget every turn of this node memory (buffered ones too)."""
+        self._buffer.clear()
+        rt, scope, key = self._core.rt, self._scope, self.key
+        removed = self._core.engine.run(write(lambda: nodes_ops.remove(rt, scope, key)))
+        if removed is not None:
+            self._core.job_queued()
+
+    def compact(self) -> int:
+        """Fold loose objects into one now (normally a background job); returns how many."""
+        scope, key = self._scope, self.key
+        gen = self._core.engine.run(read(lambda: nodes_ops.generation(scope, key)))
+        if gen is None:
+            return 0
+        absorbed = blobs_for(self._core).run(log.compact(key.prefix(gen), min_segments=1))
+        if absorbed:
+            self._core.engine.run(write(lambda: nodes_ops.compacted(key, gen, absorbed)))
+        return absorbed
+
+    def __enter__(self) -> NodeMemory:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.flush()
+
+
+class Nodes:
+    """Node-scoped memories: a separate turn history per (app, conversation, node)."""
+
+    def __init__(self, core: Core) -> None:
+        self._core = core
+
+    def open(
+        self,
+        scope: Scope,
+        app_id: str,
+        conversation_id: str | None,
+        node_id: str,
+        *,
+        resolver: FileResolver | None = None,
+    ) -> NodeMemory:
+        """A handle on one node memory (no I/O until it flushes or reads).
+
+        The conversation must exist in ``scope``; without a conversation id this is
+        a ConfigurationError (node memory works only in a chat flow).
+        """
+        return NodeMemory(
+            self._core, scope, _key(scope, app_id, conversation_id, node_id), resolver
+        )
+
+    def add_turn(
+        self, scope: Scope, app_id: str, conversation_id: str, node_id: str, **turn: Any
+    ) -> Turn:
+        """Add one turn and make it durable before returning."""
+        node = self.open(scope, app_id, conversation_id, node_id)
+        added = node.add_turn(**turn)
+        node.flush()
+        return added
+
+    def history(
+        self, scope: Scope, app_id: str, conversation_id: str, node_id: str, **options: Any
+    ) -> NodeHistory:
+        """See :meth:`NodeMemory.history` for the options."""
+        return self.open(scope, app_id, conversation_id, node_id).history(**options)
+
+    def delete(self, scope: Scope, app_id: str, conversation_id: str, node_id: str) -> None:
+        self.open(scope, app_id, conversation_id, node_id).clear()
+
+    def gc(
+        self,
+        older_than_s: float,
+        *,
+        dry_run: bool = False,
+        tenant: str | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> GcReport:
+        """Delete node memories last written more than ``older_than_s`` seconds ago."""
+        if older_than_s < 0:
+            raise InvalidInput("older_than must be >= 0", field="older_than")
+        rt = self._core.rt
+        cutoff = rt.clock() - int(older_than_s * 1_000_000)
+        rows = self._core.engine.run(
+            read(lambda: nodes_ops.stale(cutoff, 1_000_000, tenant))
+        )
+        blobs = blobs_for(self._core)
+        objects = size = 0
+        for i, row in enumerate(rows):
+            if dry_run:
+                metas = blobs.run(log.listing(row.prefix))
+                objects, size = objects + len(metas), size + sum(m.size for m in metas)
+            else:
+                drop = functools.partial(nodes_ops.drop_rows, rt, [row], enqueue=False)
+                self._core.engine.run(write(drop))
+                n, b = blobs.run(log.purge(row.prefix))
+                objects, size = objects + n, size + b
+            if progress is not None:
+                progress(i + 1, len(rows))
+        return GcReport(len(rows), objects, size, dry_run)

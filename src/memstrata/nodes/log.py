@@ -1,0 +1,232 @@
+"""The object layout of one node memory generation, as sans-IO blob operations.
+
+Under a generation's prefix::
+
+    seg/<uuid7>        one flush: the turns it made durable (write-once, create-if-absent)
+    chunk/<uuid7>      many segments' turns, written by compaction (write-once)
+    ckpt/<n:012d>      checkpoint n: the chunks in log order and the segment names it
+                       absorbed (write-once: two compactions racing for n, one wins)
+
+A flush writes one new segment whatever the history's length, and no object is
+ever overwritten, so concurrent writers (processes, hosts) need no lock and
+cannot lose a turn. The log order is: the latest checkpoint's chunks, then the
+segments it did not absorb, by name (UUIDv7, so about arrival order).
+
+Compaction (a background job) folds the loose segments into one chunk and writes
+checkpoint n+1 with create-if-absent; only the winner deletes what it absorbed.
+Segments absorbed by checkpoint n are deleted before checkpoint n+1 is written,
+so a reader that lists segments first and then checkpoints never counts a turn
+twice; one whose object vanished under it starts over. History reads newest
+first and stops once it has what it returns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from memstrata.blobs import BlobMeta, BlobOp, Delete, Get, List, Put
+from memstrata.errors import BackendUnavailable, Corruption, NotFound, PreconditionFailed
+from memstrata.ids import new_id
+from memstrata.nodes.layout import Turn, decode, decode_turns, encode
+
+__all__ = ["Manifest", "compact", "purge", "read_newest_first", "write_segment"]
+
+READ_ATTEMPTS = 8
+
+
+class Consumer(Protocol):
+    """Takes turns newest first; True once it needs nothing older."""
+
+    done: bool
+
+    def feed(self, turns: list[Turn]) -> bool: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Manifest:
+    seq: int = 0
+    chunks: tuple[str, ...] = ()  # names, oldest first
+    chunk_turns: tuple[int, ...] = ()
+    absorbed: frozenset[str] = field(default_factory=frozenset)
+
+    def to_body(self) -> dict[str, Any]:
+        return {
+            "seq": self.seq,
+            "chunks": [
+                {"name": n, "turns": c} for n, c in zip(self.chunks, self.chunk_turns, strict=True)
+            ],
+            "absorbed": sorted(self.absorbed),
+        }
+
+
+def _name(key: str) -> str:
+    return key.rsplit("/", 1)[-1]
+
+
+def _ckpt_key(prefix: str, seq: int) -> str:
+    return f"{prefix}ckpt/{seq:012d}"
+
+
+def _load_manifest(key: str, data: bytes) -> Manifest:
+    doc = decode(data, key, "checkpoint")
+    try:
+        chunks = doc["chunks"]
+        return Manifest(
+            seq=int(doc["seq"]),
+            chunks=tuple(str(c["name"]) for c in chunks),
+            chunk_turns=tuple(int(c["turns"]) for c in chunks),
+            absorbed=frozenset(str(a) for a in doc["absorbed"]),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise Corruption(f"node memory checkpoint {key} is malformed: {exc}", key=key) from None
+
+
+def write_segment(prefix: str, turns: list[Turn]) -> BlobOp[str]:
+    """Make ``turns`` durable as one new segment; returns its key."""
+    key = f"{prefix}seg/{new_id()}"
+    yield Put(key, encode("segment", {"turns": [t.to_json() for t in turns]}), "create")
+    return key
+
+
+def _state(prefix: str) -> BlobOp[tuple[list[str], Manifest]]:
+    """Loose segment keys (oldest first) and the latest checkpoint. Segments are listed
+    before checkpoints: see the module docstring for why that order is safe."""
+    segs: list[BlobMeta] = yield List(f"{prefix}seg/")
+    ckpts: list[BlobMeta] = yield List(f"{prefix}ckpt/")
+    manifest = Manifest()
+    if ckpts:
+        latest = max(m.key for m in ckpts)
+        blob = yield Get(latest)
+        manifest = _load_manifest(latest, blob.data)
+    loose = sorted(m.key for m in segs if _name(m.key) not in manifest.absorbed)
+    return loose, manifest
+
+
+def _sources(prefix: str, loose: list[str], manifest: Manifest) -> Iterator[tuple[str, str]]:
+    """Objects newest first, with the kind each holds."""
+    for key in reversed(loose):
+        yield key, "segment"
+    for name in reversed(manifest.chunks):
+        yield f"{prefix}chunk/{name}", "chunk"
+
+
+def read_newest_first(
+    prefix: str,
+    make_consumer: Callable[[], Consumer],
+    *,
+    skip_damaged: bool = False,
+) -> BlobOp[tuple[Consumer, int, list[str]]]:
+    """Feed the generation's turns to a fresh consumer, newest first, until it is satisfied.
+
+    Returns the consumer, the number of objects read and the keys of damaged
+    objects skipped (only with ``skip_damaged``; otherwise a damaged object
+    raises Corruption naming its key).
+    """
+    for _ in range(READ_ATTEMPTS):
+        consumer = make_consumer()
+        objects = 0
+        damaged: list[str] = []
+        seen: set[str] = set()
+        if consumer.done:  # satisfied before reading anything (unflushed turns)
+            return consumer, 0, []
+        try:
+            loose, manifest = yield from _state(prefix)
+            objects += 1 if manifest.seq else 0
+            for key, kind in _sources(prefix, loose, manifest):
+                blob = yield Get(key)
+                objects += 1
+                try:
+                    turns = decode_turns(blob.data, key, kind)
+                except Corruption:
+                    if not skip_damaged:
+                        raise
+                    damaged.append(key)
+                    continue
+                fresh = [t for t in reversed(turns) if t.uid not in seen]
+                seen.update(t.uid for t in fresh)
+                if consumer.feed(fresh):
+                    break
+        except NotFound:
+            continue  # a compaction moved things under us: list again
+        return consumer, objects, damaged
+    raise BackendUnavailable(
+        f"node memory {prefix} kept changing while it was read; try again", key=prefix
+    )
+
+
+def compact(prefix: str, min_segments: int) -> BlobOp[int]:
+    """Fold the loose segments into one chunk; returns how many segments were absorbed
+    (0: too few, another compaction won, or nothing readable)."""
+    ckpts: list[BlobMeta] = yield List(f"{prefix}ckpt/")
+    manifest = Manifest()
+    keys = sorted(m.key for m in ckpts)
+    if keys:
+        blob = yield Get(keys[-1])
+        manifest = _load_manifest(keys[-1], blob.data)
+    # What the previous winner absorbed must be gone before a newer checkpoint exists.
+    if manifest.absorbed:
+        yield Delete(tuple(f"{prefix}seg/{n}" for n in sorted(manifest.absorbed)))
+    if len(keys) > 1:
+        yield Delete(tuple(keys[:-1]))
+    segs: list[BlobMeta] = yield List(f"{prefix}seg/")
+    loose = sorted(m.key for m in segs if _name(m.key) not in manifest.absorbed)
+    if len(loose) < min_segments:
+        return 0
+    turns: list[dict[str, Any]] = []
+    taken: list[str] = []
+    for key in loose:
+        try:
+            blob = yield Get(key)
+            turns.extend(t.to_json() for t in decode_turns(blob.data, key, "segment"))
+        except (NotFound, Corruption):
+            continue  # gone (another compaction) or damaged: left where it is
+        taken.append(_name(key))
+    if not taken:
+        return 0
+    chunk = new_id()
+    yield Put(f"{prefix}chunk/{chunk}", encode("chunk", {"turns": turns}), "create")
+    nxt = Manifest(
+        seq=manifest.seq + 1,
+        chunks=(*manifest.chunks, chunk),
+        chunk_turns=(*manifest.chunk_turns, len(turns)),
+        absorbed=frozenset(taken),
+    )
+    try:
+        yield Put(_ckpt_key(prefix, nxt.seq), encode("checkpoint", nxt.to_body()), "create")
+    except PreconditionFailed:
+        yield Delete((f"{prefix}chunk/{chunk}",))  # lost the race: our chunk is unreferenced
+        return 0
+    yield Delete(tuple(f"{prefix}seg/{n}" for n in taken))
+    return len(taken)
+
+
+def listing(prefix: str) -> BlobOp[list[BlobMeta]]:
+    metas: list[BlobMeta] = yield List(prefix)
+    return metas
+
+
+def purge(prefix: str) -> BlobOp[tuple[int, int]]:
+    """Delete every object of a generation; returns (objects, bytes)."""
+    metas: list[BlobMeta] = yield List(prefix)
+    if metas:
+        yield Delete(tuple(m.key for m in metas))
+    return len(metas), sum(m.size for m in metas)
+
+
+def count_turns(prefix: str) -> BlobOp[int]:
+    """Every turn of the generation (reads every object; for tests and tools)."""
+
+    class _All:
+        def __init__(self) -> None:
+            self.n = 0
+            self.done = False
+
+        def feed(self, turns: list[Turn]) -> bool:
+            self.n += len(turns)
+            return False
+
+    consumer, _, _ = yield from read_newest_first(prefix, _All)
+    assert isinstance(consumer, _All)
+    return consumer.n

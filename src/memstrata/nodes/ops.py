@@ -1,0 +1,181 @@
+"""The node memory index (sans-IO SQL): one row per node memory, naming its generation.
+
+The blobs of a node memory live under a prefix that includes a random
+*generation*; only the generation named by this row is readable. Deleting the
+row (clear, gc, or the conversation cascade, all transactional) therefore makes
+the blobs unreachable at once; the blobs themselves are deleted afterwards by a
+``nodes.purge`` job queued in the same transaction. A crash between the two
+leaves only unreachable objects, never readable orphans, and a conversation
+re-created with the same id starts a new generation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from memstrata.conversation.ops import get_conversation
+from memstrata.ids import new_id
+from memstrata.jobs import ops as jobs_ops
+from memstrata.nodes.layout import NodeKey
+from memstrata.runtime import Runtime
+from memstrata.storage.cascade import ConversationStep
+from memstrata.storage.plan import Exec, Op, Query
+from memstrata.types import Scope
+
+__all__ = [
+    "COMPACT_JOB",
+    "PURGE_JOB",
+    "GcReport",
+    "IndexRow",
+    "cascade_step",
+    "generation",
+    "remove",
+    "stale",
+    "touch",
+]
+
+PURGE_JOB = "nodes.purge"
+COMPACT_JOB = "nodes.compact"
+
+_KEY = "conversation_id = ? AND app_id = ? AND node_id = ?"
+
+
+def _key(key: NodeKey) -> tuple[str, str, str]:
+    return (key.conversation_id, key.app_id, key.node_id)
+
+
+@dataclass(frozen=True, slots=True)
+class GcReport:
+    """What a gc run found (and, unless a dry run, deleted)."""
+
+    node_memories: int
+    objects: int
+    bytes: int
+    dry_run: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "node_memories": self.node_memories,
+            "objects": self.objects,
+            "bytes": self.bytes,
+            "dry_run": self.dry_run,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class IndexRow:
+    key: NodeKey
+    generation: str
+    last_write_at: int
+
+    @property
+    def prefix(self) -> str:
+        return self.key.prefix(self.generation)
+
+
+def generation(scope: Scope, key: NodeKey) -> Op[str | None]:
+    """The readable generation (None: nothing written); 404 if the conversation is not
+    the caller's."""
+    yield from get_conversation(scope, key.conversation_id)
+    rows = yield Query(f"SELECT generation FROM node_memories WHERE {_KEY}", _key(key))
+    return str(rows[0][0]) if rows else None
+
+
+def touch(rt: Runtime, scope: Scope, key: NodeKey, segments: int) -> Op[tuple[str, int]]:
+    """Record a write of ``segments`` new segments; returns the generation to write to
+    and how many segments wait for compaction."""
+    yield from get_conversation(scope, key.conversation_id)
+    now = rt.clock()
+    n = yield Exec(
+        f"UPDATE node_memories SET last_write_at = ?, pending = pending + ? WHERE {_KEY}",
+        (now, segments, *_key(key)),
+    )
+    if not n:
+        # Two first writers may race here: the row that lands first names the generation.
+        yield Exec(
+            "INSERT INTO node_memories (conversation_id, app_id, node_id, tenant_id, generation, "
+            "pending, created_at, last_write_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (conversation_id, app_id, node_id) DO NOTHING",
+            (*_key(key), key.tenant, new_id(), segments, now, now),
+        )
+    rows = yield Query(f"SELECT generation, pending FROM node_memories WHERE {_KEY}", _key(key))
+    return str(rows[0][0]), int(rows[0][1])
+
+
+def compacted(key: NodeKey, gen: str, absorbed: int) -> Op[None]:
+    yield Exec(
+        "UPDATE node_memories SET pending = CASE WHEN pending > ? THEN pending - ? ELSE 0 END "
+        f"WHERE {_KEY} AND generation = ?",
+        (absorbed, absorbed, *_key(key), gen),
+    )
+
+
+def _enqueue_purge(rt: Runtime, row: IndexRow) -> Op[None]:
+    yield from jobs_ops.enqueue(
+        job_id=rt.make_id(),
+        kind=PURGE_JOB,
+        key=None,
+        tenant=row.key.tenant,
+        user=None,
+        agent=None,
+        conversation_id=None,  # outlives the conversation: the jobs cascade must not drop it
+        payload={"prefix": row.prefix},
+        flags=None,
+        delay_s=0.0,
+        max_wait_s=0.0,
+        max_attempts=10,
+        now=rt.clock(),
+    )
+
+
+def _rows(where: str, params: Sequence[object], limit: int | None = None) -> Op[list[IndexRow]]:
+    sql = (
+        "SELECT tenant_id, app_id, conversation_id, node_id, generation, last_write_at "
+        f"FROM node_memories WHERE {where} ORDER BY last_write_at, conversation_id, app_id, node_id"
+    )
+    if limit is not None:
+        sql += f" LIMIT {int(limit)}"
+    rows = yield Query(sql, params)
+    return [IndexRow(NodeKey(r[0], r[1], r[2], r[3]), str(r[4]), int(r[5])) for r in rows]
+
+
+def _drop(rt: Runtime, rows: list[IndexRow], enqueue: bool) -> Op[None]:
+    for row in rows:
+        n = yield Exec(
+            f"DELETE FROM node_memories WHERE {_KEY} AND generation = ?",
+            (*_key(row.key), row.generation),
+        )
+        if n and enqueue:
+            yield from _enqueue_purge(rt, row)
+
+
+def remove(rt: Runtime, scope: Scope, key: NodeKey, *, enqueue: bool = True) -> Op[IndexRow | None]:
+    """Forget a node memory (its blobs become unreachable at commit); returns its row."""
+    yield from get_conversation(scope, key.conversation_id)
+    rows = yield from _rows(_KEY, _key(key))
+    yield from _drop(rt, rows, enqueue)
+    return rows[0] if rows else None
+
+
+def stale(cutoff: int, limit: int, tenant: str | None = None) -> Op[list[IndexRow]]:
+    """Node memories last written before ``cutoff`` (microseconds), oldest first."""
+    if tenant is None:
+        return (yield from _rows("last_write_at < ?", (cutoff,), limit))
+    return (yield from _rows("last_write_at < ? AND tenant_id = ?", (cutoff, tenant), limit))
+
+
+def drop_rows(rt: Runtime, rows: list[IndexRow], *, enqueue: bool) -> Op[None]:
+    yield from _drop(rt, rows, enqueue)
+
+
+def cascade_step(rt: Runtime) -> ConversationStep:
+    """The conversation-delete step: forget the node memories, queue their blobs' purge."""
+
+    def step(ids: Sequence[str]) -> Op[None]:
+        marks = ", ".join("?" * len(ids))
+        rows = yield from _rows(f"conversation_id IN ({marks})", list(ids))
+        yield from _drop(rt, rows, enqueue=True)
+
+    return step

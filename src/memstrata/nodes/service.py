@@ -1,0 +1,59 @@
+"""Wiring of node memory into an opened memory: its blob store and its background jobs."""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import TYPE_CHECKING, Any
+
+from memstrata.blobs import Blobs, BlobStore, open_blob_store
+from memstrata.nodes import log
+from memstrata.nodes import ops as nodes_ops
+from memstrata.nodes.layout import NodeKey
+from memstrata.storage.plan import write
+
+if TYPE_CHECKING:
+    from memstrata.api._sync import Memory
+    from memstrata.api.core import Core
+    from memstrata.jobs.ops import Job
+
+__all__ = ["COMPACT_AFTER", "blobs_for", "compact_job", "purge_job", "use_blob_store"]
+
+#: Loose segments that make a compaction worth queueing.
+COMPACT_AFTER = 8
+
+_stores: weakref.WeakKeyDictionary[Any, Blobs] = weakref.WeakKeyDictionary()
+_lock = threading.Lock()
+
+
+def blobs_for(core: Core) -> Blobs:
+    """The blob store of ``core`` (opened at first use from ``blobs=`` or settings)."""
+    with _lock:
+        blobs = _stores.get(core)
+        if blobs is None:
+            url = core.blobs_url or core.settings.blobs_url()
+            blobs = _stores[core] = Blobs(open_blob_store(url, core.settings))
+        return blobs
+
+
+def use_blob_store(core: Core, store: BlobStore) -> Blobs:
+    """Put ``store`` behind ``core`` (tests wrap a store to inject faults)."""
+    with _lock:
+        blobs = _stores[core] = Blobs(store)
+        return blobs
+
+
+def purge_job(job: Job, memory: Memory) -> None:
+    """Delete the objects of a node memory generation that the index no longer names."""
+    prefix = str(job.payload["prefix"])
+    blobs_for(memory.core).run(log.purge(prefix))
+
+
+def compact_job(job: Job, memory: Memory) -> None:
+    core = memory.core
+    p = job.payload
+    key = NodeKey(p["tenant"], p["app_id"], p["conversation_id"], p["node_id"])
+    gen = str(p["generation"])
+    absorbed = blobs_for(core).run(log.compact(key.prefix(gen), min_segments=2))
+    if absorbed:
+        core.engine.run(write(lambda: nodes_ops.compacted(key, gen, absorbed)))

@@ -1,0 +1,110 @@
+"""REST for node memory: add a turn (201 once durable), read the thread, delete; the
+conversation must be the caller's; the conversation cascade removes node memories."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from memstrata import AsyncMemory
+from memstrata.nodes.service import blobs_for
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def amemory(db_url: str) -> Iterator[AsyncMemory]:
+    mem = AsyncMemory.open(db_url, blobs="memory://")
+    yield mem
+    mem.core.close()
+
+
+def base(cid: str, node: str = "llm1", app: str = "app1") -> str:
+    return f"/v1/apps/{app}/conversations/{cid}/nodes/{node}"
+
+
+async def _conversation(client, headers) -> str:
+    r = await client.post("/v1/conversations", json={}, headers=headers)
+    assert r.status_code == 201
+    return str(r.json()["id"])
+
+
+async def test_add_read_and_delete(client, keys, auth, amemory):
+    alice = auth(keys.alice)
+    cid = await _conversation(client, alice)
+    r = await client.post(
+        f"{base(cid)}/turns",
+        json={
+            "message_id": "m1",
+            "user_content": "hello",
+            "user_files": [
+                {"type": "image", "transfer_method": "remote_url", "url": "https://x/i.png"}
+            ],
+            "assistant_content": "hi",
+        },
+        headers=alice,
+    )
+    assert r.status_code == 201, r.text
+    turn = r.json()
+    assert turn["message_id"] == "m1"
+    assert turn["user_files"][0]["url"] == "https://x/i.png"
+    # Durable: the object is in the store already.
+    assert blobs_for(amemory.core).store.list_prefix("node_memory/")
+    r = await client.post(
+        f"{base(cid)}/turns",
+        json={"message_id": "m2", "parent_message_id": "m1", "user_content": "more " * 50},
+        headers=alice,
+    )
+    assert r.status_code == 201
+    r = await client.get(f"{base(cid)}/history", params={"current_message_id": "m2"}, headers=alice)
+    assert r.status_code == 200
+    body = r.json()
+    assert [m["content"] for m in body["messages"]][:2] == ["hello", "hi"]
+    assert set(body) == {"current_message_id", "messages", "tokens", "truncated", "over_budget"}
+    assert body["current_message_id"] == "m2"
+    r = await client.get(
+        f"{base(cid)}/history", params={"current_message_id": "m2", "max_tokens": 20}, headers=alice
+    )
+    small = r.json()
+    assert small["truncated"] is True
+    assert [m["id"] for m in small["messages"]] == ["m2"]
+    # Another node and another app have their own memories.
+    r = await client.get(f"{base(cid, node='llm2')}/history", headers=alice)
+    assert r.json()["messages"] == []
+    r = await client.delete(base(cid), headers=alice)
+    assert r.status_code == 204
+    r = await client.get(f"{base(cid)}/history", headers=alice)
+    assert r.json()["messages"] == []
+
+
+async def test_other_scopes_get_404_and_bad_input_422(client, keys, auth, problem):
+    alice, bob = auth(keys.alice), auth(keys.bob)
+    cid = await _conversation(client, alice)
+    turn = {"message_id": "m1", "user_content": "secret"}
+    assert (await client.post(f"{base(cid)}/turns", json=turn, headers=alice)).status_code == 201
+    problem(await client.post(f"{base(cid)}/turns", json=turn, headers=bob), 404)
+    problem(await client.get(f"{base(cid)}/history", headers=bob), 404)
+    problem(await client.delete(base(cid), headers=bob), 404)
+    problem(await client.get(f"{base(cid)}/history", headers=auth(keys.carol)), 404)
+    problem(await client.post(f"{base(cid, node='a..b')}/turns", json=turn, headers=alice), 422)
+    problem(await client.post(f"{base(cid, app='%2e%2e')}/turns", json=turn, headers=alice), 422)
+    problem(await client.post(f"{base(cid)}/turns", json={"message_id": "m2"}, headers=alice), 422)
+    problem(
+        await client.post(f"{base(cid)}/turns", json={"user_content": "no id"}, headers=alice), 422
+    )
+    problem(await client.get(f"{base(cid)}/history", headers={}), 401)
+    r = await client.get(f"{base(cid)}/history", headers=alice)
+    assert [m["content"] for m in r.json()["messages"]] == ["secret"]
+
+
+async def test_deleting_the_conversation_deletes_node_memories(client, keys, auth, amemory):
+    alice = auth(keys.alice)
+    cid = await _conversation(client, alice)
+    turn = {"message_id": "m1", "user_content": "x"}
+    await client.post(f"{base(cid)}/turns", json=turn, headers=alice)
+    await client.post(f"{base(cid, node='n2')}/turns", json=turn, headers=alice)
+    assert (await client.delete(f"/v1/conversations/{cid}", headers=alice)).status_code == 204
+    assert (await client.get(f"{base(cid)}/history", headers=alice)).status_code == 404
+    assert await amemory.jobs.run_pending(["nodes.purge"]) == 2
+    assert blobs_for(amemory.core).store.list_prefix("node_memory/") == []
