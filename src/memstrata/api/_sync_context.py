@@ -1,0 +1,122 @@
+"""Generated from ``_async_context.py`` by ``scripts/unasync.py``: do not edit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memstrata.api.core import Core
+from memstrata.api.core import checked_scope as _scope
+from memstrata.context import ops
+from memstrata.context.kit import CompactionResult, ContextKit
+from memstrata.context.ops import CompactionPlan, Context, Summary
+from memstrata.context.summarize import build_prompt, extractive_summary, summary_problem
+from memstrata.storage.plan import read, write
+from memstrata.types import Scope
+
+__all__ = ["Compaction"]
+
+
+class Compaction:
+    """Rolling summaries: run a compaction, read the summary of a branch, see the attempts."""
+
+    def __init__(self, core: Core) -> None:
+        self._core = core
+
+    @property
+    def kit(self) -> ContextKit:
+        """Providers, policies, hooks and the LLM of this memory (shared by every facade)."""
+        return self._core.context
+
+    def assemble(
+        self,
+        scope: Scope,
+        conversation_id: str,
+        *,
+        leaf_id: str | None = None,
+        budget: int = 8000,
+        query: str | None = None,
+        model: str | None = None,
+    ) -> Context:
+        rt = self._core.rt
+        settings = self.kit.settings()
+        return self._core.engine.run(
+            read(
+                lambda: ops.assemble(
+                    rt,
+                    _scope(scope),
+                    conversation_id,
+                    settings,
+                    leaf_id=leaf_id,
+                    budget=budget,
+                    query=query,
+                    model=model,
+                )
+            )
+        )
+
+    def run(
+        self, scope: Scope, conversation_id: str, *, leaf_id: str | None = None
+    ) -> CompactionResult:
+        """Summarise what the branch's summary does not cover yet, older than the window.
+
+        Skips below 500 new tokens. A failed model call or an empty or malformed
+        summary stores nothing (the previous summary stays) and is logged.
+        """
+        s = _scope(scope)
+        rt, kit = self._core.rt, self.kit
+        plan: CompactionPlan = self._core.engine.run(
+            read(
+                lambda: ops.prepare_compaction(
+                    rt, s, conversation_id, leaf_id=leaf_id, window=kit.window
+                )
+            )
+        )
+        if plan.skip is not None:
+            return CompactionResult("skipped", plan.skip, plan.previous)
+        for hook in kit.hooks:
+            hook(s, conversation_id, plan.messages)
+        previous = None if plan.previous is None else plan.previous.content
+        text, method, problem = self._summarize(previous, plan)
+        if problem is not None:
+            self._core.engine.run(
+                write(
+                    lambda: ops.record_compaction_failure(
+                        rt, s, conversation_id, plan.leaf_id, "failed", problem
+                    )
+                )
+            )
+            return CompactionResult("failed", problem, plan.previous)
+        summary = self._core.engine.run(
+            write(lambda: ops.finish_compaction(rt, s, plan, text, method))
+        )
+        return CompactionResult("compacted", None, summary)
+
+    def _summarize(
+        self, previous: str | None, plan: CompactionPlan
+    ) -> tuple[str, str, str | None]:
+        llm = self.kit.llm
+        if llm is None:
+            text = extractive_summary(previous, plan.messages)
+            return text, "extractive", summary_problem(text)
+        try:
+            text = llm.complete(
+                build_prompt(previous, plan.messages), model=self.kit.model, purpose="compaction"
+            )
+        except Exception as exc:  # any model failure keeps the previous summary
+            return "", "llm", f"LLM call failed: {type(exc).__name__}: {exc}"
+        text = text.strip() if isinstance(text, str) else ""
+        return text, "llm", summary_problem(text)
+
+    def summary(
+        self, scope: Scope, conversation_id: str, *, leaf_id: str | None = None
+    ) -> Summary:
+        """The summary serving the branch of ``leaf_id`` (NotFound when none does)."""
+        return self._core.engine.run(
+            read(lambda: ops.get_summary(_scope(scope), conversation_id, leaf_id))
+        )
+
+    def log(self, scope: Scope, conversation_id: str) -> list[dict[str, Any]]:
+        """Compaction attempts, newest first (failures carry their reason)."""
+        return self._core.engine.run(
+            read(lambda: ops.compaction_log(_scope(scope), conversation_id))
+        )

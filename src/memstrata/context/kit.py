@@ -1,0 +1,89 @@
+"""Per-memory context settings: tier providers, policies, pre-compaction hooks, the LLM.
+
+One :class:`ContextKit` hangs off each opened memory (``mem.core.context``), shared
+by its sync and async facades and by background compaction jobs, so a provider
+registered once (recall, long-term facts) serves every call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from memstrata.context.ops import DEFAULT_WINDOW, Settings
+from memstrata.context.tiers import TierPolicy, TierProvider
+from memstrata.jobs.ops import Job
+from memstrata.llm import LLM
+from memstrata.types import Message, Scope
+
+__all__ = [
+    "COMPACT_JOB",
+    "CompactionResult",
+    "ContextKit",
+    "PreCompactionHook",
+    "compact_job",
+]
+
+COMPACT_JOB = "memstrata.compact"
+
+# Gets the messages about to be summarised, before the summary replaces them in
+# context (long-term extraction registers one, like DeerFlow's summarization flush).
+PreCompactionHook = Callable[[Scope, str, Sequence[Message]], None]
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionResult:
+    """``outcome`` is ``compacted``, ``skipped`` (nothing worth doing) or ``failed`` (the
+    previous summary stays; ``reason`` says why)."""
+
+    outcome: str
+    reason: str | None
+    summary: object | None  # memstrata.context.ops.Summary, or None
+
+    def to_dict(self) -> dict[str, object]:
+        to_dict = getattr(self.summary, "to_dict", None)
+        return {
+            "outcome": self.outcome,
+            "reason": self.reason,
+            "summary": None if to_dict is None else to_dict(),
+        }
+
+
+class ContextKit:
+    def __init__(self, llm: LLM | None = None, *, model: str | None = None) -> None:
+        self.llm = llm
+        self.model = model
+        self.window = DEFAULT_WINDOW
+        self.threshold = 0.8
+        self.debounce_s = 2.0
+        self.max_wait_s = 30.0
+        self.auto_compact = True
+        self.providers: list[TierProvider] = []
+        self.policies: dict[str, TierPolicy] = {}
+        self.hooks: list[PreCompactionHook] = []
+
+    def add_provider(self, provider: TierProvider) -> None:
+        self.providers.append(provider)
+
+    def set_policy(self, tier: str, policy: TierPolicy) -> None:
+        self.policies[tier] = policy
+
+    def on_pre_compaction(self, hook: PreCompactionHook) -> None:
+        self.hooks.append(hook)
+
+    def settings(self) -> Settings:
+        return Settings(
+            policies=dict(self.policies),
+            providers=list(self.providers),
+            window=self.window,
+            threshold=self.threshold,
+        )
+
+
+def compact_job(job: Job, memory: Any) -> None:
+    """Job handler: compact the job's conversation (the branch of the leaf it names)."""
+    if job.conversation_id is None or job.user is None:
+        return
+    scope = Scope(job.tenant, job.user, job.agent)
+    memory.compact(scope, job.conversation_id, leaf_id=job.payload.get("leaf_id"))

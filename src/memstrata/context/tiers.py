@@ -1,0 +1,110 @@
+"""Tiers of a context and the protocol that lets features add their own.
+
+A tier is one kind of material a context is assembled from. Built in: ``system``
+(the branch's leading system messages, always kept), ``recent`` (the recent window),
+``summary`` (the rolling compaction summary), ``working`` (working memory) and
+``plan``. Features plug further tiers in (``facts``, ``profile``, ``recall``) with a
+:class:`TierProvider`: given a :class:`TierRequest` it returns whole
+:class:`TierItem` objects, best first, each with its token count and provenance.
+A provider is a sans-IO operation, so it runs inside the same read transaction as
+the rest of the assembly, on every backend, sync or async.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from memstrata.errors import InvalidInput
+from memstrata.runtime import Runtime
+from memstrata.storage.plan import Op
+from memstrata.tokens import Tokenizer
+from memstrata.types import Scope
+
+__all__ = [
+    "BLOCK_TAGS",
+    "DEFAULT_ORDER",
+    "MESSAGE_ORDER",
+    "TierItem",
+    "TierPolicy",
+    "TierProvider",
+    "TierRequest",
+    "default_policies",
+]
+
+# Budget priority: who gets tokens first (``system`` is always kept, like history's).
+DEFAULT_ORDER = ("recent", "summary", "facts", "profile", "working", "plan", "recall")
+# Where each tier's block sits in the messages handed to the model.
+MESSAGE_ORDER = ("system", "profile", "facts", "working", "plan", "summary", "recall", "recent")
+# Each injected tier is one system message wrapped in this tag.
+BLOCK_TAGS: Mapping[str, str] = {
+    "profile": "user-profile",
+    "facts": "memory",
+    "working": "working-memory",
+    "plan": "plan",
+    "summary": "conversation-summary",
+    "recall": "recalled-messages",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class TierItem:
+    """One indivisible piece of a tier: included whole or not at all.
+
+    ``tokens`` is the item's cost inside its block (its text plus a line break)
+    in the request's tokenizer; ``provenance`` says where it came from (message
+    ids, fact ids, ...), so a caller can judge it against the active branch.
+    """
+
+    id: str
+    text: str
+    tokens: int
+    provenance: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class TierRequest:
+    """What a provider gets: who asks, about which branch, and how much room is left."""
+
+    scope: Scope
+    conversation_id: str
+    leaf_id: str | None
+    leaf_depth: int | None
+    query: str | None
+    allowance: int
+    tokenizer: Tokenizer
+    # Messages at or above this depth on the branch are covered by the summary in use.
+    covered_depth: int | None = None
+
+    def item(self, id: str, text: str, **provenance: Any) -> TierItem:
+        """Build an item with its cost counted the way the assembler counts it."""
+        return TierItem(id, text, self.tokenizer.count_text(text + "\n"), provenance)
+
+
+class TierProvider(Protocol):
+    """Supplies the items of one tier (``tier`` names it, e.g. ``"recall"``)."""
+
+    tier: str
+
+    def provide(self, rt: Runtime, request: TierRequest) -> Op[list[TierItem]]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class TierPolicy:
+    """A tier's place in the budget: ``minimum`` is reserved for it (when it asks for
+    that much) before higher-priority tiers take the rest; ``cap`` bounds it."""
+
+    priority: int
+    minimum: int = 0
+    cap: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.minimum < 0 or (self.cap is not None and self.cap < self.minimum):
+            raise InvalidInput("a tier needs 0 <= minimum <= cap", field="policies")
+
+
+def default_policies() -> dict[str, TierPolicy]:
+    # The long-term <memory> block is capped at 2000 tokens (DeerFlow's injection limit).
+    caps = {"facts": 2000}
+    return {name: TierPolicy(i, 0, caps.get(name)) for i, name in enumerate(DEFAULT_ORDER)}

@@ -1,0 +1,73 @@
+"""Context assembly and compaction over REST."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Response
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from memstrata.context import COMPACT_JOB
+from memstrata.server.auth import CallerScope, Mem
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/v1/conversations/{cid}", tags=["context"])
+
+_NOT_FOUND: dict[int | str, dict[str, Any]] = {
+    404: {"description": "No such conversation or leaf in this scope."}
+}
+
+
+class ContextIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    leaf_id: str | None = None
+    budget: int = Field(default=8000, ge=1, le=10_000_000)
+    query: str | None = None
+    model: str | None = None
+
+
+class CompactIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    leaf_id: str | None = None
+    wait: bool = Field(
+        default=False,
+        description="Compact now and answer 200 with the outcome; default: queue a job (202).",
+    )
+
+
+@router.post(
+    "/context",
+    responses=_NOT_FOUND,
+    summary="Messages for the next model call under one token budget, with a report",
+)
+async def context(mem: Mem, scope: CallerScope, cid: str, body: ContextIn) -> Response:
+    ctx = await mem.context(
+        scope, cid, leaf_id=body.leaf_id, budget=body.budget, query=body.query, model=body.model
+    )
+    return JSONResponse(ctx.to_dict())
+
+
+@router.post(
+    "/compact",
+    status_code=202,
+    responses={**_NOT_FOUND, 200: {"description": "Compacted now (wait: true)."}},
+    summary="Compact the branch: a background job (202), or now with wait: true (200)",
+)
+async def compact(
+    mem: Mem, scope: CallerScope, cid: str, body: CompactIn | None = None
+) -> Response:
+    data = body or CompactIn()
+    if data.wait:
+        result = await mem.compact(scope, cid, leaf_id=data.leaf_id)
+        return JSONResponse(result.to_dict())
+    await mem.conversations.get(scope, cid)  # 404 before queueing anything
+    job = await mem.jobs.enqueue(
+        scope,
+        COMPACT_JOB,
+        key=f"{scope.tenant}/{cid}",
+        conversation_id=cid,
+        payload={"leaf_id": data.leaf_id},
+    )
+    return JSONResponse({"job": job.to_dict()}, status_code=202)
