@@ -1,0 +1,148 @@
+"""Recall facade (``mem.recall``). ``_sync_recall.py`` is generated from this file by
+``scripts/unasync.py``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from functools import partial
+
+from memstrata.api.core import Core
+from memstrata.api.core import checked_scope as _scope
+from memstrata.recall import index as idx
+from memstrata.recall.service import (
+    CATCH_UP_LIMIT,
+    EMBED_BATCH,
+    RecallEngine,
+    RecallHit,
+    check_args,
+)
+from memstrata.recall.service import search_op as _search_op
+from memstrata.storage.plan import read, write
+from memstrata.types import Scope
+
+__all__ = ["AsyncRecall"]
+
+
+class AsyncRecall:
+    """Hybrid (keyword + vector) search over a user's past messages."""
+
+    def __init__(self, core: Core) -> None:
+        self._core = core
+
+    @property
+    def _recall(self) -> RecallEngine:
+        return self._core.recall
+
+    async def search(
+        self,
+        scope: Scope,
+        query: str,
+        k: int = 10,
+        *,
+        conversation_id: str | None = None,
+        leaf_id: str | None = None,
+        message_range: int = 0,
+        exclude_ids: Iterable[str] = (),
+    ) -> list[RecallHit]:
+        """The ``k`` messages of ``scope`` most relevant to ``query``, best first.
+
+        ``conversation_id`` limits the search to one conversation (default: all of the
+        user's); ``leaf_id`` (with ``conversation_id``) to the branch ending there;
+        ``exclude_ids`` drops messages the caller already has (e.g. the recent window);
+        ``message_range`` adds up to that many messages before and after each hit
+        (marked ``neighbour_of``), so a result may hold more than ``k`` items.
+        """
+        s = _scope(scope)
+        info = RecallEngine.analyse(query)
+        excluded = check_args(k, message_range, exclude_ids)
+        vectors = await self._recall.avector_index()
+        qvec = None
+        emb = self._recall.embedder
+        if vectors is not None and emb is not None:
+            await self.flush(s, conversation_id=conversation_id, limit=CATCH_UP_LIMIT)
+            qvec = (await emb.aembed([query]))[0]
+        dialect = self._core.engine.dialect
+        params = self._recall.params
+        return await self._core.engine.arun(
+            read(
+                lambda: _search_op(
+                    dialect,
+                    vectors,
+                    s,
+                    info,
+                    qvec,
+                    k=k,
+                    conversation_id=conversation_id,
+                    leaf_id=leaf_id,
+                    message_range=message_range,
+                    excluded=excluded,
+                    params=params,
+                )
+            )
+        )
+
+    async def flush(
+        self,
+        scope: Scope | None = None,
+        *,
+        conversation_id: str | None = None,
+        limit: int | None = None,
+        reindex: bool = False,
+        progress: Callable[[int], None] | None = None,
+    ) -> int:
+        """Embed messages still waiting (of ``scope`` / ``conversation_id``; None: all);
+        with ``reindex``, also those embedded by another embedder. Returns how many."""
+        vectors = await self._recall.avector_index()
+        emb = self._recall.embedder
+        if vectors is None or emb is None:
+            return 0
+        target = emb.identity if reindex else None
+        done, after = 0, 0
+        while limit is None or done < limit:
+            size = EMBED_BATCH if limit is None else min(EMBED_BATCH, limit - done)
+            docs = await self._core.engine.arun(
+                read(
+                    partial(
+                        idx.pending,
+                        scope=scope,
+                        conversation_id=conversation_id,
+                        embedder=target,
+                        after_seq=after,
+                        limit=size,
+                    )
+                )
+            )
+            if not docs:
+                break
+            items = RecallEngine.items(docs, await emb.aembed(RecallEngine.texts(docs)))
+            await self._core.engine.arun(
+                write(partial(RecallEngine.store_op, vectors, docs, items))
+            )
+            done += len(docs)
+            after = docs[-1].message.seq
+            if progress is not None:
+                progress(len(docs))
+        return done
+
+    async def pending(self, scope: Scope | None = None) -> int:
+        """Messages whose vector is missing or was made by another embedder than the
+        current one (what :meth:`flush` with ``reindex=True`` would embed)."""
+        emb = self._recall.embedder
+        if emb is None:
+            return 0
+        identity = emb.identity
+        return await self._core.engine.arun(read(lambda: idx.count_pending(scope, identity)))
+
+    async def backfill(self, progress: Callable[[int], None] | None = None) -> int:
+        """Add to the keyword index every message stored before recall indexed it."""
+        dialect = self._core.engine.dialect
+        total, after = 0, 0
+        while True:
+            batch = await self._core.engine.arun(read(partial(idx.unindexed, after, 500)))
+            if not batch:
+                return total
+            await self._core.engine.arun(write(partial(idx.index_many, dialect, batch)))
+            total += len(batch)
+            after = batch[-1][0].seq
+            if progress is not None:
+                progress(len(batch))

@@ -1,0 +1,90 @@
+"""Hybrid ranking: keyword and vector candidates fused into one list (pure, no I/O).
+
+1. Weighted reciprocal rank fusion of the two rankings (ranks, not raw scores: bm25
+   and cosine live on unrelated scales).
+2. Time awareness: when the query asks about time, candidates that mention a time
+   (a date, a weekday, "yesterday", ...) are lifted.
+3. Context: in a conversation the evidence is often split between a message and the
+   one it answers, so part of each candidate's score flows to its direct neighbours
+   (parent and children) and to the segment it belongs to (messages that happened
+   together: the same ``occurred_at`` session).
+
+The defaults were tuned on synthetic conversations and checked on LoCoMo (see
+docs/benchmarks.md); nothing here refers to any data set.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+__all__ = ["Candidate", "FusionParams", "fuse"]
+
+
+@dataclass(frozen=True, slots=True)
+class FusionParams:
+    # A small k trusts the top of each list more than the classic 60: with two good
+    # rankers, agreement near the top is the strongest signal.
+    rrf_k: float = 10.0
+    keyword_weight: float = 1.3
+    vector_weight: float = 1.0
+    #: Multiplier for time-mentioning candidates of a time question.
+    time_boost: float = 0.3
+    #: Share of a neighbour's fused score a candidate receives.
+    neighbour_share: float = 0.4
+    #: Share of its segment's best fused score a candidate receives.
+    segment_share: float = 0.8
+
+
+@dataclass(slots=True)
+class Candidate:
+    id: str
+    conversation_id: str
+    parent_id: str | None
+    segment: tuple[str, int]
+    mentions_time: bool = False
+    keyword_rank: int | None = None
+    vector_rank: int | None = None
+    score: float = field(default=0.0)
+
+
+def fuse(
+    candidates: Iterable[Candidate],
+    *,
+    temporal: bool,
+    params: FusionParams = FusionParams(),
+) -> list[Candidate]:
+    """Score ``candidates`` in place and return them best first (ties by id)."""
+    cands = list(candidates)
+    base: dict[str, float] = {}
+    for c in cands:
+        s = 0.0
+        if c.keyword_rank is not None:
+            s += params.keyword_weight / (params.rrf_k + c.keyword_rank)
+        if c.vector_rank is not None:
+            s += params.vector_weight / (params.rrf_k + c.vector_rank)
+        if temporal and c.mentions_time:
+            s *= 1.0 + params.time_boost
+        base[c.id] = s
+    neighbours: dict[str, float] = defaultdict(float)
+    segments: dict[tuple[str, int], float] = defaultdict(float)
+    for c in cands:
+        if c.parent_id is not None and c.parent_id in base:
+            # parent <-> child, both ways: the best neighbour counts
+            neighbours[c.id] = max(neighbours[c.id], base[c.parent_id])
+            neighbours[c.parent_id] = max(neighbours[c.parent_id], base[c.id])
+        segments[c.segment] = max(segments[c.segment], base[c.id])
+    for c in cands:
+        c.score = (
+            base[c.id]
+            + params.neighbour_share * neighbours[c.id]
+            + params.segment_share * segments[c.segment]
+        )
+    cands.sort(key=lambda c: (-c.score, c.id))
+    return cands
+
+
+def ranks(ids: Sequence[str]) -> dict[str, int]:
+    """1-based rank of each id in a best-first list."""
+    return {mid: n for n, mid in enumerate(ids, start=1)}

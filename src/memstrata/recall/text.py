@@ -1,0 +1,256 @@
+"""What recall indexes for a message, and what it reads from a query (pure functions).
+
+Nothing here knows a data set: the rules are about English question words, time
+expressions and a speaker name a client may put in a message's metadata.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+
+from memstrata.types import Message, Role
+
+__all__ = [
+    "INDEXED_ROLES",
+    "QueryInfo",
+    "analyse_query",
+    "document_text",
+    "mentions_time",
+    "owner_token",
+    "speaker_of",
+]
+
+#: System prompts are instructions, not conversation: they are not recalled.
+INDEXED_ROLES = frozenset({Role.USER, Role.ASSISTANT, Role.TOOL})
+
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+
+# Function words that carry no topic; keeping them in a keyword query only adds noise
+# (every message matches "what" or "did").
+STOPWORDS = frozenset(
+    [
+        "a",
+        "about",
+        "above",
+        "after",
+        "again",
+        "against",
+        "all",
+        "am",
+        "an",
+        "and",
+        "any",
+        "are",
+        "as",
+        "at",
+        "be",
+        "because",
+        "been",
+        "before",
+        "being",
+        "below",
+        "between",
+        "both",
+        "but",
+        "by",
+        "can",
+        "could",
+        "did",
+        "do",
+        "does",
+        "doing",
+        "down",
+        "during",
+        "each",
+        "few",
+        "for",
+        "from",
+        "further",
+        "had",
+        "has",
+        "have",
+        "having",
+        "he",
+        "her",
+        "here",
+        "hers",
+        "herself",
+        "him",
+        "himself",
+        "his",
+        "how",
+        "i",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "itself",
+        "just",
+        "me",
+        "more",
+        "most",
+        "my",
+        "myself",
+        "no",
+        "nor",
+        "not",
+        "now",
+        "of",
+        "off",
+        "on",
+        "once",
+        "only",
+        "or",
+        "other",
+        "our",
+        "ours",
+        "ourselves",
+        "out",
+        "over",
+        "own",
+        "same",
+        "she",
+        "should",
+        "so",
+        "some",
+        "such",
+        "than",
+        "that",
+        "the",
+        "their",
+        "theirs",
+        "them",
+        "themselves",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "those",
+        "through",
+        "to",
+        "too",
+        "under",
+        "until",
+        "up",
+        "very",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "while",
+        "who",
+        "whom",
+        "why",
+        "will",
+        "with",
+        "would",
+        "you",
+        "your",
+        "yours",
+        "yourself",
+        "yourselves",
+        "s",
+        "t",
+        "don",
+        "ve",
+        "ll",
+        "re",
+        "d",
+        "m",
+        "let",
+        "lets",
+        "also",
+        "ever",
+        "kind",
+        "sort",
+        "thing",
+        "things",
+        "way",
+        "much",
+        "many",
+        "get",
+        "got",
+    ]
+)
+
+# Question forms that ask for a point or span in time.
+_TIME_QUESTION = re.compile(
+    r"\b(when|what (?:year|month|day|date|time|week|weekend)|which (?:year|month|day|date|week)"
+    r"|how long|how many (?:days|weeks|months|years|times)|how often|since when|until when"
+    r"|what date|date of|ago|first time|last time)\b",
+    re.IGNORECASE,
+)
+
+_MONTHS = (
+    "january|february|march|april|may|june|july|august|september|october|november|december"
+    "|jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec"
+)
+_DAYS = "monday|tuesday|wednesday|thursday|friday|saturday|sunday"
+# Expressions that place an event in time: a date, a weekday, a relative phrase.
+_TIME_MENTION = re.compile(
+    rf"\b(?:{_MONTHS}|{_DAYS}|yesterday|today|tonight|tomorrow|ago|recently|lately"
+    r"|(?:last|next|this|past|coming|previous) (?:week|weekend|month|year|night|summer|winter"
+    rf"|spring|fall|autumn|time|few|couple|{_DAYS})"
+    r"|(?:19|20)\d\d|\d+(?:st|nd|rd|th)"
+    r"|(?:a|one|two|three|four|five|six|few|couple of|several) (?:days?|weeks?|months?|years?)"
+    r"|the other day|earlier this|since)\b",
+    re.IGNORECASE,
+)
+
+
+def speaker_of(message: Message) -> str | None:
+    """The speaker a client named in metadata (``speaker`` or ``name``), if any."""
+    for key in ("speaker", "name"):
+        value = message.metadata.get(key)
+        if isinstance(value, str) and value.strip():
+            return value.strip()[:200]
+    return None
+
+
+def document_text(message: Message) -> str:
+    """The text indexed for a message: its content, after the speaker's name when known
+    (questions name people: "what did Anna say about ..."), plus tool-call names."""
+    parts = [message.content]
+    parts.extend(call.function.name for call in message.tool_calls)
+    body = " ".join(p for p in parts if p).strip()
+    speaker = speaker_of(message)
+    return f"{speaker}: {body}" if speaker and body else body
+
+
+def owner_token(tenant: str, user: str) -> str:
+    """A token naming one user inside the keyword index (hex: one token to every tokenizer)."""
+    digest = hashlib.blake2b(f"{tenant}\x00{user}".encode(), digest_size=10).hexdigest()
+    return f"o{digest}"
+
+
+def mentions_time(text: str) -> bool:
+    return _TIME_MENTION.search(text) is not None
+
+
+@dataclass(frozen=True, slots=True)
+class QueryInfo:
+    """What a search reads from its query: keyword terms, and whether it asks about time."""
+
+    text: str
+    terms: tuple[str, ...]
+    temporal: bool
+
+
+def analyse_query(text: str, *, max_terms: int = 32) -> QueryInfo:
+    words = [w.casefold() for w in _WORD.findall(text)]
+    terms: list[str] = []
+    for w in words:
+        if w in STOPWORDS or w in terms or len(w) > 64:
+            continue
+        terms.append(w)
+    if not terms:  # a query of function words only: search them rather than nothing
+        terms = list(dict.fromkeys(w for w in words if len(w) <= 64))
+    return QueryInfo(text, tuple(terms[:max_terms]), _TIME_QUESTION.search(text) is not None)

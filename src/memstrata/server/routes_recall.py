@@ -1,0 +1,56 @@
+"""Recall: search the caller's past messages (hybrid keyword + semantic)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from memstrata.recall.service import MAX_K, MAX_RANGE
+from memstrata.server.auth import CallerScope, Mem
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/v1/recall", tags=["recall"])
+
+
+class SearchIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(min_length=1, max_length=10_000)
+    k: int = Field(default=10, ge=1, le=MAX_K)
+    conversation_id: str | None = None
+    leaf_id: str | None = None
+    message_range: int = Field(default=0, ge=0, le=MAX_RANGE)
+
+
+class HitOut(BaseModel):
+    message: dict[str, Any]
+    conversation_id: str
+    score: float
+    provenance: list[str]
+    neighbour_of: str | None = None
+
+
+class SearchOut(BaseModel):
+    hits: list[HitOut]
+
+
+@router.post(
+    "/search",
+    response_model=SearchOut,
+    responses={404: {"description": "No such conversation or leaf in your scope."}},
+    summary="Search your past messages",
+)
+async def search(mem: Mem, scope: CallerScope, body: SearchIn) -> JSONResponse:
+    hits = await mem.recall.search(
+        scope,
+        body.query,
+        k=body.k,
+        conversation_id=body.conversation_id,
+        leaf_id=body.leaf_id,
+        message_range=body.message_range,
+    )
+    return JSONResponse({"hits": [h.to_dict() for h in hits]})
