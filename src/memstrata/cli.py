@@ -266,6 +266,48 @@ def _check_tokenizer() -> dict[str, Any]:
     return info
 
 
+EMBEDDER_SAMPLE = "memstrata recalls past conversations offline."
+
+
+def _check_embedder() -> dict[str, Any]:
+    import math
+    import time
+
+    from memstrata.embeddings.registry import EmbedSettings, get_embedder
+
+    info: dict[str, Any] = {"ok": False}
+    try:
+        settings = EmbedSettings()
+        info["kind"] = settings.embedder
+        embedder = get_embedder(settings)
+        if embedder is None:
+            info.update(ok=True, status="none (keyword recall only)")
+            return info
+        if settings.embedder == "default":
+            info["offline"] = True  # weights from an installed package; nothing is downloaded
+        elif settings.embedder == "openai":
+            info["offline"] = False
+        else:
+            info["offline"] = Path(settings.embed_model or "").is_dir()
+        started = time.perf_counter()
+        vector = embedder.embed([EMBEDDER_SAMPLE])[0]
+        info["first_embed_seconds"] = round(time.perf_counter() - started, 3)
+        info["identity"] = embedder.identity
+        info["dim"] = embedder.dim
+        info["sample_norm"] = round(math.sqrt(sum(x * x for x in vector)), 6)
+        backend = getattr(embedder, "backend", None)
+        if isinstance(backend, str):
+            info["backend"] = backend
+        if len(vector) != info["dim"]:
+            raise RuntimeError(f"embedded {len(vector)} dimensions, expected {info['dim']}")
+        info["ok"] = True
+        info["status"] = info["identity"]
+    except Exception as exc:  # any failure here is what doctor must report
+        info["error"] = " ".join(str(exc).split())
+        info["status"] = f"FAILED: {info['error']}"
+    return info
+
+
 def _diagnose(db: str | None) -> dict[str, Any]:
     from memstrata import __version__
 
@@ -275,7 +317,7 @@ def _diagnose(db: str | None) -> dict[str, Any]:
         "sqlite": sqlite3.sqlite_version,
         "database": _check_database(db),
         "tokenizer": _check_tokenizer(),
-        "embedder": {"ok": True, "status": "not configured (arrives with recall)"},
+        "embedder": _check_embedder(),
     }
     report["ok"] = all(
         part["ok"] for part in report.values() if isinstance(part, dict) and "ok" in part
@@ -303,7 +345,16 @@ def _print_diagnosis(report: dict[str, Any]) -> None:
         "ok" if tokenizer["ok"] else "FAILED",
         f"offline; sample tokens: {counts}" + (f"; {errors}" if errors else ""),
     )
-    table.add_row("embedder", "-", report["embedder"]["status"])
+    embedder = report["embedder"]
+    detail = embedder["status"]
+    if embedder["ok"] and "dim" in embedder:
+        detail = (
+            f"{embedder['kind']}: {embedder['identity']}"
+            + (f" via {embedder['backend']}" if "backend" in embedder else "")
+            + f"; {'offline' if embedder['offline'] else 'needs its server'}"
+            + f"; sample norm {embedder['sample_norm']}, first embed {embedder['first_embed_seconds']} s"
+        )
+    table.add_row("embedder", "ok" if embedder["ok"] else "FAILED", detail)
     Console(highlight=False).print(table)
 
 
@@ -320,6 +371,77 @@ def doctor(db: Db = None, as_json: JsonFlag = False) -> None:
 
 
 # -- bench -----------------------------------------------------------------------------------
+
+
+# -- recall ----------------------------------------------------------------------------------
+
+
+@app.command()
+def search(
+    query: Annotated[str, typer.Argument(help="What to look for.")],
+    tenant: Annotated[str | None, typer.Option("--tenant", help="Tenant (default: local).")] = None,
+    user: Annotated[str | None, typer.Option("--user", help="User (default: local).")] = None,
+    agent: Annotated[
+        str | None, typer.Option("--agent", help="Only this agent's messages.")
+    ] = None,
+    k: Annotated[int, typer.Option("-k", "--k", help="How many messages.", min=1, max=200)] = 10,
+    conversation: Annotated[
+        str | None, typer.Option("--conversation", help="Only this conversation.")
+    ] = None,
+    as_json: JsonFlag = False,
+    db: Db = None,
+) -> None:
+    """Search a user's past messages (hybrid keyword + semantic recall)."""
+    from memstrata.types import Scope
+
+    settings = _settings(db)
+    with _errors(), _open(db) as mem:
+        scope = Scope(tenant or settings.local_tenant, user or settings.local_user, agent)
+        hits = mem.recall.search(scope, query, k=k, conversation_id=conversation)
+    if as_json:
+        typer.echo(json.dumps({"hits": [h.to_dict() for h in hits]}, indent=2, ensure_ascii=False))
+        return
+    table = Table("score", "conversation", "role", "when", "message")
+    for h in hits:
+        text = h.message.content.replace("\n", " ")
+        table.add_row(
+            f"{h.score:.4f}",
+            h.conversation_id[-12:],
+            h.message.role.value,
+            h.message.occurred_at.strftime("%Y-%m-%d %H:%M"),
+            text if len(text) <= 100 else text[:99] + "…",
+        )
+    Console().print(table)
+
+
+@app.command()
+def reindex(
+    db: Db = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Bring recall's indexes up to date: keyword rows for messages stored before recall,
+    and vectors of the current embedder for every message (after changing embedders)."""
+    from rich.progress import Progress
+
+    with _errors(), _open(db) as mem:
+        emb = mem.core.recall.embedder
+        backfilled = mem.recall.backfill()
+        todo = mem.recall.pending()
+        with Progress(transient=True, disable=as_json) as bar:
+            task = bar.add_task(f"embedding with {emb.identity if emb else '-'}", total=todo)
+            done = mem.recall.flush(reindex=True, progress=lambda n: bar.advance(task, n))
+    result = {
+        "embedder": emb.identity if emb else None,
+        "keyword_rows_added": backfilled,
+        "embedded": done,
+    }
+    if as_json:
+        typer.echo(json.dumps(result, indent=2))
+    else:
+        typer.echo(
+            f"keyword rows added: {backfilled}; embedded: {done} "
+            f"({result['embedder'] or 'no embedder: keyword recall only'})"
+        )
 
 
 # -- worker ----------------------------------------------------------------------------------
@@ -399,6 +521,10 @@ def bench(
         list[str] | None,
         typer.Option("--sizes", help="Sizes to measure, e.g. --sizes 1000,10000 (repeatable)."),
     ] = None,
+    data: Annotated[
+        Path | None,
+        typer.Option("--data", help="Data set of the benchmark (locomo: the LoCoMo JSON file)."),
+    ] = None,
 ) -> None:
     """Run a benchmark: prints a table and writes the JSON envelope with --out."""
     parsed = _parse_sizes(sizes)
@@ -407,7 +533,122 @@ def bench(
             from memstrata.bench import run_bench
         except ImportError as exc:
             raise MissingDependency(f"benchmarks are not available: {exc}") from None
-        run_bench(name, out=out, db=db, sizes=parsed)
+        extra = {"data": data} if data is not None else {}  # only benchmarks that read data
+        run_bench(name, out=out, db=db, sizes=parsed, **extra)
+
+
+# -- node memory -----------------------------------------------------------------------------
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def _duration(text: str) -> float:
+    """``30d``, ``12h``, ``90m``, ``45s`` or plain seconds."""
+    t = text.strip().lower()
+    unit = _UNITS.get(t[-1:]) if t else None
+    number = t[:-1] if unit else t
+    try:
+        value = float(number) * (unit or 1)
+    except ValueError:
+        raise typer.BadParameter(f"not a duration: {text!r} (e.g. 30d, 12h, 90m)") from None
+    if value < 0:
+        raise typer.BadParameter("a duration cannot be negative")
+    return value
+
+
+@app.command()
+def gc(
+    node_memory: Annotated[
+        bool, typer.Option("--node-memory", help="Delete node memories not written lately.")
+    ] = False,
+    older_than: Annotated[
+        str, typer.Option("--older-than", help="Age of the last write, e.g. 30d, 12h.")
+    ] = "30d",
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Count what would go; delete nothing.")
+    ] = False,
+    tenant: Annotated[
+        str | None, typer.Option("--tenant", help="Only this tenant.", show_default=False)
+    ] = None,
+    blobs: Annotated[
+        str | None,
+        typer.Option(
+            "--blobs",
+            help="Blob store URL (default: MEMSTRATA_BLOBS or files under home).",
+            show_default=False,
+        ),
+    ] = None,
+    db: Db = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Delete stored data past its retention (today: node memories, with --node-memory)."""
+    if not node_memory:
+        raise typer.BadParameter("choose what to collect: --node-memory")
+    seconds = _duration(older_than)
+    from rich.progress import Progress
+
+    with _errors():
+        settings = _settings(db)
+        if blobs:
+            settings = settings.model_copy(update={"blobs": blobs})
+        mem = Memory.open(settings.database_url(), blobs=settings.blobs, settings=settings)
+        try:
+            with Progress(console=Console(stderr=True), transient=True) as bar:
+                task = bar.add_task("node memories", total=None)
+
+                def step(done: int, total: int) -> None:
+                    bar.update(task, completed=done, total=total)
+
+                report = mem.nodes.gc(seconds, dry_run=dry_run, tenant=tenant, progress=step)
+        finally:
+            mem.close()
+    if as_json:
+        typer.echo(json.dumps(report.to_dict()))
+        return
+    verb = "would delete" if dry_run else "deleted"
+    typer.echo(
+        f"{verb} {report.node_memories} node memories "
+        f"({report.objects} objects, {report.bytes} bytes) last written over {older_than} ago"
+    )
+
+
+# -- compaction ------------------------------------------------------------------------------
+
+
+@app.command()
+def compact(
+    conversation_id: Annotated[str, typer.Argument(help="The conversation to compact.")],
+    tenant: Annotated[str, typer.Option("--tenant", help="The conversation's tenant.")],
+    user: Annotated[str, typer.Option("--user", help="The conversation's user.")],
+    agent: Annotated[
+        str | None, typer.Option("--agent", help="The conversation's agent.", show_default=False)
+    ] = None,
+    leaf: Annotated[
+        str | None,
+        typer.Option("--leaf", help="Compact this branch (default: active).", show_default=False),
+    ] = None,
+    as_json: JsonFlag = False,
+    db: Db = None,
+) -> None:
+    """Summarise the older part of a conversation's branch now (the raw messages stay)."""
+    from memstrata.types import Scope
+
+    with _errors(), _open(db) as mem:
+        result = mem.compact(Scope(tenant, user, agent), conversation_id, leaf_id=leaf)
+    if as_json:
+        typer.echo(json.dumps(result.to_dict(), indent=2))
+        return
+    summary = result.to_dict()["summary"]
+    table = Table("outcome", "reason", "covers up to", "version")
+    table.add_row(
+        result.outcome,
+        result.reason or "",
+        "" if not isinstance(summary, dict) else str(summary["up_to_message_id"]),
+        "" if not isinstance(summary, dict) else str(summary["version"]),
+    )
+    Console().print(table)
+    if result.outcome == "failed":
+        raise typer.Exit(1)
 
 
 def main() -> None:

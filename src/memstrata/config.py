@@ -26,10 +26,38 @@ class Settings(BaseSettings):
         description="auto: an in-process worker thread on SQLite, none on PostgreSQL (run `memstrata worker`).",
     )
     worker_poll_seconds: float = Field(default=1.0, gt=0)
+    blobs: str | None = Field(
+        default=None, description="Blob store URL (file:///dir, memory://, s3://bucket/prefix)."
+    )
+    s3_endpoint: str | None = Field(default=None, description="S3-compatible endpoint URL.")
+    s3_region: str = "us-east-1"
+    s3_access_key_id: str | None = None
+    s3_secret_access_key: str | None = None
+    blob_retries: int = Field(default=3, ge=0, description="Retries of a failed store request.")
+    blob_timeout_s: float = Field(default=30.0, gt=0, description="Per-request store timeout.")
     host: str = "127.0.0.1"
     port: int = Field(default=8700, ge=1, le=65535)
+    llm_base_url: str | None = Field(default=None, description="OpenAI-compatible endpoint.")
+    llm_api_key: str | None = Field(default=None, description="Key for the LLM endpoint.")
+    llm_model: str | None = Field(default=None, description="Model for compaction; none: offline.")
+    llm_timeout_seconds: float = Field(default=60.0, gt=0)
+    llm_retries: int = Field(default=2, ge=0)
     local_tenant: str = "local"
     local_user: str = "local"
+    recall_index: bool = Field(
+        default=True,
+        description="Index messages for recall as they are appended (off: no recall for them "
+        "until `memstrata reindex`).",
+    )
+    recall_embed: Literal["background", "search", "off"] = Field(
+        default="search",
+        description="When recall embeds new messages: when a search needs them (appends never "
+        "wait on the embedder), also in a debounced background job after appends, or never "
+        "(keyword recall only).",
+    )
 
     def database_url(self) -> str:
         return self.db or f"sqlite:///{(self.home / 'memstrata.db').as_posix()}"
+
+    def blobs_url(self) -> str:
+        return self.blobs or f"file://{(self.home / 'blobs').resolve().as_posix()}"

@@ -5,12 +5,21 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from memstrata.ids import new_id
 from memstrata.storage.cascade import Cascade
 from memstrata.tokens import Tokenizer
 
-__all__ = ["Limits", "Runtime"]
+if TYPE_CHECKING:
+    from memstrata.storage.plan import Op
+    from memstrata.types import Message, Scope
+
+__all__ = ["Limits", "MessageHook", "Runtime"]
+
+#: Runs inside the transaction that stored a complete message (appended, or a pending one
+#: completed), so data derived from it (e.g. recall's keyword index) commits with it.
+MessageHook = Callable[["Scope", "Message"], "Op[None]"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,3 +45,4 @@ class Runtime:
     cascade: Cascade = field(default_factory=Cascade)
     clock: Callable[[], int] = _now_micros
     make_id: Callable[[], str] = new_id
+    on_message: list[MessageHook] = field(default_factory=list)

@@ -45,7 +45,7 @@ def admin_mem(db_url: str) -> Iterator[Memory]:
 def amemory(db_url: str) -> Iterator[AsyncMemory]:
     mem = AsyncMemory.open(db_url)
     yield mem
-    mem.core.engine.close()
+    mem.core.close()
 
 
 @pytest.fixture

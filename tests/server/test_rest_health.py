@@ -64,12 +64,23 @@ EXPECTED = {
     "/v1/jobs": {"get"},
     "/v1/jobs/{jid}": {"get"},
     "/v1/jobs/{jid}/retry": {"post"},
+    "/v1/recall/search": {"post"},
     "/v1/conversations": {"get", "post"},
     "/v1/conversations/{cid}": {"get", "patch", "delete"},
     "/v1/conversations/{cid}/messages": {"post"},
     "/v1/conversations/{cid}/messages/{mid}": {"get", "patch"},
     "/v1/conversations/{cid}/leaves": {"get"},
     "/v1/conversations/{cid}/history": {"get"},
+    "/v1/conversations/{cid}/context": {"post"},
+    "/v1/conversations/{cid}/compact": {"post"},
+    "/v1/conversations/{cid}/plan": {"get", "put"},
+    "/v1/conversations/{cid}/iterations": {"get", "post"},
+    "/v1/conversations/{cid}/runs/{run_id}/snapshot": {"get", "put"},
+    "/v1/checkpoints/{name}/{run_id}": {"get", "put", "delete"},
+    "/v1/working-memory": {"get", "put"},
+    "/v1/apps/{app}/conversations/{cid}/nodes/{node}/turns": {"post"},
+    "/v1/apps/{app}/conversations/{cid}/nodes/{node}/history": {"get"},
+    "/v1/apps/{app}/conversations/{cid}/nodes/{node}": {"delete"},
 }
 
 

@@ -11,11 +11,23 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any
 
+from memstrata.api._async_context import AsyncCompaction
+from memstrata.api._async_nodes import AsyncNodes
+from memstrata.api._async_recall import AsyncRecall
+from memstrata.api._async_state import (
+    AsyncCheckpoints,
+    AsyncIterations,
+    AsyncPlans,
+    AsyncSnapshots,
+    AsyncWorking,
+)
 from memstrata.api.core import Core, build
 from memstrata.api.core import checked_scope as _scope
 from memstrata.config import Settings
+from memstrata.context import COMPACT_JOB, CompactionResult, Context
 from memstrata.conversation import ops
 from memstrata.conversation.history import History
+from memstrata.embeddings.port import Embedder
 from memstrata.errors import InvalidInput, NotFound
 from memstrata.jobs import ops as jobs_ops
 from memstrata.jobs.ops import Job
@@ -349,6 +361,14 @@ class AsyncMemory:
         self.users = AsyncUsers(core)
         self.keys = AsyncKeys(core)
         self.jobs = AsyncJobs(core)
+        self.nodes = AsyncNodes(core)
+        self.recall = AsyncRecall(core)
+        self.working = AsyncWorking(core)
+        self.plans = AsyncPlans(core)
+        self.iterations = AsyncIterations(core)
+        self.checkpoints = AsyncCheckpoints(core)
+        self.snapshots = AsyncSnapshots(core)
+        self.compaction = AsyncCompaction(core)
 
     @classmethod
     def open(
@@ -358,9 +378,10 @@ class AsyncMemory:
         blobs: str | None = None,
         redis: str | None = None,
         settings: Settings | None = None,
+        embedder: Embedder | None = None,
     ) -> AsyncMemory:
         """Open a store: the embedded default under ``MEMSTRATA_HOME`` (``./.memstrata``), or ``url``."""
-        return cls(Core.open(url, blobs=blobs, redis=redis, settings=settings))
+        return cls(Core.open(url, blobs=blobs, redis=redis, settings=settings, embedder=embedder))
 
     @property
     def core(self) -> Core:
@@ -390,6 +411,41 @@ class AsyncMemory:
                 )
             )
         )
+
+    async def context(
+        self,
+        scope: Scope,
+        conversation_id: str,
+        leaf_id: str | None = None,
+        budget: int = 8000,
+        query: str | None = None,
+        model: str | None = None,
+    ) -> Context:
+        """Messages for the next model call under one token budget, and a report on them.
+
+        When the branch has outgrown its summary, a debounced compaction job is queued.
+        """
+        ctx = await self.compaction.assemble(
+            scope, conversation_id, leaf_id=leaf_id, budget=budget, query=query, model=model
+        )
+        kit = self._core.context
+        if ctx.report.compaction_due and kit.auto_compact:
+            await self.jobs.enqueue(
+                scope,
+                COMPACT_JOB,
+                key=f"{scope.tenant}/{conversation_id}",
+                conversation_id=conversation_id,
+                payload={"leaf_id": ctx.report.leaf_id},
+                delay_s=kit.debounce_s,
+                max_wait_s=kit.max_wait_s,
+            )
+        return ctx
+
+    async def compact(
+        self, scope: Scope, conversation_id: str, leaf_id: str | None = None
+    ) -> CompactionResult:
+        """Compact the branch now (see :meth:`AsyncCompaction.run`)."""
+        return await self.compaction.run(scope, conversation_id, leaf_id=leaf_id)
 
     async def close(self) -> None:
         """Stop this process's worker (running jobs finish) and close the store."""

@@ -7,11 +7,23 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any
 
+from memstrata.api._sync_context import Compaction
+from memstrata.api._sync_nodes import Nodes
+from memstrata.api._sync_recall import Recall
+from memstrata.api._sync_state import (
+    Checkpoints,
+    Iterations,
+    Plans,
+    Snapshots,
+    Working,
+)
 from memstrata.api.core import Core, build
 from memstrata.api.core import checked_scope as _scope
 from memstrata.config import Settings
+from memstrata.context import COMPACT_JOB, CompactionResult, Context
 from memstrata.conversation import ops
 from memstrata.conversation.history import History
+from memstrata.embeddings.port import Embedder
 from memstrata.errors import InvalidInput, NotFound
 from memstrata.jobs import ops as jobs_ops
 from memstrata.jobs.ops import Job
@@ -345,6 +357,14 @@ class Memory:
         self.users = Users(core)
         self.keys = Keys(core)
         self.jobs = Jobs(core)
+        self.nodes = Nodes(core)
+        self.recall = Recall(core)
+        self.working = Working(core)
+        self.plans = Plans(core)
+        self.iterations = Iterations(core)
+        self.checkpoints = Checkpoints(core)
+        self.snapshots = Snapshots(core)
+        self.compaction = Compaction(core)
 
     @classmethod
     def open(
@@ -354,9 +374,10 @@ class Memory:
         blobs: str | None = None,
         redis: str | None = None,
         settings: Settings | None = None,
+        embedder: Embedder | None = None,
     ) -> Memory:
         """Open a store: the embedded default under ``MEMSTRATA_HOME`` (``./.memstrata``), or ``url``."""
-        return cls(Core.open(url, blobs=blobs, redis=redis, settings=settings))
+        return cls(Core.open(url, blobs=blobs, redis=redis, settings=settings, embedder=embedder))
 
     @property
     def core(self) -> Core:
@@ -386,6 +407,41 @@ class Memory:
                 )
             )
         )
+
+    def context(
+        self,
+        scope: Scope,
+        conversation_id: str,
+        leaf_id: str | None = None,
+        budget: int = 8000,
+        query: str | None = None,
+        model: str | None = None,
+    ) -> Context:
+        """Messages for the next model call under one token budget, and a report on them.
+
+        When the branch has outgrown its summary, a debounced compaction job is queued.
+        """
+        ctx = self.compaction.assemble(
+            scope, conversation_id, leaf_id=leaf_id, budget=budget, query=query, model=model
+        )
+        kit = self._core.context
+        if ctx.report.compaction_due and kit.auto_compact:
+            self.jobs.enqueue(
+                scope,
+                COMPACT_JOB,
+                key=f"{scope.tenant}/{conversation_id}",
+                conversation_id=conversation_id,
+                payload={"leaf_id": ctx.report.leaf_id},
+                delay_s=kit.debounce_s,
+                max_wait_s=kit.max_wait_s,
+            )
+        return ctx
+
+    def compact(
+        self, scope: Scope, conversation_id: str, leaf_id: str | None = None
+    ) -> CompactionResult:
+        """Compact the branch now (see :meth:`Compaction.run`)."""
+        return self.compaction.run(scope, conversation_id, leaf_id=leaf_id)
 
     def close(self) -> None:
         """Stop this process's worker (running jobs finish) and close the store."""

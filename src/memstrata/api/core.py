@@ -11,11 +11,18 @@ from pydantic import BaseModel, ValidationError
 
 from memstrata.backends.registry import Engine, open_engine
 from memstrata.config import Settings
+from memstrata.context.kit import COMPACT_JOB, ContextKit, compact_job
+from memstrata.embeddings.port import Embedder
 from memstrata.errors import ConfigurationError, InvalidInput, MemstrataError
 from memstrata.jobs import ops as jobs_ops
 from memstrata.jobs.worker import JobRegistry, LocalWakeup, Wakeup, Worker
+from memstrata.llm import llm_from_settings
 from memstrata.locks import DistributedLock, FileLock
+from memstrata.nodes import ops as nodes_ops
+from memstrata.nodes import service as nodes_service
+from memstrata.recall.service import RecallEngine
 from memstrata.runtime import Limits, Runtime
+from memstrata.state import ops as state_ops
 from memstrata.storage.plan import Op, Query, read
 from memstrata.tokens import get_tokenizer
 from memstrata.types import Scope
@@ -82,6 +89,7 @@ class Core:
         blobs: str | None = None,
         redis: str | None = None,
         probes: Mapping[str, Callable[[], None]] | None = None,
+        embedder: Embedder | None = None,
     ) -> None:
         self.engine = engine
         self.rt = runtime
@@ -98,6 +106,15 @@ class Core:
         runtime.cascade.on_user_delete(jobs_ops.delete_for_user)
         runtime.cascade.on_conversation_delete(_delete_vectors_of_conversations)
         runtime.cascade.on_user_delete(_delete_vectors_of_user)
+        runtime.cascade.on_conversation_delete(nodes_ops.cascade_step(runtime))
+        self.jobs.register(nodes_ops.PURGE_JOB, nodes_service.purge_job)
+        self.jobs.register(nodes_ops.COMPACT_JOB, nodes_service.compact_job, lease_s=120.0)
+        runtime.cascade.on_conversation_delete(state_ops.delete_for_conversations)
+        runtime.cascade.on_user_delete(state_ops.delete_for_user)
+        self.context = ContextKit(llm_from_settings(settings), model=settings.llm_model)
+        self.jobs.register(COMPACT_JOB, compact_job)
+        self.recall = RecallEngine(self, embedder)
+        self.recall.install()
 
     @classmethod
     def open(
@@ -107,6 +124,7 @@ class Core:
         blobs: str | None = None,
         redis: str | None = None,
         settings: Settings | None = None,
+        embedder: Embedder | None = None,
     ) -> Core:
         s = settings or Settings()
         redis = redis or s.redis
@@ -134,7 +152,17 @@ class Core:
             tokenizer=get_tokenizer(s.token_encoding),
             limits=Limits(max_content_bytes=s.max_content_bytes),
         )
-        return cls(engine, rt, s, lock=lock, wakeup=wakeup, blobs=blobs, redis=redis, probes=probes)
+        return cls(
+            engine,
+            rt,
+            s,
+            lock=lock,
+            wakeup=wakeup,
+            blobs=blobs,
+            redis=redis,
+            probes=probes,
+            embedder=embedder,
+        )
 
     # -- readiness -----------------------------------------------------------------------
 

@@ -276,6 +276,10 @@ class PostgresEngine:
             row = conn.execute("SELECT max(version) FROM schema_migrations").fetchone()
         return int(row[0] or 0) if row else 0
 
+    @property
+    def closed(self) -> bool:
+        return bool(self._pool.closed)
+
     def close(self) -> None:
         """Close the sync pool, and the async pools whose loops are not running."""
         self._pool.close()

@@ -30,6 +30,9 @@ class Engine(Protocol):
 
     def close(self) -> None: ...
 
+    @property
+    def closed(self) -> bool: ...
+
     async def aclose(self) -> None: ...
 
 

@@ -120,6 +120,10 @@ class SqliteEngine:
     async def aclose(self) -> None:
         self.close()
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     # -- running operations --------------------------------------------------------------
 
     @staticmethod

@@ -26,7 +26,8 @@ class Benchmark:
 
     name: str
     summary: str
-    run: Callable[[str | None, list[int] | None, Callable[[str], None]], dict[str, Any]]
+    #: ``run(db, sizes, progress, **options)``; options a benchmark does not take are ignored.
+    run: Callable[..., dict[str, Any]]
     show: Callable[[dict[str, Any], Console], None]
 
 
@@ -36,14 +37,54 @@ def _history() -> Benchmark:
     return Benchmark(
         name="history",
         summary="append throughput and history p50/p95 on branched trees of 1k-100k messages",
-        run=lambda db, sizes, progress: history.run(db=db, sizes=sizes, progress=progress),
+        run=lambda db, sizes, progress, **_: history.run(db=db, sizes=sizes, progress=progress),
         show=history.print_result,
+    )
+
+
+def _locomo() -> Benchmark:
+    from memstrata.bench import locomo
+
+    return Benchmark(
+        name="locomo",
+        summary="LoCoMo evidence retrieval: turn recall@k of mem.recall.search, with baselines",
+        run=lambda db, sizes, progress, data=None, **_: locomo.run(
+            data=data, db=db, progress=progress
+        ),
+        show=locomo.print_result,
+    )
+
+
+def _nodes() -> Benchmark:
+    from memstrata.bench import nodes
+
+    return Benchmark(
+        name="nodes",
+        summary="node memory add+flush and history at 10-10k turns on files and S3, vs a whole-JSON rewrite",
+        run=lambda db, sizes, progress: nodes.run(db=db, sizes=sizes, progress=progress),
+        show=nodes.print_result,
+    )
+
+
+def _context() -> Benchmark:
+    from memstrata.bench import context
+
+    return Benchmark(
+        name="context",
+        summary="context assembly p50/p95 on branched trees of 1k and 100k messages",
+        run=lambda db, sizes, progress: context.run(db=db, sizes=sizes, progress=progress),
+        show=context.print_result,
     )
 
 
 # Loaded on demand, so importing memstrata.bench stays cheap and a later benchmark's
 # optional peers (LangChain, mem0, ...) are imported only when that benchmark runs.
-_REGISTRY: dict[str, Callable[[], Benchmark]] = {"history": _history}
+_REGISTRY: dict[str, Callable[[], Benchmark]] = {
+    "context": _context,
+    "history": _history,
+    "locomo": _locomo,
+    "nodes": _nodes,
+}
 
 
 def names() -> list[str]:
@@ -57,6 +98,7 @@ def run_bench(
     out: Path | None = None,
     db: str | None = None,
     sizes: list[int] | None = None,
+    data: Path | None = None,
 ) -> dict[str, Any]:
     """Run benchmark ``name``, print its table, write its JSON to ``out`` and return it.
 
@@ -72,7 +114,10 @@ def run_bench(
         )
     bench = factory()
     status = Console(stderr=True)
-    result = bench.run(db, sizes, lambda line: status.print(line, style="dim", highlight=False))
+    options = {"data": data} if data is not None else {}
+    result = bench.run(
+        db, sizes, lambda line: status.print(line, style="dim", highlight=False), **options
+    )
     table = Console()
     if not table.is_terminal:  # a pipe or a file: do not squeeze the table into 80 columns
         table = Console(width=120)

@@ -374,7 +374,11 @@ def append_message(
         (mid, now, conv.id),
     )
     row = yield from _require_message(conv.id, mid)
-    return to_message(row), True
+    message = to_message(row)
+    if message.status is Status.COMPLETE:
+        for hook in rt.on_message:
+            yield from hook(scope, message)
+    return message, True
 
 
 def patch_message(
@@ -409,7 +413,10 @@ def patch_message(
     yield Exec(
         "UPDATE conversations SET updated_at = ? WHERE id = ?", (rt.clock(), conversation_id)
     )
-    return to_message((yield from _require_message(conversation_id, message_id)))
+    completed = to_message((yield from _require_message(conversation_id, message_id)))
+    for hook in rt.on_message:
+        yield from hook(scope, completed)
+    return completed
 
 
 def list_leaves(

@@ -206,9 +206,13 @@ class Worker(Generic[C]):
 
     def _loop(self) -> None:
         while not self._stop.is_set():
+            if self._engine.closed:  # the store was closed under us: nothing left to do
+                return
             try:
                 ran = self.run_pending(max_jobs=10)
             except Exception:
+                if self._engine.closed:
+                    return
                 log.exception("worker %s: claiming failed; retrying after a pause", self.name)
                 ran = 0
             if not ran and not self._stop.is_set():

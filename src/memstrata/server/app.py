@@ -12,9 +12,13 @@ from memstrata.config import Settings
 from memstrata.server import (
     health,
     routes_admin,
+    routes_context,
     routes_conversations,
     routes_jobs,
     routes_messages,
+    routes_nodes,
+    routes_recall,
+    routes_state,
 )
 from memstrata.server.limits import BodyLimit
 from memstrata.server.metrics import Metrics, MetricsMiddleware
@@ -71,6 +75,10 @@ def create_app(memory: AsyncMemory | None = None, settings: Settings | None = No
     app.include_router(routes_conversations.router)
     app.include_router(routes_messages.router)
     app.include_router(routes_jobs.router)
+    app.include_router(routes_recall.router)
+    app.include_router(routes_state.router)
+    app.include_router(routes_context.router)
+    app.include_router(routes_nodes.router)
     install_openapi(app)
 
     # Added last is outermost: metrics see every answer, including a 413.

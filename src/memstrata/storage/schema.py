@@ -143,6 +143,137 @@ _VECTOR_TABLES = (
     )""",
 )
 
+# Agent state and compaction (migration 4): working memory, plans, iteration logs,
+# checkpoints, run snapshots, rolling summaries and the log of compaction attempts.
+# A summary names the message it covers up to (with that message's depth and branch
+# tokens), so "does it serve this leaf" is an ancestry check, never a guess.
+_STATE_TABLES = (
+    """CREATE TABLE working_memory (
+        tenant_id TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        agent_id TEXT NOT NULL DEFAULT '',
+        conversation_id TEXT NOT NULL DEFAULT '',
+        format TEXT NOT NULL,
+        content TEXT NOT NULL,
+        json_schema TEXT,
+        template TEXT,
+        version INTEGER NOT NULL,
+        updated_at {time} NOT NULL,
+        PRIMARY KEY (tenant_id, user_id, agent_id, conversation_id)
+    )""",
+    "CREATE INDEX working_memory_conversation ON working_memory (conversation_id)",
+    """CREATE TABLE plans (
+        conversation_id TEXT PRIMARY KEY,
+        document TEXT NOT NULL,
+        version INTEGER NOT NULL,
+        updated_at {time} NOT NULL
+    )""",
+    """CREATE TABLE iteration_logs (
+        seq {serial},
+        conversation_id TEXT NOT NULL,
+        task TEXT NOT NULL,
+        attempt INTEGER NOT NULL,
+        outcome TEXT NOT NULL,
+        error TEXT,
+        detail TEXT,
+        created_at {time} NOT NULL
+    )""",
+    "CREATE INDEX iteration_logs_task ON iteration_logs (conversation_id, task, seq)",
+    """CREATE TABLE checkpoints (
+        tenant_id TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        agent_id TEXT NOT NULL DEFAULT '',
+        name TEXT NOT NULL,
+        run_id TEXT NOT NULL,
+        conversation_id TEXT,
+        state TEXT,
+        expires_at {time},
+        expired_at {time},
+        created_at {time} NOT NULL,
+        updated_at {time} NOT NULL,
+        PRIMARY KEY (tenant_id, user_id, agent_id, name, run_id)
+    )""",
+    "CREATE INDEX checkpoints_conversation ON checkpoints (conversation_id)",
+    """CREATE TABLE run_snapshots (
+        conversation_id TEXT NOT NULL,
+        run_id TEXT NOT NULL,
+        data TEXT NOT NULL,
+        created_at {time} NOT NULL,
+        updated_at {time} NOT NULL,
+        PRIMARY KEY (conversation_id, run_id)
+    )""",
+    """CREATE TABLE summaries (
+        id TEXT PRIMARY KEY,
+        conversation_id TEXT NOT NULL,
+        up_to_id TEXT NOT NULL,
+        up_to_depth INTEGER NOT NULL,
+        up_to_branch_tokens INTEGER NOT NULL,
+        version INTEGER NOT NULL,
+        previous_id TEXT,
+        content TEXT NOT NULL,
+        method TEXT NOT NULL,
+        created_at {time} NOT NULL
+    )""",
+    "CREATE INDEX summaries_conversation ON summaries (conversation_id, up_to_depth)",
+    """CREATE TABLE compaction_log (
+        seq {serial},
+        conversation_id TEXT NOT NULL,
+        leaf_id TEXT,
+        outcome TEXT NOT NULL,
+        reason TEXT,
+        summary_id TEXT,
+        created_at {time} NOT NULL
+    )""",
+    "CREATE INDEX compaction_log_conversation ON compaction_log (conversation_id, seq)",
+)
+
+# Recall (migration 5): one row per indexed message, the owner beside it so searches
+# filter without a join, ``embedder`` naming the space its vector was made in (NULL:
+# not embedded yet). The keyword index is the one piece that differs per dialect: an
+# FTS5 table keyed by the message's seq on SQLite, a tsvector column on PostgreSQL.
+_RECALL_TABLES = (
+    """CREATE TABLE recall_docs (
+        seq BIGINT PRIMARY KEY,
+        message_id TEXT NOT NULL UNIQUE,
+        conversation_id TEXT NOT NULL,
+        tenant_id TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        agent_id TEXT NOT NULL DEFAULT '',
+        occurred_at {time} NOT NULL,
+        embedder TEXT
+    )""",
+    "CREATE INDEX recall_docs_owner ON recall_docs (tenant_id, user_id, agent_id)",
+    "CREATE INDEX recall_docs_conversation ON recall_docs (conversation_id, embedder)",
+)
+_RECALL_KEYWORDS = {
+    "sqlite": (
+        # owner is a per-user token, so MATCH narrows to one user inside the index.
+        "CREATE VIRTUAL TABLE recall_fts USING fts5(owner, body, "
+        "tokenize = 'porter unicode61 remove_diacritics 2')",
+    ),
+    "postgres": (
+        "ALTER TABLE recall_docs ADD COLUMN tsv tsvector",
+        "CREATE INDEX recall_docs_tsv ON recall_docs USING GIN (tsv)",
+    ),
+}
+
+# Node memories: which blob generation of (app, conversation, node) is readable, and when
+# it was last written (for gc). The turns themselves live in the blob store.
+_NODE_TABLES = (
+    """CREATE TABLE node_memories (
+        conversation_id TEXT NOT NULL,
+        app_id TEXT NOT NULL,
+        node_id TEXT NOT NULL,
+        tenant_id TEXT NOT NULL,
+        generation TEXT NOT NULL,
+        pending INTEGER NOT NULL DEFAULT 0,
+        created_at {time} NOT NULL,
+        last_write_at {time} NOT NULL,
+        PRIMARY KEY (conversation_id, app_id, node_id)
+    )""",
+    "CREATE INDEX node_memories_last_write ON node_memories (last_write_at)",
+)
+
 _TYPES = {
     "sqlite": {"serial": "INTEGER PRIMARY KEY AUTOINCREMENT", "time": "INTEGER", "blob": "BLOB"},
     "postgres": {
@@ -165,6 +296,17 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
         Migration(1, _CORE, _render(dialect, _CORE_TABLES)),
         Migration(2, "jobs: the durable background queue", _render(dialect, _JOB_TABLES)),
         Migration(3, "vectors: embeddings for semantic search", _render(dialect, _VECTOR_TABLES)),
+        Migration(
+            4,
+            "state: working memory, plans, iterations, checkpoints, snapshots, summaries",
+            _render(dialect, _STATE_TABLES),
+        ),
+        Migration(
+            5,
+            "recall: keyword index and embedding bookkeeping",
+            _render(dialect, _RECALL_TABLES) + _RECALL_KEYWORDS[dialect],
+        ),
+        Migration(6, "node memories: index of blob generations", _render(dialect, _NODE_TABLES)),
     )
     for dialect in _TYPES
 }

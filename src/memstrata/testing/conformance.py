@@ -1222,7 +1222,12 @@ class AsyncParityConformance:
             memory.conversations.get(scope, conv.id)
 
 
+# Feature mixins import the helpers above, so they are imported after them.
+from memstrata.testing.conformance_state import StateConformance  # noqa: E402
+
+
 class BackendConformance(
+    StateConformance,
     ConversationConformance,
     AppendConformance,
     HistoryConformance,
