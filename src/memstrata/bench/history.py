@@ -29,6 +29,7 @@ from rich.console import Console
 from memstrata.api import Memory
 from memstrata.backends.registry import redact
 from memstrata.bench.report import envelope, fmt, machine_line, percentile, print_table
+from memstrata.config import Settings
 from memstrata.errors import InvalidInput
 from memstrata.ids import new_id
 from memstrata.types import Message, Scope
@@ -241,7 +242,9 @@ def _one_size(
     gen = TextGenerator(rng)
     # Texts are made before the clock starts, so only appends are timed.
     texts = [gen.message() for _ in range(size)]
-    mem = Memory.open(url)
+    # The core append is measured without the recall index (DESIGN.md: recall indexing
+    # is measured separately); the indexed rate is measured beside it below.
+    mem = Memory.open(url, settings=_settings(recall_index=False))
     try:
         synchronous = mem.core.settings.sqlite_synchronous
         conv = mem.conversations.create(scope, title=f"history bench {size}")
@@ -284,6 +287,9 @@ def _one_size(
     finally:
         mem.close()
 
+    indexed_per_s = _indexed_append_rate(
+        url, scope, texts[:INDEXED_SAMPLE], random.Random(f"{seed}:{size}:indexed"), shared_db
+    )
     append_ns = built.append_ns
     return {
         "size": size,
@@ -296,6 +302,7 @@ def _one_size(
         "max_depth": max(m.depth for m in leaves),
         "append_s": round(built.wall_ns / 1e9, 3),
         "append_per_s": round(built.messages / (built.wall_ns / 1e9), 1),
+        "append_indexed_per_s": indexed_per_s,
         "append_p50_ms": _ms(percentile(append_ns, 50)),
         "append_p99_ms": _ms(percentile(append_ns, 99)),
         "leaves_scan_ms": _ms(scan_ns),
@@ -313,6 +320,29 @@ def _one_size(
         "store_bytes": _store_bytes(location),
         "sqlite_synchronous": synchronous,
     }
+
+
+INDEXED_SAMPLE = 2_000
+
+
+def _settings(**update: Any) -> Settings:
+    return Settings().model_copy(update={"worker": "off", **update})
+
+
+def _indexed_append_rate(
+    url: str, scope: Scope, texts: Sequence[str], rng: random.Random, shared_db: bool
+) -> float:
+    """Appends per second with the recall keyword index written in each append's
+    transaction (embedding happens later, at search or in the background)."""
+    mem = Memory.open(url, settings=_settings(recall_index=True))
+    try:
+        conv = mem.conversations.create(scope, title="history bench, indexed appends")
+        built = _build(mem, scope, conv.id, len(texts), texts, rng)
+        if shared_db:
+            mem.users.delete(scope)  # leave someone else's database as we found it
+    finally:
+        mem.close()
+    return round(built.messages / (built.wall_ns / 1e9), 1)
 
 
 def _check_sizes(sizes: Sequence[int]) -> list[int]:
@@ -407,6 +437,7 @@ _COLUMNS = (
     ("messages", "messages"),
     ("leaves", "leaves"),
     ("append_per_s", "append\n/s"),
+    ("append_indexed_per_s", "append /s\n+recall idx"),
     ("history_p50_ms", "history\np50 ms"),
     ("history_p95_ms", "history\np95 ms"),
     ("history_p99_ms", "history\np99 ms"),

@@ -109,6 +109,9 @@ class _LeaseKeeper:
         self._stop.set()
         self._thread.join()
 
+    def _store_closed(self) -> bool:
+        return self._engine.closed
+
     def _loop(self) -> None:
         token = self._job.lease_token or ""
         while not self._stop.wait(self._lease_s / 3):
@@ -204,14 +207,17 @@ class Worker(Generic[C]):
             ran += 1
         return ran
 
+    def _store_closed(self) -> bool:
+        return self._engine.closed
+
     def _loop(self) -> None:
         while not self._stop.is_set():
-            if self._engine.closed:  # the store was closed under us: nothing left to do
+            if self._store_closed():  # closed under us: nothing left to do
                 return
             try:
                 ran = self.run_pending(max_jobs=10)
             except Exception:
-                if self._engine.closed:
+                if self._store_closed():
                     return
                 log.exception("worker %s: claiming failed; retrying after a pause", self.name)
                 ran = 0
