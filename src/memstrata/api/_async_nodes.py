@@ -159,7 +159,7 @@ class AsyncNodeMemory:
                 )
             )
         )
-        core.job_queued()
+        await core.ajob_queued()
 
     async def history(
         self,
@@ -229,7 +229,7 @@ class AsyncNodeMemory:
         rt, scope, key = self._core.rt, self._scope, self.key
         removed = await self._core.engine.arun(write(lambda: nodes_ops.remove(rt, scope, key)))
         if removed is not None:
-            self._core.job_queued()
+            await self._core.ajob_queued()
 
     async def compact(self) -> int:
         """Fold loose objects into one now (normally a background job); returns how many."""
