@@ -10,12 +10,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from memstrata.api._async_recall import AsyncRecall
 from memstrata.api.core import Core
 from memstrata.api.core import checked_scope as _scope
 from memstrata.context import ops
 from memstrata.context.kit import CompactionResult, ContextKit
 from memstrata.context.ops import CompactionPlan, Context, Summary
 from memstrata.context.summarize import build_prompt, extractive_summary, summary_problem
+from memstrata.recall.service import EMBED_BATCH
+from memstrata.recall.tier import MAX_QUERY_CHARS
 from memstrata.storage.plan import read, write
 from memstrata.types import Scope
 
@@ -44,21 +47,49 @@ class AsyncCompaction:
         model: str | None = None,
     ) -> Context:
         rt = self._core.rt
+        s = _scope(scope)
         settings = self.kit.settings()
+        query, qvec, space = await self._embed_query(s, conversation_id, leaf_id, query)
         return await self._core.engine.arun(
             read(
                 lambda: ops.assemble(
                     rt,
-                    _scope(scope),
+                    s,
                     conversation_id,
                     settings,
                     leaf_id=leaf_id,
                     budget=budget,
                     query=query,
                     model=model,
+                    query_vector=qvec,
+                    embedder=space,
                 )
             )
         )
+
+    async def _embed_query(
+        self, scope: Scope, conversation_id: str, leaf_id: str | None, query: str | None
+    ) -> tuple[str | None, list[float] | None, str | None]:
+        """The query of the recall tier embedded before the assembly's transaction (the
+        embedder may be slow or remote); with no embedder, keywords do it alone."""
+        recall = self._core.recall
+        if recall.tier not in self.kit.providers or recall.tier.k == 0:
+            return query, None, None
+        vectors = await recall.avector_index()
+        emb = recall.embedder
+        if vectors is None or emb is None:
+            return query, None, None
+        if query is None:
+            query = await self._core.engine.arun(
+                read(lambda: ops.default_query(scope, conversation_id, leaf_id))
+            )
+        if query is None or not query.strip():
+            return query, None, None
+        # Like a search, embed a little of what is waiting first; a bounded batch keeps
+        # this call fast after a bulk import (the rest waits for the next call or job).
+        await AsyncRecall(self._core).flush(scope, limit=EMBED_BATCH)
+        qvec = (await emb.aembed([query[:MAX_QUERY_CHARS]]))[0]
+        return query, qvec, emb.identity
 
     async def run(
         self, scope: Scope, conversation_id: str, *, leaf_id: str | None = None

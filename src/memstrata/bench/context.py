@@ -60,6 +60,8 @@ def _one_size(
     mem = Memory.open(url, settings=Settings(worker="off"))
     try:
         mem.core.context.auto_compact = False
+        # The recall tier runs on keywords: embedding the query is excluded like the LLM.
+        mem.core.recall.use(None)
         conv = mem.conversations.create(scope, title=f"context bench {size}")
         progress(f"context: appending {size:,} messages")
         _build(mem, scope, conv.id, size, texts, rng)
@@ -149,7 +151,7 @@ def run(
         "leaf_choice": "uniform over all leaves",
         "result_cache": False,
         "llm": "excluded (one offline compaction before timing)",
-        "tiers": "system, recent window, summary, working memory, plan",
+        "tiers": "system, recent window, summary, working memory, plan, recall (keywords)",
         "targets": {"context_p95_ms_at_100k_sqlite": TARGET_P95_MS},
     }
     return envelope("context", params=params, headline=headline, rows=rows)

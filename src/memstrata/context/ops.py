@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from memstrata.context.tiers import (
@@ -54,6 +54,7 @@ __all__ = [
     "Summary",
     "assemble",
     "context_window",
+    "default_query",
     "finish_compaction",
     "prepare_compaction",
     "record_compaction_failure",
@@ -374,10 +375,11 @@ def _offers(
     settings: Settings,
     policies: Mapping[str, TierPolicy],
     budget: int,
-    query: str | None,
+    base: TierRequest,
     tok: Tokenizer,
 ) -> Op[dict[str, list[TierItem]]]:
-    """What each tier other than the window asks for, best items first."""
+    """What each tier other than the window (and the providers that run after it)
+    asks for, best items first."""
     offered: dict[str, list[TierItem]] = {}
     if br.summary is not None:
         s = br.summary
@@ -393,22 +395,117 @@ def _offers(
         text = json.dumps(plan.document, ensure_ascii=False, indent=2, sort_keys=True)
         offered["plan"] = [_item("plan", text, tok, version=plan.version)]
     for provider in settings.providers:
-        tier = provider.tier
-        if tier not in BLOCK_TAGS or tier in ("summary", "working", "plan"):
-            raise InvalidInput(f"a provider cannot supply tier {tier!r}", field="tier")
-        cap = policies[tier].cap if tier in policies else None
-        request = TierRequest(
-            scope=scope,
-            conversation_id=conversation_id,
-            leaf_id=None if br.leaf is None else br.leaf.id,
-            leaf_depth=None if br.leaf is None else br.leaf.depth,
-            query=query,
-            allowance=budget if cap is None else min(cap, budget),
-            tokenizer=tok,
-            covered_depth=None if br.summary is None else br.summary.up_to_depth,
-        )
-        offered.setdefault(tier, []).extend((yield from provider.provide(rt, request)))
+        if not _after_window(provider):
+            items = yield from _provide(rt, provider, base, policies, budget)
+            offered.setdefault(provider.tier, []).extend(items)
     return offered
+
+
+def _after_window(provider: TierProvider) -> bool:
+    return bool(getattr(provider, "after_window", False))
+
+
+def _provide(
+    rt: Runtime,
+    provider: TierProvider,
+    base: TierRequest,
+    policies: Mapping[str, TierPolicy],
+    room: int,
+    window_ids: frozenset[str] = frozenset(),
+) -> Op[list[TierItem]]:
+    tier = provider.tier
+    if tier not in BLOCK_TAGS or tier in ("summary", "working", "plan"):
+        raise InvalidInput(f"a provider cannot supply tier {tier!r}", field="tier")
+    cap = policies[tier].cap if tier in policies else None
+    allowance = room if cap is None else min(cap, room)
+    request = replace(base, allowance=max(allowance, 0), window_ids=window_ids)
+    return (yield from provider.provide(rt, request))
+
+
+def _base_request(
+    scope: Scope,
+    conversation_id: str,
+    br: _Branch,
+    query: str | None,
+    tok: Tokenizer,
+    query_vector: Sequence[float] | None,
+    embedder: str | None,
+) -> TierRequest:
+    return TierRequest(
+        scope=scope,
+        conversation_id=conversation_id,
+        leaf_id=None if br.leaf is None else br.leaf.id,
+        leaf_depth=None if br.leaf is None else br.leaf.depth,
+        query=query,
+        allowance=0,
+        tokenizer=tok,
+        covered_depth=None if br.summary is None else br.summary.up_to_depth,
+        query_vector=query_vector,
+        embedder=embedder,
+    )
+
+
+def _newest_user_text(conversation_id: str, leaf: Message, limit: int = 256) -> Op[str | None]:
+    """The content of the newest complete user message on the branch (looks back at most
+    ``limit`` messages: a query is about the current turn, not a distant one)."""
+    start: str | None = leaf.id
+    seen, chunk = 0, 4
+    while start is not None and seen < limit:
+        rows = yield from branch_chunk(conversation_id, start, min(chunk, limit - seen))
+        for m in map(to_message, rows):
+            if m.role is Role.USER and m.status is Status.COMPLETE and m.content.strip():
+                return m.content
+        if not rows:
+            break
+        seen += len(rows)
+        start = to_message(rows[-1]).parent_id
+        chunk *= 4
+    return None
+
+
+def default_query(scope: Scope, conversation_id: str, leaf_id: str | None = None) -> Op[str | None]:
+    """What the context of a branch is about when the caller gives no query: the
+    newest user message on it (None for an empty conversation or no user message)."""
+    conv = yield from get_conversation(scope, conversation_id)
+    ref = leaf_id or conv.active_leaf_id
+    if ref is None:
+        return None
+    leaf = to_message((yield from _require_message(conversation_id, ref, "leaf")))
+    return (yield from _newest_user_text(conversation_id, leaf))
+
+
+def _note_asks(
+    offered: Mapping[str, list[TierItem]],
+    tiers: dict[str, TierReport],
+    policies: dict[str, TierPolicy],
+    order: list[str],
+    tok: Tokenizer,
+) -> None:
+    for name, items in offered.items():
+        tiers.setdefault(name, TierReport()).asked = _ask(items, name, tok)
+        if name not in policies:  # a provider's tier with no policy goes last
+            policies[name] = TierPolicy(len(policies))
+            order.append(name)
+
+
+def _reserve_late(
+    late: Sequence[TierProvider],
+    order: Sequence[str],
+    policies: Mapping[str, TierPolicy],
+    reserve: dict[str, int],
+) -> None:
+    """What the window leaves for the tiers whose providers run after it: their asks are
+    unknown yet, so their minimum (their cap when they rank above the window)."""
+    recent = order.index("recent")
+    for provider in late:
+        name = provider.tier
+        if name not in policies:
+            continue
+        policy = policies[name]
+        want = policy.minimum
+        if order.index(name) < recent and policy.cap is not None:
+            want = policy.cap
+        reserve[name] = max(reserve.get(name, 0), want)
 
 
 def _reserves(
@@ -510,7 +607,15 @@ def assemble(
     budget: int = 8000,
     query: str | None = None,
     model: str | None = None,
+    query_vector: Sequence[float] | None = None,
+    embedder: str | None = None,
 ) -> Op[Context]:
+    """Assemble the context of a branch (see the module docstring).
+
+    ``query_vector`` is ``query`` (or, when that is None, the newest user message on
+    the branch) embedded by ``embedder`` before this transaction, for the providers
+    that search by meaning.
+    """
     if budget < 1:
         raise InvalidInput("budget must be >= 1", field="budget")
     tok = rt.tokenizer if model is None else get_tokenizer(model)
@@ -523,24 +628,29 @@ def assemble(
     br = yield from _branch(conversation_id, leaf_id or conv.active_leaf_id)
     tiers: dict[str, TierReport] = {name: TierReport() for name in ("system", *order)}
     report = ContextReport(budget, tok.name, None if br.leaf is None else br.leaf.id, tiers)
+    if query is None and settings.providers and br.leaf is not None:
+        query = yield from _newest_user_text(conversation_id, br.leaf)
+    asking = _base_request(scope, conversation_id, br, query, tok, query_vector, embedder)
     offered = yield from _offers(
-        rt, scope, conversation_id, br, settings, policies, budget, query, tok
+        rt, scope, conversation_id, br, settings, policies, budget, asking, tok
     )
-    for name, items in offered.items():
-        tiers.setdefault(name, TierReport()).asked = (
-            tok.count_message(_block(name, items)) if items else 0
-        )
-        if name not in policies:  # a provider's tier with no policy goes last
-            policies[name] = TierPolicy(len(policies))
-            order.append(name)
+    _note_asks(offered, tiers, policies, order, tok)
     first = {n: tok.count_message(_block(n, items[:1])) for n, items in offered.items() if items}
     reserve = _reserves(order, policies, tiers, first)
+    late = [p for p in settings.providers if _after_window(p)]
+    _reserve_late(late, order, policies, reserve)
     window: list[Message] = []
     if br.leaf is not None:
         window = yield from _grant_window(
             rt, conversation_id, br, policies, reserve, budget, tok, report
         )
     remaining = budget - tiers["system"].granted - tiers["recent"].granted
+    if late:
+        in_context = frozenset(m.id for m in (*br.system, *window))
+        for provider in late:
+            items = yield from _provide(rt, provider, asking, policies, remaining, in_context)
+            offered.setdefault(provider.tier, []).extend(items)
+        _note_asks({p.tier: offered[p.tier] for p in late}, tiers, policies, order, tok)
     chosen = _grant_tiers(order, policies, offered, reserve, remaining, tok, report)
     _note_summary(report, br.summary, "summary" in chosen)
     messages, injected = _render(br.system, window, chosen)

@@ -7,12 +7,14 @@ A tier is one kind of material a context is assembled from. Built in: ``system``
 :class:`TierProvider`: given a :class:`TierRequest` it returns whole
 :class:`TierItem` objects, best first, each with its token count and provenance.
 A provider is a sans-IO operation, so it runs inside the same read transaction as
-the rest of the assembly, on every backend, sync or async.
+the rest of the assembly, on every backend, sync or async. Anything slow or remote
+(embedding the query) happens before that transaction: the facade passes the
+result in (``TierRequest.query_vector``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -65,7 +67,14 @@ class TierItem:
 
 @dataclass(frozen=True, slots=True)
 class TierRequest:
-    """What a provider gets: who asks, about which branch, and how much room is left."""
+    """What a provider gets: who asks, about which branch, and how much room is left.
+
+    ``query`` is the caller's query, or else the content of the newest user message
+    on the branch. ``query_vector`` is that query embedded by ``embedder`` (the
+    identity of its vector space) before the transaction, or None. ``window_ids``
+    holds the messages already in the context (system run and recent window); it is
+    filled only for a provider that runs after the window (``after_window``).
+    """
 
     scope: Scope
     conversation_id: str
@@ -76,6 +85,9 @@ class TierRequest:
     tokenizer: Tokenizer
     # Messages at or above this depth on the branch are covered by the summary in use.
     covered_depth: int | None = None
+    query_vector: Sequence[float] | None = None
+    embedder: str | None = None
+    window_ids: frozenset[str] = frozenset()
 
     def item(self, id: str, text: str, **provenance: Any) -> TierItem:
         """Build an item with its cost counted the way the assembler counts it."""
@@ -83,7 +95,13 @@ class TierRequest:
 
 
 class TierProvider(Protocol):
-    """Supplies the items of one tier (``tier`` names it, e.g. ``"recall"``)."""
+    """Supplies the items of one tier (``tier`` names it, e.g. ``"recall"``).
+
+    A provider may also set ``after_window = True``: it then runs once the recent
+    window is chosen and gets its message ids (to leave them out). The window cannot
+    know in advance what such a tier will ask, so it holds back only the tier's
+    ``minimum`` for it (its ``cap`` when the tier ranks above the window).
+    """
 
     tier: str
 

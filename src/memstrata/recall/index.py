@@ -220,6 +220,28 @@ def _fts_query(dialect: str, owner: str, terms: Sequence[str]) -> str:
     return " | ".join("'" + t.replace("'", "''").replace("\\", "") + "'" for t in terms)
 
 
+def common_terms(dialect: str, terms: Sequence[str], threshold: int) -> Op[set[str]]:
+    """The ``terms`` whose posting lists hold at least ``threshold`` documents.
+
+    A keyword search costs the length of its terms' posting lists, so a caller that must
+    stay cheap (the context's recall tier runs on every call) leaves these out. Each probe
+    stops at ``threshold`` rows, so the check itself stays bounded. Only SQLite is
+    probed; PostgreSQL's GIN scan is left as it is (nothing is reported common).
+    """
+    if dialect != "sqlite":
+        return set()
+    common: set[str] = set()
+    for term in terms:
+        probe = 'body : "' + term.replace('"', '""') + '"'
+        rows = yield Query(
+            "SELECT count(*) FROM (SELECT 1 FROM recall_fts WHERE recall_fts MATCH ? LIMIT ?)",
+            (probe, threshold),
+        )
+        if rows[0][0] >= threshold:
+            common.add(term)
+    return common
+
+
 def keyword_search(
     dialect: str,
     scope: Scope,

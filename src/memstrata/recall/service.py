@@ -199,6 +199,22 @@ class RecallEngine:
         self.params = FusionParams()
         self.mode = core.settings.recall_embed
         self._worker_started = False
+        from memstrata.recall.tier import RecallTier  # the tier module imports this one
+
+        #: The recall tier of ``mem.context`` (``k`` = 0 switches it off).
+        self.tier = RecallTier(self)
+
+    @property
+    def dialect(self) -> str:
+        return self._core.engine.dialect
+
+    def opened_index(self, embedder: str | None) -> PlannedIndex | None:
+        """The vector index already open for ``embedder``'s space, else None (no I/O:
+        the context's recall tier calls this inside its read transaction)."""
+        index = self._index
+        if embedder is None or index is None or index.space.embedder != embedder:
+            return None
+        return index
 
     def use(self, embedder: Embedder | None) -> None:
         """Switch embedders (None: keyword recall only). Vectors of the previous space stay
@@ -221,6 +237,8 @@ class RecallEngine:
         )
         core.rt.cascade.on_user_delete(lambda t, u: idx.delete_for_user(dialect, t, u))
         core.jobs.register(EMBED_JOB, _run_embed_job)
+        if core.settings.recall_index:
+            core.context.add_provider(self.tier)
 
     @property
     def embedder(self) -> Embedder | None:

@@ -1,0 +1,240 @@
+"""The recall tier of ``mem.context``: relevant past messages of the same user, never
+the window's, never another scope's, under the one budget."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import anyio
+import pytest
+
+from memstrata import Memory, Scope
+from memstrata.api._async import AsyncMemory
+from memstrata.context import Context
+from memstrata.errors import InvalidInput
+from memstrata.recall.tier import render_item
+from memstrata.testing import FakeEmbedder
+from memstrata.testing.conformance import fresh_scope
+from memstrata.tokens import get_tokenizer
+from memstrata.types import Message
+
+LONG_AGO = datetime(2023, 3, 14, 9, 30, tzinfo=UTC)
+FACT = "My sister Ottilie lives in Reykjavik and keeps three goats named after planets"
+CHATTER = [
+    "Can you suggest a quick pasta recipe for tonight?",
+    "Try spaghetti aglio e olio: garlic, olive oil, chili and parsley.",
+    "Nice, and what wine would go with it?",
+    "A crisp white such as a Vermentino works well.",
+    "Thanks, I also need to plan my week at work.",
+    "Start with the deadlines, then block time for deep work.",
+]
+
+
+@pytest.fixture
+def mem(memory: Memory) -> Memory:
+    memory.core.recall.use(FakeEmbedder(64))
+    memory.core.context.auto_compact = False
+    return memory
+
+
+def _old_fact(mem: Memory, scope: Scope, text: str = FACT) -> Message:
+    """A fact said in an earlier conversation of the same user, among other messages."""
+    conv = mem.conversations.create(scope, title="long ago")
+    mem.messages.append(scope, conv.id, role="user", content="Hello there!", occurred_at=LONG_AGO)
+    fact = mem.messages.append(scope, conv.id, role="user", content=text, occurred_at=LONG_AGO)
+    mem.messages.append(
+        scope, conv.id, role="assistant", content="Goats in Iceland, lovely.", occurred_at=LONG_AGO
+    )
+    return fact
+
+
+def _today(mem: Memory, scope: Scope, question: str) -> tuple[str, list[Message]]:
+    conv = mem.conversations.create(scope, title="today")
+    start = LONG_AGO + timedelta(days=400)
+    out = []
+    for i, text in enumerate([*CHATTER, question]):
+        role = "user" if i % 2 == 0 else "assistant"
+        out.append(
+            mem.messages.append(
+                scope, conv.id, role=role, content=text, occurred_at=start + timedelta(minutes=i)
+            )
+        )
+    return conv.id, out
+
+
+def _recall_block(ctx: Context) -> str:
+    blocks = [m["content"] for m in ctx.messages if m["content"].startswith("<recalled-messages>")]
+    assert len(blocks) <= 1
+    return blocks[0] if blocks else ""
+
+
+def _check_report(ctx: Context) -> None:
+    report = ctx.report
+    tok = get_tokenizer(report.encoding)
+    counted = sum(tok.count_message(m["content"] or "") for m in ctx.messages)
+    assert sum(t.granted for t in report.tiers.values()) == report.total == counted
+    assert report.total <= report.budget
+
+
+def test_an_old_fact_from_another_conversation_is_recalled(mem: Memory) -> None:
+    scope = fresh_scope()
+    fact = _old_fact(mem, scope)
+    cid, msgs = _today(mem, scope, "Where does my sister Ottilie live?")
+    ctx = mem.context(scope, cid, budget=4000)  # query: the newest user message
+    block = _recall_block(ctx)
+    assert render_item(fact) in block.splitlines()
+    assert block.splitlines()[1].startswith("[2023-03-14] user: ")  # best first, dated
+    recall = ctx.report.tiers["recall"]
+    assert 1 <= recall.items <= 8
+    assert 0 < recall.granted <= recall.asked
+    assert ctx.report.to_dict()["tiers"]["recall"]["granted"] == recall.granted
+    # The block sits after the system blocks and before the recent window.
+    contents = [m["content"] for m in ctx.messages]
+    assert contents.index(block) < contents.index(msgs[0].content)
+    _check_report(ctx)
+    # An explicit query wins over the newest message.
+    other = mem.context(scope, cid, budget=4000, query="goats named after planets")
+    assert render_item(fact) in _recall_block(other)
+
+
+def test_keyword_recall_without_an_embedder(mem: Memory) -> None:
+    mem.core.recall.use(None)
+    scope = fresh_scope()
+    fact = _old_fact(mem, scope)
+    cid, _ = _today(mem, scope, "Remind me about Ottilie in Reykjavik")
+    ctx = mem.context(scope, cid, budget=4000)
+    assert render_item(fact) in _recall_block(ctx)
+    _check_report(ctx)
+
+
+def test_the_window_is_not_repeated(mem: Memory) -> None:
+    scope = fresh_scope()
+    fact = _old_fact(mem, scope)
+    # The current conversation talks about the same thing: those messages are in the window.
+    cid, msgs = _today(mem, scope, "Ottilie's goats in Reykjavik: tell me more about the goats")
+    ctx = mem.context(scope, cid, budget=4000)
+    block = _recall_block(ctx).splitlines()
+    window = {m.id for m in ctx.window}
+    assert window == {m.id for m in msgs}
+    assert render_item(fact) in block
+    for m in ctx.window:
+        assert render_item(m) not in block
+    # A tighter budget trims the window; what falls out of it may be recalled, never
+    # what stayed in it.
+    tight = mem.context(scope, cid, budget=60, query="pasta garlic wine goats")
+    kept = tight.window
+    assert 0 < len(kept) < len(msgs)
+    tight_block = _recall_block(tight).splitlines()
+    for m in kept:
+        assert render_item(m) not in tight_block
+    _check_report(tight)
+
+
+def test_a_pending_reply_leaves_the_query_to_the_user_message(mem: Memory) -> None:
+    scope = fresh_scope()
+    fact = _old_fact(mem, scope)
+    cid, _ = _today(mem, scope, "Where does my sister Ottilie live?")
+    pending = mem.messages.append(scope, cid, role="assistant", content="", status="pending")
+    ctx = mem.context(scope, cid, budget=4000)
+    assert ctx.report.leaf_id == pending.id
+    block = _recall_block(ctx)
+    assert render_item(fact) in block.splitlines()
+    assert render_item(pending) not in block
+    _check_report(ctx)
+
+
+def test_another_scope_is_never_recalled(mem: Memory) -> None:
+    scope = fresh_scope()
+    other_user = Scope(scope.tenant, scope.user + "-other")
+    other_tenant = Scope(scope.tenant + "-other", scope.user)
+    agent_a, agent_b = Scope(scope.tenant, scope.user, "a"), Scope(scope.tenant, scope.user, "b")
+    for n, owner in enumerate((other_user, other_tenant, agent_b)):
+        _old_fact(mem, owner, f"canary{n} zebra password is hunter{n} for Ottilie")
+    mine = _old_fact(mem, agent_a, "My zebra password hint is a song for Ottilie")
+    cid, _ = _today(mem, agent_a, "What is my zebra password for Ottilie?")
+    ctx = mem.context(agent_a, cid, budget=8000)
+    text = "\n".join(m["content"] for m in ctx.messages)
+    assert "canary" not in text
+    assert "hunter" not in text
+    assert render_item(mine) in _recall_block(ctx)
+    # Without an agent the user's own conversations (every agent) are searched, still
+    # never the other user's or tenant's.
+    own = mem.context(scope, mem.conversations.create(scope).id, query="zebra password canary")
+    own_text = _recall_block(own)
+    assert "canary2" in own_text  # agent b belongs to the same user
+    assert "canary0" not in own_text
+    assert "canary1" not in own_text
+
+
+def test_report_adds_up_and_stays_within_budget(mem: Memory) -> None:
+    scope = fresh_scope()
+    for i in range(12):
+        _old_fact(mem, scope, f"Fact {i}: Ottilie's goat number {i} likes carrots and hay")
+    cid, _ = _today(mem, scope, "What do Ottilie's goats like to eat?")
+    for budget in (120, 300, 700, 2000, 8000):
+        ctx = mem.context(scope, cid, budget=budget)
+        _check_report(ctx)
+        recall = ctx.report.tiers["recall"]
+        assert recall.items <= 8
+        lines = _recall_block(ctx).splitlines()[1:-1]
+        assert len(lines) == recall.items
+    mem.core.recall.tier.k = 3
+    few = mem.context(scope, cid, budget=8000)
+    assert few.report.tiers["recall"].items == 3
+    with pytest.raises(InvalidInput):
+        mem.core.recall.tier.k = -1
+
+
+def test_a_tiny_budget_drops_the_recall_tier_with_a_reason(mem: Memory) -> None:
+    scope = fresh_scope()
+    _old_fact(mem, scope)
+    cid, _ = _today(mem, scope, "Where does my sister Ottilie live?")
+    ctx = mem.context(scope, cid, budget=60)
+    recall = ctx.report.tiers["recall"]
+    assert recall.asked > 0
+    assert recall.granted == 0
+    assert recall.items == 0
+    assert _recall_block(ctx) == ""
+    dropped = [d for d in ctx.report.dropped if d["tier"] == "recall"]
+    assert dropped
+    assert all(d["reason"] == "over budget" for d in dropped)
+    assert {"message_id", "conversation_id"} <= set(dropped[0]["provenance"])
+    _check_report(ctx)
+
+
+def test_sync_and_async_give_the_same_context(mem: Memory) -> None:
+    scope = fresh_scope()
+    _old_fact(mem, scope)
+    cid, _ = _today(mem, scope, "Where does my sister Ottilie live?")
+    sync = mem.context(scope, cid, budget=3000)
+
+    async def go() -> Context:
+        return await AsyncMemory(mem.core).context(scope, cid, budget=3000)
+
+    both = anyio.run(go)
+    assert both.to_dict() == sync.to_dict()
+    assert both.report.tiers["recall"].items > 0
+
+
+def test_common_terms_are_probed_within_a_bound(memory: Memory) -> None:
+    from memstrata.recall.index import common_terms
+    from memstrata.storage.plan import read
+
+    scope = fresh_scope()
+    conv = memory.conversations.create(scope)
+    for text in ("apple pie", "apple tart", "apple juice", "pear cake"):
+        memory.messages.append(scope, conv.id, role="user", content=text)
+    dialect = memory.core.engine.dialect
+    common = memory.core.engine.run(read(lambda: common_terms(dialect, ["apple", "pear"], 3)))
+    # SQLite probes posting lists; PostgreSQL reports nothing common and searches all terms.
+    assert common == ({"apple"} if dialect == "sqlite" else set())
+
+
+def test_the_tier_still_finds_a_fact_when_its_other_words_are_everywhere(mem: Memory) -> None:
+    scope = fresh_scope()
+    _old_fact(mem, scope)
+    mem.core.recall.tier.max_df = 1  # every term seen once is "common": only rarer ones would stay
+    conv = mem.conversations.create(scope)
+    mem.messages.append(scope, conv.id, role="user", content="Tell me about the weather today")
+    ctx = mem.context(scope, conv.id, budget=4000)
+    _check_report(ctx)  # whatever the tier finds, the report still adds up
