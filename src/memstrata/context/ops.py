@@ -32,10 +32,10 @@ from memstrata.context.tiers import (
 from memstrata.conversation.history import HistoryPlanner
 from memstrata.conversation.ops import (
     _counter,
-    _next_chunk,
     _require_message,
     branch_chunk,
     get_conversation,
+    walk_branch,
 )
 from memstrata.conversation.render import to_openai
 from memstrata.errors import InvalidInput, NotFound
@@ -302,36 +302,10 @@ def _window(
     Returns the kept messages (oldest first, system run first), their tokens and
     whether the newest turn alone was over the limit.
     """
-    count = _counter(rt, tok)
     planner = HistoryPlanner(
-        system=system, max_tokens=max_tokens, max_messages=1 << 40, count=count
+        system=system, max_tokens=max_tokens, max_messages=1 << 40, count=_counter(rt, tok)
     )
-    exact = tok is rt.tokenizer
-    seen_model = count(leaf) + sum(count(m) for m in system)
-    seen_store = leaf.token_count + sum(m.token_count for m in system)
-    pending = leaf.token_count if leaf.status is Status.PENDING else 0
-    start_id, start_bt, start_depth = leaf.id, leaf.branch_tokens - pending, leaf.depth
-    floor = max(floor_depth, len(system))
-    grow = 8
-    while start_depth >= floor:
-        ratio = 1.0 if exact else max(seen_model / max(seen_store, 1), 0.1)
-        limit, min_bt, blind = _next_chunk(planner, start_bt, ratio, grow)
-        limit = min(limit, start_depth - floor + 1)
-        rows = yield from branch_chunk(conversation_id, start_id, limit, min_bt)
-        batch = [to_message(r) for r in rows]
-        if planner.feed(batch):
-            break
-        last = batch[-1] if batch else None
-        if last is None or last.parent_id is None or last.depth <= floor:
-            break
-        if not exact:
-            seen_model += sum(count(m) for m in batch)
-            seen_store += sum(m.token_count for m in batch)
-        start_id = last.parent_id
-        start_bt, start_depth = last.branch_tokens - last.token_count, last.depth - 1
-        if blind:
-            grow = min(grow * 2, 1024)
-    planner.finish()
+    yield from walk_branch(rt, conversation_id, leaf, system, planner, tok, floor_depth=floor_depth)
     result = planner.result(leaf.id, tok.name, 0)
     return result.messages, result.tokens, result.over_budget
 

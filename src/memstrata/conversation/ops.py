@@ -504,6 +504,56 @@ def _next_chunk(
     return grow, 0, True
 
 
+def walk_branch(
+    rt: Runtime,
+    conversation_id: str,
+    leaf: Message,
+    system: list[Message],
+    planner: HistoryPlanner,
+    tokenizer: Tokenizer,
+    *,
+    floor_depth: int = 0,
+) -> Op[int]:
+    """Feed ``planner`` the branch from ``leaf`` towards the root, newest first, above
+    ``floor_depth`` and the system run (already loaded), until it has what it needs.
+
+    Chunks are sized from the stored cumulative branch tokens (scaled by the ratio seen so
+    far when counting in another encoding), so about as many rows are read as kept.
+    Returns the rows read; the planner is finished when the walk ends.
+    """
+    count = _counter(rt, tokenizer)
+    exact = tokenizer is rt.tokenizer
+    seen_model = count(leaf) + sum(count(m) for m in system)
+    seen_store = leaf.token_count + sum(m.token_count for m in system)
+    # A pending leaf is skipped, so its placeholder tokens take no room.
+    pending = leaf.token_count if leaf.status is Status.PENDING else 0
+    start_id, start_bt, start_depth = leaf.id, leaf.branch_tokens - pending, leaf.depth
+    floor = max(floor_depth, len(system))
+    grow = 8
+    rows_read = 0
+    while start_depth >= floor:
+        ratio = 1.0 if exact else max(seen_model / max(seen_store, 1), 0.1)
+        limit, min_bt, blind = _next_chunk(planner, start_bt, ratio, grow)
+        limit = min(limit, start_depth - floor + 1)
+        rows = yield from branch_chunk(conversation_id, start_id, limit, min_bt)
+        rows_read += len(rows)
+        batch = [to_message(r) for r in rows]
+        if planner.feed(batch):
+            break
+        last = batch[-1] if batch else None
+        if last is None or last.parent_id is None or last.depth <= floor:
+            break  # reached the start of the body (or the floor)
+        if not exact:
+            seen_model += sum(count(m) for m in batch)
+            seen_store += sum(m.token_count for m in batch)
+        start_id = last.parent_id
+        start_bt, start_depth = last.branch_tokens - last.token_count, last.depth - 1
+        if blind:
+            grow = min(grow * 2, 1024)
+    planner.finish()
+    return rows_read
+
+
 def history(
     rt: Runtime,
     scope: Scope,
@@ -535,38 +585,13 @@ def history(
         tail_rows = yield from branch_chunk(conversation_id, tail, leaf.depth + 1)
         rows_read += len(tail_rows)
         system = [to_message(r) for r in reversed(tail_rows)]
-    count = _counter(rt, tokenizer)
     planner = HistoryPlanner(
-        system=system, max_tokens=max_tokens, max_messages=max_messages, count=count
+        system=system,
+        max_tokens=max_tokens,
+        max_messages=max_messages,
+        count=_counter(rt, tokenizer),
     )
-    exact = tokenizer is rt.tokenizer
-    seen_model = count(leaf) + sum(count(m) for m in system)
-    seen_store = leaf.token_count + sum(m.token_count for m in system)
-    # A pending leaf is skipped, so its placeholder tokens take no room.
-    pending = leaf.token_count if leaf.status is Status.PENDING else 0
-    start_id, start_bt, start_depth = leaf.id, leaf.branch_tokens - pending, leaf.depth
-    grow = 8
-    while True:
-        ratio = 1.0 if exact else max(seen_model / max(seen_store, 1), 0.1)
-        limit, floor, blind = _next_chunk(planner, start_bt, ratio, grow)
-        # Never into the system run: it is already loaded.
-        limit = min(limit, start_depth - len(system) + 1)
-        rows = yield from branch_chunk(conversation_id, start_id, limit, floor)
-        rows_read += len(rows)
-        batch = [to_message(r) for r in rows]
-        if planner.feed(batch):
-            break
-        last = batch[-1] if batch else None
-        if last is None or last.parent_id is None or last.depth <= len(system):
-            planner.finish()  # reached the start of the body
-            break
-        if not exact:
-            seen_model += sum(count(m) for m in batch)
-            seen_store += sum(m.token_count for m in batch)
-        start_id = last.parent_id
-        start_bt, start_depth = last.branch_tokens - last.token_count, last.depth - 1
-        if blind:
-            grow = min(grow * 2, 1024)
+    rows_read += yield from walk_branch(rt, conversation_id, leaf, system, planner, tokenizer)
     return planner.result(leaf.id, tokenizer.name, rows_read)
 
 
