@@ -273,8 +273,12 @@ def messages_by_id(scope: Scope, ids: Sequence[str]) -> Op[dict[str, Message]]:
     for start in range(0, len(ids), _BATCH):
         batch = list(ids[start : start + _BATCH])
         rows = yield Query(
-            f"SELECT {cols} FROM messages m JOIN conversations c ON c.id = m.conversation_id "
-            f"WHERE m.id IN ({_ph(len(batch))}) AND c.tenant_id = ? AND c.user_id = ?{agent}",
+            # CROSS JOIN fixes the order on SQLite: look the ids up first. Left to itself the
+            # planner starts from the owner's conversations and scans all their messages
+            # (measured: 122 ms instead of 0.6 ms for 60 ids in a 100k-message conversation).
+            f"SELECT {cols} FROM messages m CROSS JOIN conversations c "
+            f"WHERE m.id IN ({_ph(len(batch))}) AND c.id = m.conversation_id "
+            f"AND c.tenant_id = ? AND c.user_id = ?{agent}",
             (*batch, scope.tenant, scope.user, *extra),
         )
         for r in rows:
