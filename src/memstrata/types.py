@@ -9,6 +9,7 @@ pydantic models, validated once at the edge.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -29,6 +30,8 @@ __all__ = [
     "Scope",
     "Status",
     "ToolCall",
+    "dump_files",
+    "dump_tool_calls",
 ]
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@+\-]{0,127}$")
@@ -185,6 +188,16 @@ class MessagePatch(BaseModel):
         return self
 
 
+def dump_files(files: Iterable[FileRef]) -> list[dict[str, Any]]:
+    """File references as JSON-ready dicts (unset locators left out)."""
+    return [f.model_dump(exclude_none=True) for f in files]
+
+
+def dump_tool_calls(calls: Iterable[ToolCall]) -> list[dict[str, Any]]:
+    """Tool calls in their OpenAI shape."""
+    return [c.model_dump() for c in calls]
+
+
 @dataclass(frozen=True, slots=True)
 class Message:
     """A stored message. ``seq`` is server order; ``branch_tokens`` is the token
@@ -216,8 +229,8 @@ class Message:
             "parent_id": self.parent_id,
             "role": self.role.value,
             "content": self.content,
-            "files": [f.model_dump(exclude_none=True) for f in self.files],
-            "tool_calls": [t.model_dump() for t in self.tool_calls],
+            "files": dump_files(self.files),
+            "tool_calls": dump_tool_calls(self.tool_calls),
             "tool_call_id": self.tool_call_id,
             "status": self.status.value,
             "metadata": self.metadata,

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from memstrata.types import Message, Role, Status
+from memstrata.types import Message, Role, Status, dump_files, dump_tool_calls
 
 __all__ = ["History", "HistoryPlanner"]
 
@@ -58,8 +58,8 @@ class History:
                     "id": m.id,
                     "role": m.role.value,
                     "content": m.content,
-                    "files": [f.model_dump(exclude_none=True) for f in m.files],
-                    "tool_calls": [t.model_dump() for t in m.tool_calls],
+                    "files": dump_files(m.files),
+                    "tool_calls": dump_tool_calls(m.tool_calls),
                     "tool_call_id": m.tool_call_id,
                 }
                 for m in self.messages

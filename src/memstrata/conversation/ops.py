@@ -39,6 +39,8 @@ from memstrata.types import (
     Page,
     Scope,
     Status,
+    dump_files,
+    dump_tool_calls,
 )
 
 __all__ = [
@@ -354,8 +356,8 @@ def append_message(
             None if parent is None else parent.id,
             new.role.value,
             new.content,
-            dump_json([f.model_dump(exclude_none=True) for f in new.files]),
-            dump_json([c.model_dump() for c in new.tool_calls]),
+            dump_json(dump_files(new.files)),
+            dump_json(dump_tool_calls(new.tool_calls)),
             new.tool_call_id,
             new.status.value,
             dump_json(new.metadata),
@@ -401,8 +403,8 @@ def patch_message(
         (
             patch.content,
             Status.COMPLETE.value,
-            dump_json([f.model_dump(exclude_none=True) for f in files]),
-            dump_json([c.model_dump() for c in calls]),
+            dump_json(dump_files(files)),
+            dump_json(dump_tool_calls(calls)),
             dump_json(patch.metadata if patch.metadata is not None else stored.metadata),
             tokens,
             branch,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from memstrata.types import FileRef, Message, Role
+from memstrata.types import FileRef, Message, Role, dump_tool_calls
 
 __all__ = ["FileResolver", "file_placeholder", "to_openai", "to_text"]
 
@@ -63,7 +63,7 @@ def to_openai(
     for m in messages:
         item: dict[str, Any] = {"role": m.role.value, "content": _content(m, resolve)}
         if m.tool_calls:
-            item["tool_calls"] = [c.model_dump() for c in m.tool_calls]
+            item["tool_calls"] = dump_tool_calls(m.tool_calls)
             if not item["content"]:
                 item["content"] = None
         if m.role is Role.TOOL:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memstrata.errors import Corruption, InvalidInput
-from memstrata.types import FileRef
+from memstrata.types import FileRef, dump_files
 
 __all__ = ["VERSION", "NodeKey", "Turn", "check_id", "decode", "encode"]
 
@@ -90,9 +90,9 @@ class Turn:
             "created_at": self.created_at,
         }
         if self.user_files:
-            out["user_files"] = [f.model_dump(exclude_none=True) for f in self.user_files]
+            out["user_files"] = dump_files(self.user_files)
         if self.assistant_files:
-            out["assistant_files"] = [f.model_dump(exclude_none=True) for f in self.assistant_files]
+            out["assistant_files"] = dump_files(self.assistant_files)
         return out
 
     @classmethod
@@ -115,9 +115,9 @@ class Turn:
             "message_id": self.message_id,
             "parent_message_id": self.parent_message_id,
             "user_content": self.user_content,
-            "user_files": [f.model_dump(exclude_none=True) for f in self.user_files],
+            "user_files": dump_files(self.user_files),
             "assistant_content": self.assistant_content,
-            "assistant_files": [f.model_dump(exclude_none=True) for f in self.assistant_files],
+            "assistant_files": dump_files(self.assistant_files),
             "created_at": self.created_at,
         }
 
