@@ -11,7 +11,10 @@ import contextlib
 import hashlib
 import os
 import secrets
+import signal
+import subprocess
 import tempfile
+import time
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -249,3 +252,18 @@ def settings_then(settings: tuple[str, ...], op: Op[T]) -> Op[T]:
     for setting in settings:
         yield Exec(setting)
     return (yield from op)
+
+
+def kill_once_started(child: subprocess.Popen[bytes], marker: Path, what: str) -> None:
+    """Wait until ``child`` writes to ``marker`` (it started ``what``), then SIGKILL it."""
+    try:
+        deadline = time.monotonic() + 60
+        while not (marker.exists() and marker.read_text()):
+            assert time.monotonic() < deadline, f"the child never started {what}"
+            assert child.poll() is None, "the child exited early"
+            time.sleep(0.05)
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait(10)
+    finally:
+        if child.poll() is None:
+            child.kill()

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
 import threading
@@ -18,7 +16,7 @@ from memstrata import Conflict, InvalidInput, Memory, NotFound, Scope
 from memstrata.jobs import ops
 from memstrata.jobs.ops import JobStatus
 from memstrata.storage.plan import read, write
-from support import open_memory, postgres_url_for
+from support import kill_once_started, open_memory, postgres_url_for
 
 S = 1_000_000
 SCOPE = Scope("acme", "u1")
@@ -91,6 +89,38 @@ def test_debounce_pushes_run_after_but_not_past_max_wait(mem: Memory) -> None:
             assert _claim(mem, now) == []  # pushed back while traffic goes on...
     claimed = _claim(mem, t0 + 10 * S)  # ...but due by the maximum wait all the same
     assert [j.id for j in claimed] == [first.id]
+
+
+def test_push_back_is_the_flagless_merge_in_one_statement(mem: Memory) -> None:
+    t0 = 1_000 * S
+
+    def push(now: int, key: str = "conv-1") -> bool:
+        return mem.core.engine.run(
+            write(
+                lambda: ops.push_back(
+                    kind="extract",
+                    key=key,
+                    payload={"leaf": now},
+                    delay_s=3.0,
+                    max_wait_s=10.0,
+                    now=now,
+                )
+            )
+        )
+
+    assert not push(t0)  # nothing queued: the caller must enqueue
+    first = _enqueue(mem, t0, delay_s=3.0, max_wait_s=10.0, flags={"correction": True})
+    merged = _enqueue(mem, t0 + S, delay_s=3.0, max_wait_s=10.0)
+    for step in range(2, 12):
+        assert push(t0 + step * S)
+    job = mem.jobs.get(first.id)
+    assert job.id == merged.id
+    assert job.enqueue_count == 12
+    assert job.payload == {"leaf": t0 + 11 * S}
+    assert job.flags == {"correction": True}
+    # Pushed back by each call, never past first_enqueued_at + max_wait.
+    assert job.run_after.timestamp() * S == t0 + 10 * S
+    assert not push(t0, key="other")
 
 
 def test_different_keys_and_no_key_do_not_merge(mem: Memory) -> None:
@@ -256,18 +286,8 @@ def test_worker_sigkilled_mid_job_is_reclaimed_and_finished_once(
     job = mem.jobs.enqueue(SCOPE, "slow", payload={"n": 1})
     marker = tmp_path / "marker.txt"
     child = subprocess.Popen([sys.executable, "-c", _CHILD, url, str(tmp_path), str(marker)])
-    try:
-        deadline = time.monotonic() + 60
-        while not (marker.exists() and marker.read_text()):
-            assert time.monotonic() < deadline, "the child never started the job"
-            assert child.poll() is None, "the child exited early"
-            time.sleep(0.05)
-        assert mem.jobs.get(job.id).status is JobStatus.RUNNING
-        os.kill(child.pid, signal.SIGKILL)
-        child.wait(10)
-    finally:
-        if child.poll() is None:
-            child.kill()
+    kill_once_started(child, marker, "the job")
+    assert mem.jobs.get(job.id).status is JobStatus.RUNNING  # nobody has reclaimed it yet
     finished = Counter[str]()
     mem.jobs.register("slow", lambda j, m: finished.update([j.id]), lease_s=2.0)
     deadline = time.monotonic() + 30

@@ -56,6 +56,42 @@ class Settings(BaseSettings):
         "(keyword recall only).",
     )
 
+    longterm_capture: bool = Field(
+        default=False,
+        description="Queue long-term extraction as user messages and final replies are appended "
+        "(off: only explicit mem.longterm.observe calls).",
+    )
+    longterm_debounce_seconds: float = Field(
+        default=30.0,
+        ge=1,
+        le=300,
+        description="Quiet time after the newest message of a conversation before extraction runs.",
+    )
+    longterm_max_wait_seconds: float = Field(
+        default=300.0,
+        ge=1,
+        le=3600,
+        description="Longest a conversation's extraction is postponed by steady traffic.",
+    )
+    longterm_max_facts: int = Field(default=100, ge=10, le=500, description="Active facts kept.")
+    longterm_confidence_threshold: float = Field(default=0.7, ge=0, le=1)
+    longterm_max_llm_calls: int = Field(
+        default=2, ge=1, le=5, description="Model calls per update (the first plus repair retries)."
+    )
+    longterm_max_input_tokens: int = Field(
+        default=6000, ge=500, le=100_000, description="Newest conversation tokens one update reads."
+    )
+    longterm_lease_seconds: float = Field(
+        default=300.0,
+        ge=1,
+        le=3600,
+        description="Lease of a running extraction: a worker that dies mid-call gives the job "
+        "back after this long.",
+    )
+    longterm_max_attempts: int = Field(
+        default=5, ge=1, le=20, description="Attempts of an extraction job before it is dead."
+    )
+
     def database_url(self) -> str:
         return self.db or f"sqlite:///{(self.home / 'memstrata.db').as_posix()}"
 

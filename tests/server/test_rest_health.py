@@ -81,6 +81,10 @@ EXPECTED = {
     "/v1/apps/{app}/conversations/{cid}/nodes/{node}/turns": {"post"},
     "/v1/apps/{app}/conversations/{cid}/nodes/{node}/history": {"get"},
     "/v1/apps/{app}/conversations/{cid}/nodes/{node}": {"delete"},
+    "/v1/facts": {"get", "post"},
+    "/v1/facts/{fid}": {"get", "patch", "delete"},
+    "/v1/facts/{fid}/history": {"get"},
+    "/v1/profile": {"get"},
 }
 
 

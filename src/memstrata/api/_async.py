@@ -12,6 +12,7 @@ from types import TracebackType
 from typing import Any
 
 from memstrata.api._async_context import AsyncCompaction
+from memstrata.api._async_longterm import AsyncFacts, AsyncLongTerm
 from memstrata.api._async_nodes import AsyncNodes
 from memstrata.api._async_recall import AsyncRecall
 from memstrata.api._async_state import (
@@ -304,6 +305,10 @@ class AsyncJobs:
         await self._core.ajob_queued()
         return job
 
+    def blocked(self, kind: str) -> str | None:
+        """Why this process cannot run jobs of ``kind`` now (they wait, queued), or None."""
+        return self._core.jobs.blocked(kind)
+
     async def get(self, job_id: str, *, tenant: str | None = None, user: str | None = None) -> Job:
         job = await self._core.engine.arun(read(lambda: jobs_ops.get_job(job_id)))
         if (tenant is not None and job.tenant != tenant) or (user is not None and job.user != user):
@@ -369,6 +374,8 @@ class AsyncMemory:
         self.checkpoints = AsyncCheckpoints(core)
         self.snapshots = AsyncSnapshots(core)
         self.compaction = AsyncCompaction(core)
+        self.facts = AsyncFacts(core)
+        self.longterm = AsyncLongTerm(core)
 
     @classmethod
     def open(

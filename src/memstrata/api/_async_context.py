@@ -8,6 +8,7 @@ database lock is held while a model thinks.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from memstrata.api._async_recall import AsyncRecall
@@ -112,6 +113,9 @@ class AsyncCompaction:
             return CompactionResult("skipped", plan.skip, plan.previous)
         for hook in kit.hooks:
             hook(s, conversation_id, plan.messages)
+        for hook_op in kit.hook_ops:
+            step = partial(hook_op, s, conversation_id, plan.messages)
+            await self._core.engine.arun(write(step))
         previous = None if plan.previous is None else plan.previous.content
         text, method, problem = await self._summarize(previous, plan)
         if problem is not None:

@@ -8,6 +8,7 @@ from types import TracebackType
 from typing import Any
 
 from memstrata.api._sync_context import Compaction
+from memstrata.api._sync_longterm import Facts, LongTerm
 from memstrata.api._sync_nodes import Nodes
 from memstrata.api._sync_recall import Recall
 from memstrata.api._sync_state import (
@@ -300,6 +301,10 @@ class Jobs:
         self._core.job_queued()
         return job
 
+    def blocked(self, kind: str) -> str | None:
+        """Why this process cannot run jobs of ``kind`` now (they wait, queued), or None."""
+        return self._core.jobs.blocked(kind)
+
     def get(self, job_id: str, *, tenant: str | None = None, user: str | None = None) -> Job:
         job = self._core.engine.run(read(lambda: jobs_ops.get_job(job_id)))
         if (tenant is not None and job.tenant != tenant) or (user is not None and job.user != user):
@@ -365,6 +370,8 @@ class Memory:
         self.checkpoints = Checkpoints(core)
         self.snapshots = Snapshots(core)
         self.compaction = Compaction(core)
+        self.facts = Facts(core)
+        self.longterm = LongTerm(core)
 
     @classmethod
     def open(

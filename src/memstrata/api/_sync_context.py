@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from memstrata.api._sync_recall import Recall
@@ -106,6 +107,9 @@ class Compaction:
             return CompactionResult("skipped", plan.skip, plan.previous)
         for hook in kit.hooks:
             hook(s, conversation_id, plan.messages)
+        for hook_op in kit.hook_ops:
+            step = partial(hook_op, s, conversation_id, plan.messages)
+            self._core.engine.run(write(step))
         previous = None if plan.previous is None else plan.previous.content
         text, method, problem = self._summarize(previous, plan)
         if problem is not None:

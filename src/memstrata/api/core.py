@@ -115,6 +115,11 @@ class Core:
         self.jobs.register(COMPACT_JOB, compact_job)
         self.recall = RecallEngine(self, embedder)
         self.recall.install()
+        self._local_worker_started = False
+        from memstrata.longterm.service import LongTermKit  # imports the context tiers
+
+        self.longterm = LongTermKit(self)
+        self.longterm.install()
 
     @classmethod
     def open(
@@ -202,12 +207,24 @@ class Core:
                 )
             return self._worker
 
+    def _local_worker_wanted(self) -> bool:
+        mode = self.settings.worker
+        return mode == "thread" or (mode == "auto" and self.engine.dialect == "sqlite")
+
     def job_queued(self) -> None:
         """Wake workers; on the embedded default, start the in-process worker thread."""
-        mode = self.settings.worker
-        if mode == "thread" or (mode == "auto" and self.engine.dialect == "sqlite"):
+        if self._local_worker_wanted():
             self.worker().start(threads=1)
         self.wakeup.notify()
+
+    def start_local_worker(self) -> None:
+        """From inside a transaction that queued a job: start the in-process worker (once)
+        when this memory runs one. The job is not committed yet; the worker's poll finds it."""
+        if self._local_worker_started:
+            return
+        self._local_worker_started = True
+        if self._local_worker_wanted():
+            self.worker().start(threads=1)
 
     async def ajob_queued(self) -> None:
         # A Redis wake-up is a network call: keep it off the event loop.

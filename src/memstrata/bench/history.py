@@ -287,8 +287,20 @@ def _one_size(
     finally:
         mem.close()
 
-    indexed_per_s = _indexed_append_rate(
-        url, scope, texts[:INDEXED_SAMPLE], random.Random(f"{seed}:{size}:indexed"), shared_db
+    sample = texts[:INDEXED_SAMPLE]
+    indexed_per_s = _append_rate(
+        url, scope, sample, random.Random(f"{seed}:{size}:indexed"), shared_db, recall_index=True
+    )
+    # Long-term capture on (recall off, to isolate it): each captured message queues or
+    # pushes back its conversation's debounced extraction job; no extraction runs here.
+    capture_per_s = _append_rate(
+        url,
+        scope,
+        sample,
+        random.Random(f"{seed}:{size}:indexed"),
+        shared_db,
+        recall_index=False,
+        longterm_capture=True,
     )
     append_ns = built.append_ns
     return {
@@ -303,6 +315,7 @@ def _one_size(
         "append_s": round(built.wall_ns / 1e9, 3),
         "append_per_s": round(built.messages / (built.wall_ns / 1e9), 1),
         "append_indexed_per_s": indexed_per_s,
+        "append_capture_per_s": capture_per_s,
         "append_p50_ms": _ms(percentile(append_ns, 50)),
         "append_p99_ms": _ms(percentile(append_ns, 99)),
         "leaves_scan_ms": _ms(scan_ns),
@@ -329,14 +342,19 @@ def _settings(**update: Any) -> Settings:
     return Settings().model_copy(update={"worker": "off", **update})
 
 
-def _indexed_append_rate(
-    url: str, scope: Scope, texts: Sequence[str], rng: random.Random, shared_db: bool
+def _append_rate(
+    url: str,
+    scope: Scope,
+    texts: Sequence[str],
+    rng: random.Random,
+    shared_db: bool,
+    **settings: Any,
 ) -> float:
-    """Appends per second with the recall keyword index written in each append's
-    transaction (embedding happens later, at search or in the background)."""
-    mem = Memory.open(url, settings=_settings(recall_index=True))
+    """Appends per second with ``settings`` on: the recall keyword index (written in each
+    append's transaction; embedding happens later) or long-term capture."""
+    mem = Memory.open(url, settings=_settings(**settings))
     try:
-        conv = mem.conversations.create(scope, title="history bench, indexed appends")
+        conv = mem.conversations.create(scope, title=f"history bench, appends with {settings}")
         built = _build(mem, scope, conv.id, len(texts), texts, rng)
         if shared_db:
             mem.users.delete(scope)  # leave someone else's database as we found it
@@ -397,6 +415,7 @@ def run(
     ratio = largest["history_p50_ms"] / smallest["history_p50_ms"]
     headline: dict[str, Any] = {
         "append_per_s": largest["append_per_s"],
+        "append_capture_per_s": largest["append_capture_per_s"],
         "history_p50_ms": {str(r["size"]): r["history_p50_ms"] for r in rows},
         "history_p95_ms": {str(r["size"]): r["history_p95_ms"] for r in rows},
         "p50_ratio_largest_vs_smallest": round(ratio, 3),
@@ -438,6 +457,7 @@ _COLUMNS = (
     ("leaves", "leaves"),
     ("append_per_s", "append\n/s"),
     ("append_indexed_per_s", "append /s\n+recall idx"),
+    ("append_capture_per_s", "append /s\n+capture"),
     ("history_p50_ms", "history\np50 ms"),
     ("history_p95_ms", "history\np95 ms"),
     ("history_p99_ms", "history\np99 ms"),

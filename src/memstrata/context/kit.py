@@ -15,6 +15,7 @@ from memstrata.context.ops import DEFAULT_WINDOW, Settings
 from memstrata.context.tiers import TierPolicy, TierProvider
 from memstrata.jobs.ops import Job
 from memstrata.llm import LLM
+from memstrata.storage.plan import Op
 from memstrata.types import Message, Scope
 
 __all__ = [
@@ -22,6 +23,7 @@ __all__ = [
     "CompactionResult",
     "ContextKit",
     "PreCompactionHook",
+    "PreCompactionOp",
     "compact_job",
 ]
 
@@ -30,6 +32,9 @@ COMPACT_JOB = "memstrata.compact"
 # Gets the messages about to be summarised, before the summary replaces them in
 # context (long-term extraction registers one, like DeerFlow's summarization flush).
 PreCompactionHook = Callable[[Scope, str, Sequence[Message]], None]
+# The same, as a storage operation run in its own write transaction (features that
+# queue work, so the hook never blocks an event loop or commits half of it).
+PreCompactionOp = Callable[[Scope, str, Sequence[Message]], Op[None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +67,7 @@ class ContextKit:
         self.providers: list[TierProvider] = []
         self.policies: dict[str, TierPolicy] = {}
         self.hooks: list[PreCompactionHook] = []
+        self.hook_ops: list[PreCompactionOp] = []
 
     def add_provider(self, provider: TierProvider) -> None:
         self.providers.append(provider)
@@ -71,6 +77,9 @@ class ContextKit:
 
     def on_pre_compaction(self, hook: PreCompactionHook) -> None:
         self.hooks.append(hook)
+
+    def on_pre_compaction_op(self, op: PreCompactionOp) -> None:
+        self.hook_ops.append(op)
 
     def settings(self) -> Settings:
         return Settings(

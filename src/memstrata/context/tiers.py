@@ -123,6 +123,11 @@ class TierPolicy:
 
 
 def default_policies() -> dict[str, TierPolicy]:
-    # The long-term <memory> block is capped at 2000 tokens (DeerFlow's injection limit).
+    # The long-term <memory> block is capped at 2000 tokens (DeerFlow's injection limit), and
+    # 500 of them are held for it (corrections come first) when it asks for that much.
     caps = {"facts": 2000}
-    return {name: TierPolicy(i, 0, caps.get(name)) for i, name in enumerate(DEFAULT_ORDER)}
+    minimums = {"facts": 500}
+    return {
+        name: TierPolicy(i, minimums.get(name, 0), caps.get(name))
+        for i, name in enumerate(DEFAULT_ORDER)
+    }

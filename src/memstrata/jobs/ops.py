@@ -42,6 +42,7 @@ __all__ = [
     "get_job",
     "heartbeat",
     "list_jobs",
+    "push_back",
     "queue_stats",
     "retry",
 ]
@@ -228,6 +229,29 @@ def enqueue(
     return (yield from get_job(old.id))
 
 
+def push_back(
+    *,
+    kind: str,
+    key: str,
+    payload: dict[str, Any] | None,
+    delay_s: float,
+    max_wait_s: float,
+    now: int,
+) -> Op[bool]:
+    """The fast path of a flagless merge: one UPDATE of the queued job of ``(kind, key)``
+    (new payload, run_after pushed back within its max wait). False: no queued job, so
+    the caller enqueues."""
+    run_after = now + int(delay_s * _S)
+    wait = int(max_wait_s * _S)
+    n = yield Exec(
+        "UPDATE jobs SET payload = ?, enqueue_count = enqueue_count + 1, updated_at = ?, "
+        "run_after = CASE WHEN ? < first_enqueued_at + ? THEN ? ELSE first_enqueued_at + ? END "
+        "WHERE kind = ? AND dedupe_key = ? AND status = 'queued'",
+        (dump_json(payload), now, run_after, wait, run_after, wait, kind, key),
+    )
+    return bool(n)
+
+
 def claim(
     *,
     kinds: Sequence[str] | None,
@@ -389,3 +413,24 @@ def delete_for_conversations(ids: Sequence[str]) -> Op[None]:
 def delete_for_user(tenant: str, user: str) -> Op[None]:
     """Cascade step: a deleted user's jobs go with the user."""
     yield Exec("DELETE FROM jobs WHERE tenant_id = ? AND user_id = ?", (tenant, user))
+
+
+def queued_by_key(kind: str, key: str) -> Op[Job | None]:
+    """The queued (not yet running) job of ``(kind, key)``, if any."""
+    rows = yield Query(
+        f"SELECT {_COLUMNS} FROM jobs WHERE kind = ? AND dedupe_key = ? AND status = 'queued'",
+        (kind, key),
+    )
+    return _job(rows[0]) if rows else None
+
+
+def counts_of(kinds: Sequence[str]) -> Op[dict[str, int]]:
+    """Jobs of ``kinds`` by status (every status present, zeros included)."""
+    rows = yield Query(
+        f"SELECT status, count(*) FROM jobs WHERE kind IN ({', '.join('?' * len(kinds))}) "
+        "GROUP BY status",
+        list(kinds),
+    )
+    counts = {s.value: 0 for s in JobStatus}
+    counts.update({r[0]: int(r[1]) for r in rows})
+    return counts

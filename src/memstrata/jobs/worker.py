@@ -38,6 +38,7 @@ Handler = Callable[[Job, C], None]
 class _Entry(Generic[C]):
     handler: Handler[C]
     lease_s: float
+    blocked: Callable[[], str | None] | None = None
 
 
 class JobRegistry(Generic[C]):
@@ -47,14 +48,33 @@ class JobRegistry(Generic[C]):
         self._entries: dict[str, _Entry[C]] = {}
         self._lock = threading.Lock()
 
-    def register(self, kind: str, handler: Handler[C], *, lease_s: float = 60.0) -> None:
+    def register(
+        self,
+        kind: str,
+        handler: Handler[C],
+        *,
+        lease_s: float = 60.0,
+        blocked: Callable[[], str | None] | None = None,
+    ) -> None:
+        """``blocked`` says why this process cannot run the kind now (e.g. no LLM), or
+        None: blocked jobs are not claimed here; they stay queued and visible."""
         if lease_s <= 0:
             raise InvalidInput("lease_s must be > 0", field="lease_s")
         with self._lock:
-            self._entries[kind] = _Entry(handler, lease_s)
+            self._entries[kind] = _Entry(handler, lease_s, blocked)
 
     def get(self, kind: str) -> _Entry[C] | None:
         return self._entries.get(kind)
+
+    def blocked(self, kind: str) -> str | None:
+        """Why jobs of ``kind`` wait in this process, or None when they can run."""
+        entry = self._entries.get(kind)
+        return None if entry is None or entry.blocked is None else entry.blocked()
+
+    def runnable(self, kinds: Sequence[str] | None = None) -> list[str]:
+        """The registered kinds (of ``kinds``) that are not blocked."""
+        names = self.kinds() if kinds is None else [k for k in kinds if k in self._entries]
+        return [k for k in names if self.blocked(k) is None]
 
     def kinds(self) -> list[str]:
         return sorted(self._entries)
@@ -160,9 +180,7 @@ class Worker(Generic[C]):
         return self._wakeup
 
     def _claim(self, kinds: Sequence[str] | None) -> Job | None:
-        known = (
-            self._registry.kinds() if kinds is None else [k for k in kinds if self._registry.get(k)]
-        )
+        known = self._registry.runnable(kinds)
         if not known:
             return None
         # Each kind is claimed with its own lease: a dead worker's job must come back after

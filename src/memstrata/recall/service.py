@@ -198,7 +198,6 @@ class RecallEngine:
         self._lock = threading.Lock()
         self.params = FusionParams()
         self.mode = core.settings.recall_embed
-        self._worker_started = False
         from memstrata.recall.tier import RecallTier  # the tier module imports this one
 
         #: The recall tier of ``mem.context`` (``k`` = 0 switches it off).
@@ -272,16 +271,7 @@ class RecallEngine:
             max_attempts=5,
             now=rt.clock(),
         )
-        self._start_local_worker()
-
-    def _start_local_worker(self) -> None:
-        # The job is not committed yet; the worker's poll picks it up once it is due.
-        if self._worker_started:
-            return
-        self._worker_started = True
-        s = self._core.settings
-        if s.worker == "thread" or (s.worker == "auto" and self._core.engine.dialect == "sqlite"):
-            self._core.worker().start(threads=1)
+        self._core.start_local_worker()
 
     # -- the vector index ------------------------------------------------------------------
 

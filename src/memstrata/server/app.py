@@ -15,6 +15,7 @@ from memstrata.server import (
     routes_context,
     routes_conversations,
     routes_jobs,
+    routes_longterm,
     routes_messages,
     routes_nodes,
     routes_recall,
@@ -79,6 +80,7 @@ def create_app(memory: AsyncMemory | None = None, settings: Settings | None = No
     app.include_router(routes_state.router)
     app.include_router(routes_context.router)
     app.include_router(routes_nodes.router)
+    app.include_router(routes_longterm.router)
     install_openapi(app)
 
     # Added last is outermost: metrics see every answer, including a 413.

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Query, Response
 from fastapi.responses import JSONResponse
 
+from memstrata.api._async import AsyncMemory
 from memstrata.errors import Forbidden
 from memstrata.jobs import Job
+from memstrata.jobs.ops import JobStatus
 from memstrata.server.auth import AGENT_HEADER, USER_HEADER, Mem, principal
 from memstrata.server.pagination import Cursor, Limit, page_body
 from memstrata.server.schemas import JobOut, JobPage
@@ -42,8 +45,13 @@ async def job_owner(
 Owner = Annotated[tuple[str, str | None], Depends(job_owner)]
 
 
-def _job(job: Job) -> dict[str, Any]:
-    return job.to_dict()
+def _render(mem: AsyncMemory) -> Callable[[Job], dict[str, Any]]:
+    def render(job: Job) -> dict[str, Any]:
+        out = job.to_dict()
+        out["blocked"] = mem.jobs.blocked(job.kind) if job.status is JobStatus.QUEUED else None
+        return out
+
+    return render
 
 
 @router.get("", response_model=JobPage, summary="List jobs, newest first")
@@ -56,13 +64,13 @@ async def list_jobs(
 ) -> Response:
     tenant, user = owner
     page = await mem.jobs.list(tenant=tenant, user=user, status=status, limit=limit, cursor=cursor)
-    return JSONResponse(page_body(page, _job))
+    return JSONResponse(page_body(page, _render(mem)))
 
 
 @router.get("/{jid}", response_model=JobOut, responses=_NOT_FOUND, summary="One job")
 async def get_job(mem: Mem, owner: Owner, jid: str) -> Response:
     tenant, user = owner
-    return JSONResponse(_job(await mem.jobs.get(jid, tenant=tenant, user=user)))
+    return JSONResponse(_render(mem)(await mem.jobs.get(jid, tenant=tenant, user=user)))
 
 
 @router.post(
@@ -74,4 +82,4 @@ async def get_job(mem: Mem, owner: Owner, jid: str) -> Response:
 async def retry_job(mem: Mem, owner: Owner, jid: str) -> Response:
     tenant, user = owner
     await mem.jobs.get(jid, tenant=tenant, user=user)  # 404 outside the caller's scope
-    return JSONResponse(_job(await mem.jobs.retry(jid, tenant=tenant)))
+    return JSONResponse(_render(mem)(await mem.jobs.retry(jid, tenant=tenant)))

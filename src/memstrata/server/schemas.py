@@ -18,12 +18,18 @@ __all__ = [
     "ConversationOut",
     "ConversationPage",
     "ConversationPatch",
+    "FactCreate",
+    "FactHistoryOut",
+    "FactOut",
+    "FactPage",
+    "FactPatch",
     "HistoryMessageOut",
     "HistoryOut",
     "JobOut",
     "JobPage",
     "MessageOut",
     "MessagePage",
+    "ProfileOut",
     "UserOut",
     "UserPage",
 ]
@@ -136,8 +142,90 @@ class JobOut(BaseModel):
     created_at: datetime
     updated_at: datetime
     finished_at: datetime | None
+    blocked: str | None = Field(
+        default=None,
+        description="Why a queued job cannot run yet (e.g. extraction needs an LLM); it waits.",
+    )
 
 
 class JobPage(BaseModel):
     items: list[JobOut]
     next_cursor: str | None
+
+
+# -- long-term memory ---------------------------------------------------------------------
+
+
+class FactCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    content: str = Field(min_length=1, max_length=2000)
+    category: str = Field(
+        default="context",
+        description="preference, knowledge, context, behavior, goal or correction.",
+    )
+    confidence: float = Field(default=1.0, ge=0.0, le=1.0)
+    source_error: str | None = Field(
+        default=None, max_length=2000, description="For a correction: what was wrong."
+    )
+
+
+class FactPatch(BaseModel):
+    """Fields left out stay as they are."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    content: str | None = Field(default=None, min_length=1, max_length=2000)
+    category: str | None = None
+    confidence: float | None = Field(default=None, ge=0.0, le=1.0)
+    source_error: str | None = Field(default=None, max_length=2000)
+
+
+class FactSourceOut(BaseModel):
+    conversation_id: str
+    message_id: str | None
+
+
+class FactOut(BaseModel):
+    id: str
+    content: str
+    category: str
+    confidence: float
+    status: str = Field(description="active, superseded, removed or evicted.")
+    origin: str = Field(description="extracted, manual or imported.")
+    agent: str | None
+    superseded_by: str | None
+    source_error: str | None
+    reason: str | None
+    sources: list[FactSourceOut]
+    created_at: datetime
+    updated_at: datetime
+
+
+class FactPage(BaseModel):
+    items: list[FactOut]
+    next_cursor: str | None
+
+
+class FactEventOut(BaseModel):
+    fact_id: str
+    event: str = Field(description="created, edited, superseded, removed or evicted.")
+    content: str
+    category: str
+    confidence: float
+    reason: str | None
+    related_id: str | None
+    at: datetime
+
+
+class FactHistoryOut(BaseModel):
+    items: list[FactEventOut]
+
+
+class ProfileSectionOut(BaseModel):
+    summary: str
+    updated_at: datetime | None
+
+
+class ProfileOut(BaseModel):
+    sections: dict[str, ProfileSectionOut]

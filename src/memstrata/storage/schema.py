@@ -274,12 +274,130 @@ _NODE_TABLES = (
     "CREATE INDEX node_memories_last_write ON node_memories (last_write_at)",
 )
 
+# Long-term memory (migration 7). Facts are marked, never rewritten, by extraction
+# (``status``: active, superseded, removed, evicted); ``changed_in`` names the
+# conversation whose extraction last changed a fact's status, so forgetting that
+# conversation can undo the change. At most one *active* fact per owner and content key.
+_LONGTERM_TABLES = (
+    """CREATE TABLE facts (
+        seq {serial},
+        id TEXT NOT NULL UNIQUE,
+        tenant_id TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        agent_id TEXT NOT NULL DEFAULT '',
+        content TEXT NOT NULL,
+        content_key TEXT NOT NULL,
+        category TEXT NOT NULL,
+        confidence {real} NOT NULL,
+        status TEXT NOT NULL,
+        origin TEXT NOT NULL,
+        superseded_by TEXT,
+        source_error TEXT,
+        reason TEXT,
+        changed_in TEXT,
+        created_at {time} NOT NULL,
+        updated_at {time} NOT NULL
+    )""",
+    "CREATE INDEX facts_owner ON facts (tenant_id, user_id, agent_id, status, seq)",
+    "CREATE UNIQUE INDEX facts_active_key ON facts (tenant_id, user_id, agent_id, content_key) "
+    "WHERE status = 'active'",
+    "CREATE INDEX facts_changed_in ON facts (changed_in)",
+    """CREATE TABLE fact_sources (
+        fact_id TEXT NOT NULL,
+        conversation_id TEXT NOT NULL,
+        message_id TEXT NOT NULL DEFAULT '',
+        PRIMARY KEY (fact_id, conversation_id, message_id)
+    )""",
+    "CREATE INDEX fact_sources_conversation ON fact_sources (conversation_id)",
+    """CREATE TABLE fact_events (
+        seq {serial},
+        fact_id TEXT NOT NULL,
+        tenant_id TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        event TEXT NOT NULL,
+        content TEXT NOT NULL,
+        category TEXT NOT NULL,
+        confidence {real} NOT NULL,
+        reason TEXT,
+        related_id TEXT,
+        conversation_id TEXT,
+        at {time} NOT NULL
+    )""",
+    "CREATE INDEX fact_events_fact ON fact_events (fact_id, seq)",
+    "CREATE INDEX fact_events_owner ON fact_events (tenant_id, user_id)",
+    "CREATE INDEX fact_events_conversation ON fact_events (conversation_id)",
+    # One row per owner: its revision is bumped first in every update, which serialises
+    # concurrent updates of one user's memory (a row lock on PostgreSQL).
+    """CREATE TABLE memory_owners (
+        tenant_id TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        agent_id TEXT NOT NULL DEFAULT '',
+        revision BIGINT NOT NULL,
+        updated_at {time} NOT NULL,
+        PRIMARY KEY (tenant_id, user_id, agent_id)
+    )""",
+    """CREATE TABLE profile_sections (
+        tenant_id TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        agent_id TEXT NOT NULL DEFAULT '',
+        section TEXT NOT NULL,
+        summary TEXT NOT NULL,
+        updated_at {time} NOT NULL,
+        PRIMARY KEY (tenant_id, user_id, agent_id, section)
+    )""",
+    # Which conversations a section was written from: forgetting one clears the section.
+    """CREATE TABLE profile_sources (
+        tenant_id TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        agent_id TEXT NOT NULL DEFAULT '',
+        section TEXT NOT NULL,
+        conversation_id TEXT NOT NULL,
+        PRIMARY KEY (tenant_id, user_id, agent_id, section, conversation_id)
+    )""",
+    "CREATE INDEX profile_sources_conversation ON profile_sources (conversation_id)",
+    # Messages already fed to extraction (the watermark, per message so branches work).
+    """CREATE TABLE longterm_seen (
+        conversation_id TEXT NOT NULL,
+        message_id TEXT NOT NULL,
+        PRIMARY KEY (conversation_id, message_id)
+    )""",
+    # One row per extraction attempt: outcome, token usage, counts, and the raw model
+    # output when it could not be used.
+    """CREATE TABLE longterm_updates (
+        seq {serial},
+        id TEXT NOT NULL UNIQUE,
+        tenant_id TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        agent_id TEXT NOT NULL DEFAULT '',
+        conversation_id TEXT,
+        job_id TEXT,
+        outcome TEXT NOT NULL,
+        signals TEXT,
+        llm_calls INTEGER NOT NULL,
+        prompt_tokens INTEGER NOT NULL,
+        completion_tokens INTEGER NOT NULL,
+        counts TEXT,
+        notes TEXT,
+        raw_output TEXT,
+        error TEXT,
+        created_at {time} NOT NULL
+    )""",
+    "CREATE INDEX longterm_updates_owner ON longterm_updates (tenant_id, user_id, agent_id, seq)",
+    "CREATE INDEX longterm_updates_conversation ON longterm_updates (conversation_id)",
+)
+
 _TYPES = {
-    "sqlite": {"serial": "INTEGER PRIMARY KEY AUTOINCREMENT", "time": "INTEGER", "blob": "BLOB"},
+    "sqlite": {
+        "serial": "INTEGER PRIMARY KEY AUTOINCREMENT",
+        "time": "INTEGER",
+        "blob": "BLOB",
+        "real": "REAL",
+    },
     "postgres": {
         "serial": "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY",
         "time": "BIGINT",
         "blob": "BYTEA",
+        "real": "DOUBLE PRECISION",
     },
 }
 
@@ -307,6 +425,11 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
             _render(dialect, _RECALL_TABLES) + _RECALL_KEYWORDS[dialect],
         ),
         Migration(6, "node memories: index of blob generations", _render(dialect, _NODE_TABLES)),
+        Migration(
+            7,
+            "long-term memory: facts, their sources and history, profiles, extraction log",
+            _render(dialect, _LONGTERM_TABLES),
+        ),
     )
     for dialect in _TYPES
 }

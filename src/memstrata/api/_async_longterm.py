@@ -1,0 +1,337 @@
+"""Long-term memory facades: ``mem.facts`` (the fact store) and ``mem.longterm`` (capture,
+extraction, profile, import/export). ``_sync_longterm.py`` is generated from this file
+by ``scripts/unasync.py``.
+
+An extraction is two transactions around the model call (see
+:mod:`memstrata.longterm.extract`): no database lock is held while a model thinks.
+"""
+
+from __future__ import annotations
+
+import builtins
+import logging
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from memstrata.api.core import Core
+from memstrata.api.core import checked_scope as _scope
+from memstrata.errors import ConfigurationError, InvalidInput
+from memstrata.jobs import ops as jobs_ops
+from memstrata.jobs.ops import Job
+from memstrata.llm import LLM
+from memstrata.longterm import deerflow, store
+from memstrata.longterm import extract as ex
+from memstrata.longterm.model import (
+    ExtractionFailed,
+    Fact,
+    FactEvent,
+    FactOrigin,
+    FactStatus,
+    ProfileSection,
+    ProposedUpdate,
+    UpdateParseError,
+)
+from memstrata.longterm.parse import parse_update
+from memstrata.longterm.prompt import build_messages, repair_messages
+from memstrata.longterm.scrub import mentions_upload, scrub_uploads
+from memstrata.longterm.service import EXTRACT_JOB, LongTermKit, job_key
+from memstrata.storage.plan import read, write
+from memstrata.types import Page, Scope
+
+__all__ = ["AsyncFacts", "AsyncLongTerm"]
+
+log = logging.getLogger("memstrata.longterm")
+
+_STATUSES = {s.value: s for s in FactStatus}
+
+
+def _status(value: str | None) -> FactStatus | None:
+    if value is None or value == "all":
+        return None
+    if value not in _STATUSES:
+        raise InvalidInput(f"status must be all or one of {', '.join(_STATUSES)}", field="status")
+    return _STATUSES[value]
+
+
+class AsyncFacts:
+    """A user's long-term facts: read, add, edit, delete, and the history of each."""
+
+    def __init__(self, core: Core) -> None:
+        self._core = core
+
+    async def list(
+        self,
+        scope: Scope,
+        *,
+        status: str | None = "active",
+        category: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Page[Fact]:
+        """Newest first. ``status``: ``active`` (default), ``superseded``, ``removed``,
+        ``evicted`` or ``all``."""
+        s, st, rt = _scope(scope), _status(status), self._core.rt
+        return await self._core.engine.arun(
+            read(
+                lambda: store.list_facts(
+                    rt, s, status=st, category=category, limit=limit, cursor=cursor
+                )
+            )
+        )
+
+    async def add(
+        self,
+        scope: Scope,
+        content: str,
+        *,
+        category: str = "context",
+        confidence: float = 1.0,
+        source_error: str | None = None,
+    ) -> Fact:
+        """Add a fact by hand (409 when an active fact already says the same)."""
+        s, rt = _scope(scope), self._core.rt
+        data = store.check_fact_input(content, category, confidence, source_error)
+        return await self._core.engine.arun(
+            write(lambda: store.add_fact(rt, s, data, FactOrigin.MANUAL))
+        )
+
+    async def get(self, scope: Scope, fact_id: str) -> Fact:
+        s = _scope(scope)
+        return await self._core.engine.arun(read(lambda: store.get_fact(s, fact_id)))
+
+    async def edit(self, scope: Scope, fact_id: str, **changes: Any) -> Fact:
+        """Change ``content``, ``category``, ``confidence`` or ``source_error`` of an active
+        fact; the previous version stays in its history."""
+        s, rt = _scope(scope), self._core.rt
+        if not changes:
+            raise InvalidInput("nothing to change", field="content")
+        return await self._core.engine.arun(
+            write(lambda: store.edit_fact(rt, s, fact_id, dict(changes)))
+        )
+
+    async def delete(self, scope: Scope, fact_id: str) -> None:
+        """Erase a fact and its history (superseded, manual or imported alike)."""
+        s, rt = _scope(scope), self._core.rt
+        await self._core.engine.arun(write(lambda: store.delete_fact(rt, s, fact_id)))
+
+    async def history(self, scope: Scope, fact_id: str) -> builtins.list[FactEvent]:
+        """What happened to the fact and to the facts it replaced or was replaced by."""
+        s = _scope(scope)
+        return await self._core.engine.arun(read(lambda: store.fact_history(s, fact_id)))
+
+
+class AsyncLongTerm:
+    """Capture, extraction, the profile, and import/export of long-term memory."""
+
+    def __init__(self, core: Core) -> None:
+        self._core = core
+
+    @property
+    def kit(self) -> LongTermKit:
+        """Settings, the LLM and the context tiers of long-term memory (shared)."""
+        return self._core.longterm
+
+    async def observe(
+        self, scope: Scope, conversation_id: str, *, leaf_id: str | None = None
+    ) -> Job:
+        """Queue (or push back) extraction of the branch ending at ``leaf_id`` (default:
+        the active leaf), with the correction and reinforcement signals of its last
+        captured turns. Returns the (merged) job."""
+        s, kit = _scope(scope), self.kit
+
+        def op() -> Any:
+            leaf, signals = yield from ex.recent_signals(s, conversation_id, leaf_id)
+            return (yield from kit.enqueue(s, conversation_id, leaf, signals))
+
+        job: Job = await self._core.engine.arun(write(op))
+        await self._core.ajob_queued()
+        return job
+
+    async def flush(
+        self,
+        scope: Scope,
+        conversation_id: str,
+        *,
+        leaf_id: str | None = None,
+        flags: Mapping[str, bool] | None = None,
+        job_id: str | None = None,
+    ) -> ex.ExtractionResult:
+        """Extract now, in this call, from what is new on the branch (no debounce).
+
+        The signal flags of the conversation's queued job are included. Raises
+        :class:`~memstrata.errors.ConfigurationError` when no LLM is configured and
+        :class:`~memstrata.longterm.model.ExtractionFailed` when the model's answers
+        stay unusable (each kept in the update log).
+        """
+        s, kit, rt = _scope(scope), self.kit, self._core.rt
+        llm = kit.llm
+        if llm is None:
+            raise ConfigurationError(kit.blocked() or "no LLM configured")
+        merged = dict(flags or {})
+        if job_id is None:
+            merged.update(await self._queued_flags(conversation_id))
+        prep = await self._core.engine.arun(
+            read(
+                lambda: ex.prepare(
+                    rt,
+                    s,
+                    conversation_id,
+                    leaf_id,
+                    merged,
+                    max_input_tokens=kit.max_input_tokens,
+                )
+            )
+        )
+        if not prep.turns:
+            tally = ex.Tally()
+            await self._finish(
+                s, prep, None, tally.record("empty", conversation_id, job_id, prep.signals)
+            )
+            return tally.result("empty", {}, ())
+        messages = build_messages(
+            ex.memory_state(prep), prep.turns, prep.signals, today=datetime.now(UTC).date()
+        )
+        tally = ex.Tally()
+        try:
+            update = await self._ask(llm, messages, prep, tally)
+        except Exception as exc:  # logged; then the caller (or the job's retries) decides
+            error = f"{type(exc).__name__}: {exc}"
+            record = tally.record("failed", conversation_id, job_id, prep.signals, error=error)
+            await self._core.engine.arun(write(lambda: store.record_update(rt, s, record)))
+            raise
+        near = await self._near_duplicates(prep, update)
+        record = tally.record("applied", conversation_id, job_id, prep.signals, notes=update.notes)
+        plan = await self._finish(s, prep, update, record, near)
+        return tally.result("applied", plan.counts(), tuple(update.notes) + tuple(plan.notes))
+
+    async def _ask(
+        self, llm: LLM, messages: builtins.list[dict[str, str]], prep: ex.Prepared, tally: ex.Tally
+    ) -> ProposedUpdate:
+        """Ask the model, and ask again (with the problem stated) while its answer is
+        unusable, up to ``max_llm_calls`` calls in all."""
+        count = self._core.rt.tokenizer.count_text
+        problem = ""
+        while tally.calls < self.kit.max_llm_calls:
+            tally.calls += 1
+            tally.prompt_tokens += sum(count(m["content"]) + 4 for m in messages)
+            raw = await llm.acomplete(messages, model=self.kit.model, purpose="longterm")
+            raw = raw if isinstance(raw, str) else ""
+            tally.completion_tokens += count(raw)
+            try:
+                return parse_update(raw, prep.aliases.keys())
+            except UpdateParseError as exc:
+                tally.raws.append(raw)
+                problem = str(exc)
+                messages = repair_messages(messages, raw, problem)
+        raise ExtractionFailed(
+            f"the model's answer was unusable after {tally.calls} call(s): {problem}"
+        )
+
+    async def _finish(
+        self,
+        scope: Scope,
+        prep: ex.Prepared,
+        update: ProposedUpdate | None,
+        record: store.ExtractionRecord,
+        near: Mapping[int, str] | None = None,
+    ) -> Any:
+        rt, kit = self._core.rt, self.kit
+        return await self._core.engine.arun(
+            write(
+                lambda: ex.finish(
+                    rt,
+                    scope,
+                    prep,
+                    update,
+                    record,
+                    scrub=scrub_uploads,
+                    mentions_upload=mentions_upload,
+                    threshold=kit.threshold,
+                    max_facts=kit.max_facts,
+                    near_duplicates=near,
+                )
+            )
+        )
+
+    async def _queued_flags(self, conversation_id: str) -> dict[str, bool]:
+        key = job_key(conversation_id)
+        job = await self._core.engine.arun(read(lambda: jobs_ops.queued_by_key(EXTRACT_JOB, key)))
+        return {} if job is None else dict(job.flags)
+
+    async def _near_duplicates(self, prep: ex.Prepared, update: ProposedUpdate) -> dict[int, str]:
+        """New facts that say what an active fact says, by embedding similarity."""
+        kit = self.kit
+        emb = kit.embedder
+        if emb is None or not prep.facts or kit.near_duplicate > 1:
+            return {}
+        aliases = prep.aliases
+        wanted = [(i, f) for i, f in enumerate(update.new_facts) if f.confidence >= kit.threshold]
+        if not wanted:
+            return {}
+        old = [f for f, _ in prep.facts]
+        try:
+            vectors = await emb.aembed([f.content for _, f in wanted] + [f.content for f in old])
+        except Exception:  # exact-key dedupe still holds; a failing embedder must not lose facts
+            log.warning("near-duplicate check skipped: the embedder failed", exc_info=True)
+            return {}
+        from memstrata.longterm.similar import best_matches
+
+        replaced = [{aliases.get(a) for a in f.supersedes} for _, f in wanted]
+        matches = best_matches(vectors[: len(wanted)], vectors[len(wanted) :], kit.near_duplicate)
+        near: dict[int, str] = {}
+        for (i, _), match, skip in zip(wanted, matches, replaced, strict=True):
+            # A fact that replaces another is naturally close to it: that is no duplicate.
+            if match is not None and old[match].id not in skip:
+                near[i] = old[match].id
+        return near
+
+    async def profile(self, scope: Scope) -> list[ProfileSection]:
+        """The six profile sections (an unwritten one has an empty summary)."""
+        s = _scope(scope)
+        return await self._core.engine.arun(read(lambda: store.get_profile(s)))
+
+    async def updates(self, scope: Scope, limit: int = 50) -> list[dict[str, Any]]:
+        """The extraction log, newest first: outcome, token usage, counts, notes, and the
+        raw model output of failed attempts."""
+        s = _scope(scope)
+        return await self._core.engine.arun(read(lambda: store.list_updates(s, limit)))
+
+    async def status(self) -> dict[str, Any]:
+        """Whether extraction can run here, and how many extraction jobs wait or died."""
+        kinds = (EXTRACT_JOB,)
+        counts = await self._core.engine.arun(read(lambda: jobs_ops.counts_of(kinds)))
+        reason = self.kit.blocked()
+        return {
+            "extraction": "disabled" if reason else "enabled",
+            "reason": reason,
+            "capture": self.kit.capture,
+            "jobs": counts,
+        }
+
+    async def export(self, scope: Scope, *, format: str = "deerflow") -> dict[str, Any]:
+        """The user's memory as a document (``deerflow``: DeerFlow's memory.json shape)."""
+        if format != "deerflow":
+            raise InvalidInput("format must be deerflow", field="format")
+        s = _scope(scope)
+        facts, profile = await self._core.engine.arun(read(lambda: store.current_state(s)))
+        return deerflow.to_deerflow(profile, [f for f, _ in facts], now=datetime.now(UTC))
+
+    async def import_memory(
+        self, scope: Scope, document: object, *, format: str = "deerflow"
+    ) -> dict[str, int]:
+        """Add a memory document's profile and facts (duplicates skipped, cap kept)."""
+        if format != "deerflow":
+            raise InvalidInput("format must be deerflow", field="format")
+        s, rt, kit = _scope(scope), self._core.rt, self.kit
+        profile, imported = deerflow.from_deerflow(document)
+        facts = [
+            (
+                store.check_fact_input(f.content, f.category, f.confidence, f.source_error),
+                None if f.created_at is None else int(f.created_at.timestamp() * 1_000_000),
+            )
+            for f in imported
+        ]
+        return await self._core.engine.arun(
+            write(lambda: store.import_memory(rt, s, profile, facts, max_facts=kit.max_facts))
+        )

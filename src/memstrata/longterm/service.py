@@ -1,0 +1,177 @@
+"""Long-term memory's moving parts for one opened memory: settings, the LLM, capture at
+append, the extraction job, cascade steps and the context tiers.
+
+Capture never does the extraction itself. At append (when ``longterm_capture`` is on)
+a captured message only queues a debounced ``longterm.extract`` job for its
+conversation, in the append's own transaction, so it cannot be lost. The job's key
+is the conversation (whose owner is the job's scope), so ten messages inside the
+debounce window make one job: the newest leaf wins and the signal flags are ORed.
+With no LLM configured the job kind is *blocked*: its jobs stay queued (merging as
+they should) and are shown as waiting for an LLM, never dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from memstrata.jobs import ops as jobs_ops
+from memstrata.longterm import store
+from memstrata.longterm.capture import capturable, signals_in
+from memstrata.longterm.model import Signal
+from memstrata.longterm.tier import FactsTier, ProfileTier
+from memstrata.storage.plan import Op
+from memstrata.types import Message, Role, Scope
+
+if TYPE_CHECKING:
+    from memstrata.api.core import Core
+    from memstrata.embeddings.port import Embedder
+    from memstrata.jobs.ops import Job
+    from memstrata.llm import LLM
+
+__all__ = ["EXTRACT_JOB", "NEEDS_LLM", "LongTermKit"]
+
+EXTRACT_JOB = "longterm.extract"
+NEEDS_LLM = (
+    "needs an LLM: long-term extraction is disabled until MEMSTRATA_LLM_MODEL (and "
+    "MEMSTRATA_LLM_BASE_URL for a local endpoint) is set; queued jobs wait, none is dropped"
+)
+_UNSET: Any = object()
+
+
+def job_key(conversation_id: str) -> str:
+    return f"{EXTRACT_JOB}:{conversation_id}"
+
+
+class LongTermKit:
+    """Per-memory long-term settings (from :class:`~memstrata.config.Settings`, adjustable
+    at run time), shared by the sync and async facades and the extraction job."""
+
+    def __init__(self, core: Core) -> None:
+        s = core.settings
+        self._core = core
+        self.capture = s.longterm_capture
+        self.debounce_s = s.longterm_debounce_seconds
+        self.max_wait_s = s.longterm_max_wait_seconds
+        self.threshold = s.longterm_confidence_threshold
+        self.max_facts = s.longterm_max_facts
+        self.max_llm_calls = s.longterm_max_llm_calls
+        self.max_input_tokens = s.longterm_max_input_tokens
+        self.max_attempts = s.longterm_max_attempts
+        #: Cosine similarity at or above which a new fact repeats an active one.
+        self.near_duplicate = 0.92
+        self._llm: LLM | None = _UNSET
+        self._embedder: Embedder | None = _UNSET
+        self.model: str | None = s.llm_model
+        self.facts_tier = FactsTier()
+        self.profile_tier = ProfileTier()
+
+    # -- what extraction uses -----------------------------------------------------------------
+
+    @property
+    def llm(self) -> LLM | None:
+        """The model that extracts (default: the memory's LLM, shared with compaction)."""
+        return self._core.context.llm if self._llm is _UNSET else self._llm
+
+    @llm.setter
+    def llm(self, value: LLM | None) -> None:
+        self._llm = value
+
+    @property
+    def embedder(self) -> Embedder | None:
+        """Finds near-duplicate facts (default: recall's embedder; None: exact keys only)."""
+        return self._core.recall.embedder if self._embedder is _UNSET else self._embedder
+
+    @embedder.setter
+    def embedder(self, value: Embedder | None) -> None:
+        self._embedder = value
+
+    def blocked(self) -> str | None:
+        """Why extraction jobs cannot run in this process, or None."""
+        return NEEDS_LLM if self.llm is None else None
+
+    # -- wiring -------------------------------------------------------------------------------
+
+    def install(self) -> None:
+        core = self._core
+        core.rt.on_message.append(self.hook)
+        core.rt.cascade.on_conversation_delete(store.forget_conversations)
+        core.rt.cascade.on_user_delete(store.forget_user)
+        core.jobs.register(
+            EXTRACT_JOB,
+            _run_extract_job,
+            lease_s=core.settings.longterm_lease_seconds,
+            blocked=self.blocked,
+        )
+        core.context.add_provider(self.facts_tier)
+        core.context.add_provider(self.profile_tier)
+        core.context.on_pre_compaction_op(self.pre_compaction)
+
+    def hook(self, scope: Scope, message: Message) -> Op[None]:
+        """At append: queue (or push back) the conversation's extraction."""
+        if not self.capture or not capturable(message):
+            return
+        flags = signals_in(message.content) if message.role is Role.USER else frozenset()
+        if not flags:  # the common case: one UPDATE pushes the queued job back
+            moved = yield from jobs_ops.push_back(
+                kind=EXTRACT_JOB,
+                key=job_key(message.conversation_id),
+                payload={"leaf_id": message.id},
+                delay_s=self.debounce_s,
+                max_wait_s=max(self.max_wait_s, self.debounce_s),
+                now=self._core.rt.clock(),
+            )
+            if moved:
+                return
+        yield from self.enqueue(scope, message.conversation_id, message.id, flags)
+        self._core.start_local_worker()
+
+    def pre_compaction(
+        self, scope: Scope, conversation_id: str, batch: Sequence[Message]
+    ) -> Op[None]:
+        """Before a summary replaces old messages in context: extract now, not later."""
+        if not self.capture or not batch:
+            return
+        yield from self.enqueue(scope, conversation_id, None, frozenset(), delay_s=0.0)
+
+    def enqueue(
+        self,
+        scope: Scope,
+        conversation_id: str,
+        leaf_id: str | None,
+        flags: frozenset[Signal],
+        *,
+        delay_s: float | None = None,
+    ) -> Op[Job]:
+        rt = self._core.rt
+        delay = self.debounce_s if delay_s is None else delay_s
+        return (
+            yield from jobs_ops.enqueue(
+                job_id=rt.make_id(),
+                kind=EXTRACT_JOB,
+                key=job_key(conversation_id),
+                tenant=scope.tenant,
+                user=scope.user,
+                agent=scope.agent,
+                conversation_id=conversation_id,
+                payload={"leaf_id": leaf_id} if leaf_id else None,
+                flags={f.value: True for f in flags},
+                delay_s=delay,
+                max_wait_s=max(self.max_wait_s, delay),
+                max_attempts=self.max_attempts,
+                now=rt.clock(),
+            )
+        )
+
+
+def _run_extract_job(job: Job, memory: Any) -> None:
+    if job.conversation_id is None or job.user is None:
+        return
+    scope = Scope(job.tenant, job.user, job.agent)
+    memory.longterm.flush(
+        scope,
+        job.conversation_id,
+        leaf_id=job.payload.get("leaf_id"),
+        flags=job.flags,
+        job_id=job.id,
+    )

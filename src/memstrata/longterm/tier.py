@@ -1,0 +1,65 @@
+"""The long-term tiers of ``mem.context``: ``facts`` (the ``<memory>`` block) and
+``profile`` (the ``<user-profile>`` block).
+
+The facts tier offers every active fact of the caller's scope as one line each,
+corrections first (confidence order, within a reserved 500 tokens), then the rest
+by confidence; the context's budget then takes whole lines, best first, up to the
+tier's cap (2000 tokens by default). Text is HTML-escaped, so a fact can never
+close the block it sits in, and the order is total (confidence, age, id), so the
+same memory state gives byte-identical blocks.
+"""
+
+from __future__ import annotations
+
+from memstrata.context.tiers import TierItem, TierRequest
+from memstrata.longterm import store
+from memstrata.longterm.inject import fact_line, injection_order, profile_line
+from memstrata.runtime import Runtime
+from memstrata.storage.plan import Op
+
+__all__ = ["GUARANTEED_TOKENS", "FactsTier", "ProfileTier"]
+
+#: Room reserved for corrections before other facts are considered (DeerFlow's default).
+GUARANTEED_TOKENS = 500
+
+
+class FactsTier:
+    tier = "facts"
+
+    def __init__(self, guaranteed: int = GUARANTEED_TOKENS) -> None:
+        self.guaranteed = guaranteed
+        self.enabled = True
+
+    def provide(self, rt: Runtime, request: TierRequest) -> Op[list[TierItem]]:
+        if not self.enabled or request.allowance <= 0:
+            return []
+        facts = [f for f, _ in (yield from store.active_facts(request.scope))]
+        items = {
+            f.id: request.item(
+                f.id,
+                fact_line(f.content, f.category, f.confidence, f.source_error),
+                fact_id=f.id,
+                category=f.category,
+                confidence=f.confidence,
+            )
+            for f in facts
+        }
+        ordered = injection_order(facts, lambda f: items[f.id].tokens, self.guaranteed)
+        return [items[f.id] for f in ordered]
+
+
+class ProfileTier:
+    tier = "profile"
+
+    def __init__(self) -> None:
+        self.enabled = True
+
+    def provide(self, rt: Runtime, request: TierRequest) -> Op[list[TierItem]]:
+        if not self.enabled or request.allowance <= 0:
+            return []
+        sections = yield from store.get_profile(request.scope)
+        return [
+            request.item(f"profile:{p.name}", profile_line(p.name, p.summary), section=p.name)
+            for p in sections
+            if p.summary
+        ]

@@ -1,0 +1,106 @@
+"""``/v1/facts`` and ``/v1/profile``: the caller's long-term memory.
+
+Extraction jobs are seen and retried through ``/v1/jobs`` like every other job.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Query, Response
+from fastapi.responses import JSONResponse
+
+from memstrata.server.auth import CallerScope, Mem
+from memstrata.server.pagination import Cursor, Limit, page_body
+from memstrata.server.schemas import (
+    FactCreate,
+    FactHistoryOut,
+    FactOut,
+    FactPage,
+    FactPatch,
+    ProfileOut,
+)
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/v1", tags=["long-term memory"])
+
+_NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"description": "No such fact in this scope."}}
+
+
+@router.get("/facts", response_model=FactPage, summary="List facts, newest first")
+async def list_facts(
+    mem: Mem,
+    scope: CallerScope,
+    status: Annotated[
+        str, Query(description="active (default), superseded, removed, evicted or all")
+    ] = "active",
+    category: Annotated[str | None, Query(description="Only facts of this category.")] = None,
+    limit: Limit = None,
+    cursor: Cursor = None,
+) -> Response:
+    page = await mem.facts.list(scope, status=status, category=category, limit=limit, cursor=cursor)
+    return JSONResponse(page_body(page, lambda f: f.to_dict()))
+
+
+@router.post(
+    "/facts",
+    status_code=201,
+    response_model=FactOut,
+    responses={409: {"description": "An active fact already says the same."}},
+    summary="Add a fact by hand",
+)
+async def add_fact(mem: Mem, scope: CallerScope, body: Annotated[FactCreate, Body()]) -> Response:
+    fact = await mem.facts.add(
+        scope,
+        body.content,
+        category=body.category,
+        confidence=body.confidence,
+        source_error=body.source_error,
+    )
+    return JSONResponse(
+        fact.to_dict(), status_code=201, headers={"Location": f"/v1/facts/{fact.id}"}
+    )
+
+
+@router.get("/facts/{fid}", response_model=FactOut, responses=_NOT_FOUND, summary="One fact")
+async def get_fact(mem: Mem, scope: CallerScope, fid: str) -> Response:
+    return JSONResponse((await mem.facts.get(scope, fid)).to_dict())
+
+
+@router.patch(
+    "/facts/{fid}",
+    response_model=FactOut,
+    responses={**_NOT_FOUND, 409: {"description": "Not active, or a duplicate."}},
+    summary="Edit an active fact (its previous version stays in its history)",
+)
+async def edit_fact(
+    mem: Mem, scope: CallerScope, fid: str, body: Annotated[FactPatch, Body()]
+) -> Response:
+    changes = body.model_dump(exclude_unset=True)
+    return JSONResponse((await mem.facts.edit(scope, fid, **changes)).to_dict())
+
+
+@router.delete(
+    "/facts/{fid}", status_code=204, responses=_NOT_FOUND, summary="Erase a fact and its history"
+)
+async def delete_fact(mem: Mem, scope: CallerScope, fid: str) -> Response:
+    await mem.facts.delete(scope, fid)
+    return Response(status_code=204)
+
+
+@router.get(
+    "/facts/{fid}/history",
+    response_model=FactHistoryOut,
+    responses=_NOT_FOUND,
+    summary="What happened to a fact and to the facts it replaced or was replaced by",
+)
+async def fact_history(mem: Mem, scope: CallerScope, fid: str) -> Response:
+    events = await mem.facts.history(scope, fid)
+    return JSONResponse({"items": [e.to_dict() for e in events]})
+
+
+@router.get("/profile", response_model=ProfileOut, summary="The caller's profile sections")
+async def profile(mem: Mem, scope: CallerScope) -> Response:
+    sections = await mem.longterm.profile(scope)
+    return JSONResponse({"sections": {p.name: p.to_dict() for p in sections}})
