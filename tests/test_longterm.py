@@ -3,6 +3,7 @@ with a fake model, supersession, the fact store, injection, forgetting, isolatio
 
 from __future__ import annotations
 
+import gzip
 import json
 import threading
 from collections import Counter
@@ -463,17 +464,39 @@ def test_deleting_a_user_erases_every_trace_of_them(memory: Memory) -> None:
     canary = "zebracanary7731"
     for scope in (s, keep):
         c = memory.conversations.create(scope)
+        memory.messages.append(scope, c.id, role="user", content="hello")
         word = canary if scope is s else "otherword"
         _talk(memory, scope, c.id, (f"I like {word}. I work as {word} keeper.", word))
         memory.longterm.flush(scope, c.id)
         memory.longterm.observe(scope, c.id)
         memory.facts.add(scope, f"manual {word}")
+        node = memory.nodes.open(scope, "app1", c.id, "llm-node")
+        node.add_turn(message_id=c.id, user_content=f"node {word}", assistant_content=word)
+        node.flush()
     agent = Scope(s.tenant, s.user, "helper")
     memory.facts.add(agent, f"agent fact {canary}")
+    assert _blobs_mentioning(memory, canary)  # the scan sees what is there
     assert memory.users.delete(s) >= 1
+    memory.jobs.run_pending()  # the blob purge the cascade queued
     assert _tables_mentioning(memory, canary) == []
     assert _tables_mentioning(memory, s.user) == []
+    assert _blobs_mentioning(memory, canary) == []
     assert "User likes otherword" in _contents(memory, keep)
+    assert _blobs_mentioning(memory, "otherword")
+
+
+def _blobs_mentioning(memory: Memory, needle: str) -> list[str]:
+    from memstrata.nodes.service import blobs_for
+
+    store = blobs_for(memory.core).store
+    found = []
+    for meta in store.list_prefix(""):
+        data = store.get(meta.key).data
+        if data[:2] == b"\x1f\x8b":  # node memory objects are gzip-compressed JSON
+            data = gzip.decompress(data)
+        if needle.encode() in data:
+            found.append(meta.key)
+    return found
 
 
 def _tables_mentioning(memory: Memory, needle: str) -> list[str]:

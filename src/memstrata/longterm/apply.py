@@ -157,32 +157,36 @@ def plan_update(
         taken.add(old.id)
         plan.removed.append((old.id, removal.reason))
 
-    _trim(plan, [f for f in active if f.id not in taken], max_facts)
+    _trim(plan, active, taken, max_facts)
     return plan
 
 
-def _trim(plan: UpdatePlan, survivors: Sequence[ActiveFact], max_facts: int) -> None:
-    """Keep at most ``max_facts`` active: by confidence, then the older first."""
-    # (confidence, is_new, order) sorts best first with the negations below.
-    pool: list[tuple[float, int, int, str | int, bool]] = []
-    for f in survivors:
-        pool.append((f.confidence, 0, f.seq, f.id, f.origin is FactOrigin.MANUAL))
-    for n in plan.new:
-        pool.append((n.confidence, 1, n.index, n.index, False))
-    if len(pool) <= max_facts:
+def _trim(plan: UpdatePlan, active: Sequence[ActiveFact], taken: set[str], max_facts: int) -> None:
+    """Keep at most ``max_facts`` active: by confidence, then the older first. A new fact
+    that does not make the cut takes its supersessions with it (the facts it would have
+    replaced rejoin the pool), so the count is settled again until it holds."""
+    while True:
+        # (confidence, is_new, order, id or index, manual)
+        pool: list[tuple[float, int, int, str | int, bool]] = [
+            (f.confidence, 0, f.seq, f.id, f.origin is FactOrigin.MANUAL)
+            for f in active
+            if f.id not in taken
+        ]
+        pool += [(n.confidence, 1, n.index, n.index, False) for n in plan.new]
+        if len(pool) <= max_facts:
+            return
+        pool.sort(key=lambda p: (-p[0], p[1], p[2]))
+        room = max(0, max_facts - sum(1 for p in pool if p[4]))
+        ranked = [p for p in pool if not p[4]]
+        dropped = ranked[room:]
+        dropped_new = {p[3] for p in dropped if p[1] == 1}
+        if dropped_new:
+            plan.new = [n for n in plan.new if n.index not in dropped_new]
+            plan.notes.append(f"{len(dropped_new)} new fact(s) below the {max_facts}-fact cap")
+            back = {old for old, target, _ in plan.superseded if target in dropped_new}
+            if back:
+                plan.superseded = [s for s in plan.superseded if s[0] not in back]
+                taken.difference_update(back)
+                continue
+        plan.evicted = [str(p[3]) for p in dropped if p[1] == 0]
         return
-    pool.sort(key=lambda p: (-p[0], p[1], p[2]))
-    manual = sum(1 for p in pool if p[4])
-    room = max(0, max_facts - manual)
-    kept: list[tuple[float, int, int, str | int, bool]] = []
-    dropped: list[tuple[float, int, int, str | int, bool]] = []
-    for p in pool:
-        if p[4]:
-            continue
-        (kept if len(kept) < room else dropped).append(p)
-    dropped_new = {p[3] for p in dropped if p[1] == 1}
-    if dropped_new:
-        plan.new = [n for n in plan.new if n.index not in dropped_new]
-        plan.superseded = [s for s in plan.superseded if s[1] not in dropped_new]
-        plan.notes.append(f"{len(dropped_new)} new fact(s) below the {max_facts}-fact cap")
-    plan.evicted = [str(p[3]) for p in dropped if p[1] == 0]
