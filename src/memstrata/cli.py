@@ -1,4 +1,5 @@
-"""The ``memstrata`` command line: serve, keys, migrate, doctor, worker, bench.
+"""The ``memstrata`` command line: serve, keys, migrate, doctor, worker, search, reindex,
+compact, gc, bench; facts, jobs, export and import live in :mod:`memstrata.cli_longterm`.
 
 Tables are for people; ``--json`` is for scripts. Errors print one line on
 stderr and exit 1 (2 for a wrong command line). Commands that print a value a
@@ -10,7 +11,7 @@ from __future__ import annotations
 import json
 import platform
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
@@ -228,20 +229,34 @@ def migrate(db: Db = None) -> None:
     typer.echo(f"schema version: {version}")
 
 
+def probe(db: str | None, info: dict[str, Any], read: Callable[[Memory], dict[str, Any]]) -> bool:
+    """Open the memory and add what ``read`` finds to ``info``; False (and ``info["error"]``)
+    when it cannot be opened or read."""
+    try:
+        with _open(db) as mem:
+            info.update(read(mem))
+    except MemstrataError as exc:
+        info["error"] = exc.message
+        return False
+    except OSError as exc:
+        info["error"] = str(exc)
+        return False
+    return True
+
+
+def _schema_info(mem: Memory) -> dict[str, Any]:
+    engine = mem.core.engine
+    return {
+        "dialect": engine.dialect,
+        "schema_version": engine.schema_version(),
+        "latest_schema_version": _latest_schema(engine.dialect),
+    }
+
+
 def _check_database(db: str | None) -> dict[str, Any]:
     url = _settings(db).database_url()
     info: dict[str, Any] = {"url": redact(url), "ok": False}
-    try:
-        with _open(db) as mem:
-            engine = mem.core.engine
-            info["dialect"] = engine.dialect
-            info["schema_version"] = engine.schema_version()
-            info["latest_schema_version"] = _latest_schema(engine.dialect)
-    except MemstrataError as exc:
-        info["error"] = exc.message
-        return info
-    except OSError as exc:
-        info["error"] = str(exc)
+    if not probe(db, info, _schema_info):
         return info
     if info["schema_version"] > info["latest_schema_version"]:
         info["error"] = "the database was written by a newer memstrata"
@@ -318,6 +333,7 @@ def _diagnose(db: str | None) -> dict[str, Any]:
         "database": _check_database(db),
         "tokenizer": _check_tokenizer(),
         "embedder": _check_embedder(),
+        "longterm": cli_longterm.check_longterm(db),
     }
     report["ok"] = all(
         part["ok"] for part in report.values() if isinstance(part, dict) and "ok" in part
@@ -355,12 +371,14 @@ def _print_diagnosis(report: dict[str, Any]) -> None:
             + f"; sample norm {embedder['sample_norm']}, first embed {embedder['first_embed_seconds']} s"
         )
     table.add_row("embedder", "ok" if embedder["ok"] else "FAILED", detail)
+    table.add_row(*cli_longterm.longterm_row(report["longterm"]))
     Console(highlight=False).print(table)
 
 
 @app.command()
 def doctor(db: Db = None, as_json: JsonFlag = False) -> None:
-    """Check the installation: versions, database, offline tokenizer, embedder."""
+    """Check the installation: versions, database, offline tokenizer, embedder, long-term
+    extraction (disabled without an LLM: a warning, not a failure)."""
     report = _diagnose(db)
     if as_json:
         typer.echo(json.dumps(report, indent=2, ensure_ascii=False))
@@ -368,9 +386,6 @@ def doctor(db: Db = None, as_json: JsonFlag = False) -> None:
         _print_diagnosis(report)
     if not report["ok"]:
         raise typer.Exit(1)
-
-
-# -- bench -----------------------------------------------------------------------------------
 
 
 # -- recall ----------------------------------------------------------------------------------
@@ -649,6 +664,10 @@ def compact(
     Console().print(table)
     if result.outcome == "failed":
         raise typer.Exit(1)
+
+
+# Long-term memory (facts, export, import, jobs): the module adds its commands to ``app``.
+from memstrata import cli_longterm  # noqa: E402  (it imports this module's helpers)
 
 
 def main() -> None:

@@ -54,6 +54,10 @@ async def test_dead_letters_are_listed_and_retried(client, keys, auth, queue, pr
     [job] = r.json()["items"]
     assert job["id"] == jid
     assert "model timeout" in job["last_error"]
+    # Users see what failed, not the server's traceback (file paths); operators see both.
+    assert "Traceback" not in job["last_error"]
+    r = await client.get(f"/v1/jobs/{jid}", headers=auth(keys.admin, user="alice"))
+    assert "Traceback (most recent call last)" in r.json()["last_error"]
     assert job["attempts"] == 1
     problem(await client.post(f"/v1/jobs/{jid}/retry", headers=auth(keys.bob)), 404)
     problem(await client.post(f"/v1/jobs/{jid}/retry", headers=auth(keys.other_admin)), 404)

@@ -314,8 +314,8 @@ class AsyncLongTerm:
         if format != "deerflow":
             raise InvalidInput("format must be deerflow", field="format")
         s = _scope(scope)
-        facts, profile = await self._core.engine.arun(read(lambda: store.current_state(s)))
-        return deerflow.to_deerflow(profile, [f for f, _ in facts], now=datetime.now(UTC))
+        facts, profile = await self._core.engine.arun(read(lambda: store.export_state(s)))
+        return deerflow.to_deerflow(profile, facts, now=datetime.now(UTC))
 
     async def import_memory(
         self, scope: Scope, document: object, *, format: str = "deerflow"

@@ -179,7 +179,9 @@ class LongTerm:
         )
         if not prep.turns:
             tally = ex.Tally()
-            self._finish(s, prep, None, tally.record("empty", conversation_id, job_id, prep.signals))
+            self._finish(
+                s, prep, None, tally.record("empty", conversation_id, job_id, prep.signals)
+            )
             return tally.result("empty", {}, ())
         messages = build_messages(
             ex.memory_state(prep), prep.turns, prep.signals, today=datetime.now(UTC).date()
@@ -306,8 +308,8 @@ class LongTerm:
         if format != "deerflow":
             raise InvalidInput("format must be deerflow", field="format")
         s = _scope(scope)
-        facts, profile = self._core.engine.run(read(lambda: store.current_state(s)))
-        return deerflow.to_deerflow(profile, [f for f, _ in facts], now=datetime.now(UTC))
+        facts, profile = self._core.engine.run(read(lambda: store.export_state(s)))
+        return deerflow.to_deerflow(profile, facts, now=datetime.now(UTC))
 
     def import_memory(
         self, scope: Scope, document: object, *, format: str = "deerflow"

@@ -546,6 +546,17 @@ def current_state(scope: Scope) -> Op[tuple[list[tuple[Fact, int]], list[Profile
     return facts, profile
 
 
+def export_state(scope: Scope) -> Op[tuple[list[Fact], list[ProfileSection]]]:
+    """Active facts with their provenance, and the profile (for an export)."""
+    rows = yield Query(
+        f"SELECT {_COLUMNS} FROM facts WHERE {_OWNER} AND status = 'active' ORDER BY seq",
+        _owner(scope),
+    )
+    facts = yield from _with_sources(rows)
+    profile = yield from get_profile(scope)
+    return facts, profile
+
+
 def apply_plan(
     rt: Runtime,
     scope: Scope,

@@ -45,32 +45,42 @@ async def job_owner(
 Owner = Annotated[tuple[str, str | None], Depends(job_owner)]
 
 
-def _render(mem: AsyncMemory) -> Callable[[Job], dict[str, Any]]:
+_TRACEBACK = "\nTraceback (most recent call last):"
+
+
+def _render(mem: AsyncMemory, caller: Principal) -> Callable[[Job], dict[str, Any]]:
     def render(job: Job) -> dict[str, Any]:
         out = job.to_dict()
         out["blocked"] = mem.jobs.blocked(job.kind) if job.status is JobStatus.QUEUED else None
+        if not caller.admin and out["last_error"]:
+            # The traceback names server files: operators (admin keys) see it, users do not.
+            out["last_error"] = out["last_error"].split(_TRACEBACK, 1)[0]
         return out
 
     return render
+
+
+Caller = Annotated[Principal, Depends(principal)]
 
 
 @router.get("", response_model=JobPage, summary="List jobs, newest first")
 async def list_jobs(
     mem: Mem,
     owner: Owner,
+    caller: Caller,
     status: Annotated[str | None, Query(description="queued, running, done or dead")] = None,
     limit: Limit = None,
     cursor: Cursor = None,
 ) -> Response:
     tenant, user = owner
     page = await mem.jobs.list(tenant=tenant, user=user, status=status, limit=limit, cursor=cursor)
-    return JSONResponse(page_body(page, _render(mem)))
+    return JSONResponse(page_body(page, _render(mem, caller)))
 
 
 @router.get("/{jid}", response_model=JobOut, responses=_NOT_FOUND, summary="One job")
-async def get_job(mem: Mem, owner: Owner, jid: str) -> Response:
+async def get_job(mem: Mem, owner: Owner, caller: Caller, jid: str) -> Response:
     tenant, user = owner
-    return JSONResponse(_render(mem)(await mem.jobs.get(jid, tenant=tenant, user=user)))
+    return JSONResponse(_render(mem, caller)(await mem.jobs.get(jid, tenant=tenant, user=user)))
 
 
 @router.post(
@@ -79,7 +89,7 @@ async def get_job(mem: Mem, owner: Owner, jid: str) -> Response:
     responses={**_NOT_FOUND, 409: {"description": "The job is not dead."}},
     summary="Send a dead job back to the queue",
 )
-async def retry_job(mem: Mem, owner: Owner, jid: str) -> Response:
+async def retry_job(mem: Mem, owner: Owner, caller: Caller, jid: str) -> Response:
     tenant, user = owner
     await mem.jobs.get(jid, tenant=tenant, user=user)  # 404 outside the caller's scope
-    return JSONResponse(_render(mem)(await mem.jobs.retry(jid, tenant=tenant)))
+    return JSONResponse(_render(mem, caller)(await mem.jobs.retry(jid, tenant=tenant)))

@@ -1,6 +1,7 @@
 """Test kit: deterministic fakes and the backend conformance suite.
 
-``FakeLLM`` and ``FakeEmbedder`` are importable from here. The conformance
+``FakeLLM``, ``FakeEmbedder`` and ``FakeOpenAIServer`` (``FakeLLM`` behind an
+OpenAI-compatible HTTP endpoint on 127.0.0.1) are importable from here. The conformance
 suite lives in :mod:`memstrata.testing.conformance` and needs pytest, so it is
 not imported by this package::
 
@@ -12,5 +13,14 @@ not imported by this package::
 """
 
 from memstrata.testing.fakes import FakeEmbedder, FakeLLM, LLMCall, ScriptExhausted, Usage, cosine
+from memstrata.testing.openai_server import FakeOpenAIServer
 
-__all__ = ["FakeEmbedder", "FakeLLM", "LLMCall", "ScriptExhausted", "Usage", "cosine"]
+__all__ = [
+    "FakeEmbedder",
+    "FakeLLM",
+    "FakeOpenAIServer",
+    "LLMCall",
+    "ScriptExhausted",
+    "Usage",
+    "cosine",
+]
