@@ -7,7 +7,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
 
-.PHONY: run test lint typecheck services bench clean
+.PHONY: run test lint typecheck services browser bench clean
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "memstrata needs Python >= 3.11"'
@@ -38,7 +38,14 @@ typecheck: $(VENV)/.installed-dev
 services:
 	bash scripts/services.sh
 
-test: lint typecheck services
+# Debian's chromium for the web UI test (tests/ui); playwright drives it, downloads no browser.
+browser:
+	@command -v chromium >/dev/null || { \
+	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  $$SUDO apt-get update -qq && \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
+
+test: lint typecheck services browser
 	$(BIN)/pytest -n 2 --cov=memstrata --cov-report=term --cov-report=xml:coverage.xml
 
 bench: $(VENV)/.installed-server

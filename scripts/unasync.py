@@ -31,6 +31,9 @@ NAMES = {
     "__aenter__": "__enter__",
     "__aexit__": "__exit__",
     "aclose": "close",
+    "aget": "get",
+    "aput": "put",
+    "alist_prefix": "list_prefix",
 }
 
 

@@ -96,7 +96,16 @@ def test_keys_list_json_and_revoke(run):
         ("acme", None, True),
     }
     for k in acme:
-        assert set(k) == {"id", "tenant", "user", "admin", "label", "created_at", "revoked_at"}
+        assert set(k) == {
+            "id",
+            "tenant",
+            "user",
+            "admin",
+            "label",
+            "created_at",
+            "revoked_at",
+            "expires_at",
+        }
         assert k["revoked_at"] is None
     everything = run("keys", "list", "--json").stdout + run("keys", "list").stdout
     # Secrets are never shown, only their ids.
@@ -196,3 +205,18 @@ def test_worker_once_runs_what_is_due_and_exits(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["worker", "--once", "--db", f"sqlite:///{tmp_path / 'w.db'}"])
     assert result.exit_code == 0, result.output
     assert "ran 0 job(s)" in result.output
+
+
+def test_keys_rotate_and_expiry(run):
+    old = run("keys", "create", "--tenant", "acme", "--user", "u1", "--label", "ci").stdout.strip()
+    [key] = json.loads(run("keys", "list", "--json").stdout)
+    new = run("keys", "rotate", key["id"], "--expires-in", "30d").stdout.strip()
+    assert new.startswith("msk_")
+    assert new != old
+    listed = {k["id"]: k for k in json.loads(run("keys", "list", "--json").stdout)}
+    assert listed[key["id"]]["revoked_at"] is not None
+    [fresh] = [k for k in listed.values() if k["revoked_at"] is None]
+    assert fresh["label"] == "ci"
+    assert fresh["expires_at"] is not None
+    assert run("keys", "rotate", key["id"], code=1).stderr.startswith("error: ")
+    assert run("keys", "create", "--tenant", "a", "--admin", "--expires-in", "soon", code=2)

@@ -121,7 +121,9 @@ def test_export_import_round_trip_between_two_users(run, mem, tmp_path):
     )
     printed = _as_json(run("export", "--format", "deerflow", "--tenant", "acme", "--user", "alice"))
     out = tmp_path / "alice.json"
-    result = run("export", "--tenant", "acme", "--user", "alice", "--out", str(out))
+    result = run(
+        "export", "--format", "deerflow", "--tenant", "acme", "--user", "alice", "--out", str(out)
+    )
     assert result.stdout == ""
     assert "3 facts" in result.stderr
     document = json.loads(out.read_text(encoding="utf-8"))
@@ -129,7 +131,19 @@ def test_export_import_round_trip_between_two_users(run, mem, tmp_path):
     assert document["facts"] == printed["facts"]
     assert len(document["facts"]) == 3
 
-    counts = _as_json(run("import", str(out), "--tenant", "acme", "--user", "bob", "--json"))
+    counts = _as_json(
+        run(
+            "import",
+            str(out),
+            "--format",
+            "deerflow",
+            "--tenant",
+            "acme",
+            "--user",
+            "bob",
+            "--json",
+        )
+    )
     assert counts == {"profile_sections": 2, "facts_added": 3, "duplicates": 0, "evicted": 0}
     assert _facts(mem, BOB) == _facts(mem, ALICE)
     assert len(_facts(mem, BOB)) == 3
@@ -138,7 +152,7 @@ def test_export_import_round_trip_between_two_users(run, mem, tmp_path):
     assert {f.origin.value for f in mem.facts.list(BOB).items} == {"imported"}
 
     # Importing the same document again adds nothing; the summary is for people.
-    again = run("import", str(out), "--tenant", "acme", "--user", "bob")
+    again = run("import", str(out), "--format", "deerflow", "--tenant", "acme", "--user", "bob")
     assert "facts added 0" in again.stdout
     assert "duplicates skipped 3" in again.stdout
     assert len(_facts(mem, BOB)) == 3
@@ -169,7 +183,9 @@ def test_export_import_round_trip_between_two_users(run, mem, tmp_path):
 def test_import_of_a_malformed_document_fails_and_writes_nothing(run, mem, tmp_path, text, message):
     bad = tmp_path / "bad.json"
     bad.write_text(text, encoding="utf-8")
-    result = run("import", str(bad), "--tenant", "acme", "--user", "bob", code=1)
+    result = run(
+        "import", str(bad), "--format", "deerflow", "--tenant", "acme", "--user", "bob", code=1
+    )
     assert result.stdout == ""
     assert result.stderr.startswith("error: ")
     assert message in result.stderr

@@ -266,7 +266,8 @@ def test_default_embedder_searches_offline(tmp_path, monkeypatch) -> None:  # ty
     monkeypatch.setattr(socket, "create_connection", no_network)
     mem = Memory.open("sqlite:///:memory:", settings=Settings(home=tmp_path, worker="off"))
     try:
-        assert isinstance(mem.core.recall.embedder, MiniLMEmbedder)
+        emb = mem.core.recall.embedder
+        assert isinstance(getattr(emb, "inner", emb), MiniLMEmbedder)  # inside the usage meter
         ids = _chat(mem)
         hits = mem.recall.search(SCOPE, "a dog from the animal shelter", k=3)
         assert ids[0] in [h.message.id for h in hits]

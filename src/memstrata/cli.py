@@ -13,6 +13,7 @@ import platform
 import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -23,7 +24,8 @@ from rich.table import Table
 from memstrata.api import Memory
 from memstrata.backends.registry import redact
 from memstrata.config import Settings
-from memstrata.errors import MemstrataError, MissingDependency
+from memstrata.errors import InvalidInput, MemstrataError, MissingDependency
+from memstrata.logs import configure_logging
 from memstrata.storage.tenancy import ApiKey
 
 __all__ = ["app", "main"]
@@ -115,7 +117,16 @@ def serve(
                     "Send it as: Authorization: Bearer <key>\n"
                 )
         _note(f"memstrata serving {redact(settings.database_url())} on http://{host}:{port}")
-        uvicorn.run(create_app(settings=settings), host=host, port=port, log_level="info")
+        configure_logging(json_logs=settings.log_format == "json", level=settings.log_level)
+        # memstrata's access log (with request ids) replaces uvicorn's.
+        uvicorn.run(
+            create_app(settings=settings),
+            host=host,
+            port=port,
+            log_level=settings.log_level.lower(),
+            access_log=False,
+            log_config=None,
+        )
 
 
 # -- keys ------------------------------------------------------------------------------------
@@ -130,7 +141,24 @@ def _key_dict(key: ApiKey) -> dict[str, Any]:
         "label": key.label,
         "created_at": key.created_at.isoformat(),
         "revoked_at": None if key.revoked_at is None else key.revoked_at.isoformat(),
+        "expires_at": None if key.expires_at is None else key.expires_at.isoformat(),
     }
+
+
+ExpiresIn = Annotated[
+    str | None,
+    typer.Option(
+        "--expires-in",
+        help="The key stops working after this long, e.g. 90d, 12h (default: never).",
+        show_default=False,
+    ),
+]
+
+
+def _expiry(expires_in: str | None) -> datetime | None:
+    if expires_in is None:
+        return None
+    return datetime.now(UTC) + timedelta(seconds=_duration(expires_in))
 
 
 @keys_app.command("create")
@@ -145,6 +173,7 @@ def keys_create(
     label: Annotated[
         str | None, typer.Option("--label", help="A note to recognise the key by.")
     ] = None,
+    expires_in: ExpiresIn = None,
     db: Db = None,
 ) -> None:
     """Create a key and print only the key on stdout (it is never shown again)."""
@@ -153,7 +182,9 @@ def keys_create(
             "give exactly one of --user U or --admin", param_hint="--user / --admin"
         )
     with _errors(), _open(db) as mem:
-        key, secret = mem.keys.create(tenant, user=user, admin=admin, label=label)
+        key, secret = mem.keys.create(
+            tenant, user=user, admin=admin, label=label, expires_at=_expiry(expires_in)
+        )
     who = "admin" if admin else f"user {user!r}"
     _note(f"created key {key.id} for tenant {tenant!r}, {who}")
     typer.echo(secret)
@@ -196,6 +227,19 @@ def keys_revoke(
     with _errors(), _open(db) as mem:
         mem.keys.revoke(key_id)
     typer.echo(f"revoked key {key_id}")
+
+
+@keys_app.command("rotate")
+def keys_rotate(
+    key_id: Annotated[str, typer.Argument(help="The live key to replace (from 'keys list').")],
+    expires_in: ExpiresIn = None,
+    db: Db = None,
+) -> None:
+    """Replace a key: print only the new key on stdout; the old one is refused at once."""
+    with _errors(), _open(db) as mem:
+        key, secret = mem.keys.rotate(key_id, expires_at=_expiry(expires_in))
+    _note(f"revoked key {key_id}; created key {key.id} in its place")
+    typer.echo(secret)
 
 
 # -- migrate / doctor ------------------------------------------------------------------------
@@ -482,6 +526,7 @@ def worker(
 
     with _errors():
         settings = _settings(db).model_copy(update={"worker": "off"})
+        configure_logging(json_logs=settings.log_format == "json", level=settings.log_level)
         mem = Memory.open(settings.database_url(), settings=settings)
         try:
             kinds = mem.core.jobs.kinds()
@@ -627,6 +672,35 @@ def gc(
     )
 
 
+@app.command()
+def backup(
+    out: Annotated[Path, typer.Option("--out", help="The backup file to create.")],
+    db: Db = None,
+) -> None:
+    """Back up the embedded SQLite store while it runs (PostgreSQL: use pg_dump; see
+    docs/operations.md)."""
+    from rich.progress import Progress
+
+    from memstrata.backup import backup_sqlite
+
+    with _errors():
+        url = _settings(db).database_url()
+        if not url.startswith("sqlite:///") or url.endswith(":memory:"):
+            raise InvalidInput(
+                "memstrata backup copies an SQLite file; back up PostgreSQL with pg_dump or "
+                "base backups (docs/operations.md)",
+                field="db",
+            )
+        with Progress(console=Console(stderr=True), transient=True) as bar:
+            task = bar.add_task("backup", total=None)
+            size = backup_sqlite(
+                url.removeprefix("sqlite:///"),
+                out,
+                progress=lambda done, total: bar.update(task, completed=done, total=total),
+            )
+    typer.echo(f"backed up {redact(url)} to {out} ({size} bytes, integrity ok)")
+
+
 # -- compaction ------------------------------------------------------------------------------
 
 
@@ -667,6 +741,7 @@ def compact(
 
 
 # Long-term memory (facts, export, import, jobs): the module adds its commands to ``app``.
+import memstrata.cli_mcp  # noqa: E402, F401  (adds ``memstrata mcp`` to ``app``)
 from memstrata import cli_longterm  # noqa: E402  (it imports this module's helpers)
 
 

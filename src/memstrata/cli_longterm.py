@@ -12,12 +12,15 @@ loaded (``memstrata.cli`` loads it), whichever of the two modules is imported fi
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich import box
 from rich.console import Console
+from rich.progress import MofNCompleteColumn, Progress, SpinnerColumn, TextColumn
 from rich.table import Column, Table
 
 from memstrata.api import Memory
@@ -34,7 +37,7 @@ jobs_app = typer.Typer(
     no_args_is_help=True,
 )
 
-FORMATS = ("deerflow",)
+FORMATS = ("memstrata", "deerflow")
 
 PageLimit = Annotated[int, typer.Option("--limit", help="Items per page.", min=1)]
 PageCursor = Annotated[
@@ -53,7 +56,14 @@ Agent = Annotated[
     str | None,
     typer.Option("--agent", help="The agent's own memory of the user.", show_default=False),
 ]
-Format = Annotated[str, typer.Option("--format", help=f"Document format: {', '.join(FORMATS)}.")]
+Format = Annotated[
+    str,
+    typer.Option(
+        "--format",
+        help="memstrata: the whole store, or one user with --tenant and --user (JSON Lines, "
+        "full fidelity); deerflow: one user's profile and facts (DeerFlow's memory.json).",
+    ),
+]
 
 
 def _scope(db: str | None, tenant: str | None, user: str | None, agent: str | None) -> Scope:
@@ -176,7 +186,7 @@ def facts_delete(
 
 
 def export_memory(
-    format: Format = "deerflow",
+    format: Format = "memstrata",
     tenant: Tenant = None,
     user: User = None,
     agent: Agent = None,
@@ -186,9 +196,12 @@ def export_memory(
     ] = None,
     db: Db = None,
 ) -> None:
-    """Export a user's profile and active facts as a memory document (JSON)."""
+    """Export the store (memstrata format) or a user's memory document (deerflow)."""
     with _errors():
         _check_format(format)
+        if format == "memstrata":
+            _export_native(db, tenant, user, agent, out)
+            return
         scope = _scope(db, tenant, user, agent)
         with _open(db) as mem:
             document = mem.longterm.export(scope, format=format)
@@ -198,6 +211,38 @@ def export_memory(
             return
         out.write_text(text, encoding="utf-8")
     _note(f"wrote {len(document['facts'])} facts of {scope.tenant}/{scope.user} to {out}")
+
+
+def _export_native(
+    db: str | None, tenant: str | None, user: str | None, agent: str | None, out: Path | None
+) -> None:
+    if agent is not None:
+        raise InvalidInput("a memstrata export holds whole users: leave out --agent", field="agent")
+    if (tenant is None) != (user is None):
+        raise InvalidInput("export one user with --tenant and --user, or the whole store")
+    with _open(db) as mem:
+        if out is None:
+            counts = mem.transfer.export(typer.echo, tenant=tenant, user=user)
+        else:
+            with out.open("w", encoding="utf-8") as f, _progress("exporting") as tick:
+                counts = mem.transfer.export(
+                    lambda line: f.write(line + "\n"), tenant=tenant, user=user, progress=tick
+                )
+    _note(f"exported {counts['rows']} rows and {counts['blobs']} blobs")
+
+
+@contextmanager
+def _progress(what: str) -> Iterator[Callable[[int], None]]:
+    """A spinner with a running count on stderr (totals are unknown while streaming)."""
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        MofNCompleteColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    ) as bar:
+        task = bar.add_task(what, total=None)
+        yield lambda n: bar.advance(task, n)
 
 
 def _read_document(path: Path) -> object:
@@ -213,18 +258,32 @@ def _read_document(path: Path) -> object:
 
 
 def import_memory(
-    file: Annotated[Path, typer.Argument(help="The memory document (JSON).", dir_okay=False)],
-    format: Format = "deerflow",
+    file: Annotated[Path, typer.Argument(help="The export or memory document.", dir_okay=False)],
+    format: Format = "memstrata",
     tenant: Tenant = None,
     user: User = None,
     agent: Agent = None,
     as_json: JsonFlag = False,
     db: Db = None,
 ) -> None:
-    """Add a memory document's profile and facts to a user (all or nothing; duplicates of
-    active facts are skipped)."""
+    """Import a memstrata export (idempotent: ids are kept, what exists is left alone) or
+    add a DeerFlow memory document's profile and facts to a user (all or nothing)."""
     with _errors():
         _check_format(format)
+        if format == "memstrata":
+            if tenant or user or agent:
+                raise InvalidInput("a memstrata export names its own owners: no --tenant/--user")
+            with _open(db) as mem, file.open(encoding="utf-8") as f, _progress("importing") as tick:
+                counts = mem.transfer.import_(f, progress=tick)
+            typer.echo(
+                json.dumps(counts, indent=2)
+                if as_json
+                else (
+                    f"imported {counts['rows']} rows ({counts['added']} new) and {counts['blobs']} "
+                    f"blobs; indexed {counts['indexed']} messages for recall"
+                )
+            )
+            return
         scope = _scope(db, tenant, user, agent)
         document = _read_document(file)
         with _open(db) as mem:

@@ -56,6 +56,16 @@ class Settings(BaseSettings):
         "(keyword recall only).",
     )
 
+    rate_limit_per_second: float = Field(
+        default=0.0,
+        ge=0,
+        description="Requests per second per API key, on average (0: no limit).",
+    )
+    rate_limit_burst: int = Field(default=50, ge=1, description="Requests a key may make at once.")
+    log_format: Literal["json", "text"] = Field(
+        default="json", description="memstrata serve / worker logs: JSON lines or plain text."
+    )
+    log_level: str = Field(default="INFO", description="Level of memstrata's own logs.")
     longterm_capture: bool = Field(
         default=False,
         description="Queue long-term extraction as user messages and final replies are appended "

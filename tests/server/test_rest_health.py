@@ -19,9 +19,10 @@ async def test_healthz_and_readyz_need_no_key(client):
 
 
 def _samples(text: str) -> dict[tuple[str, str, str, str], float]:
+    """The HTTP request samples (the job and model families are checked in test_rest_ops)."""
     out = {}
     for line in text.splitlines():
-        if line.startswith("#") or not line:
+        if line.startswith("#") or not line or not line.startswith("memstrata_http_"):
             continue
         m = re.fullmatch(r'(\w+)\{method="(\w+)",route="([^"]*)",status="(\d+)"\} (\S+)', line)
         assert m, line
@@ -59,6 +60,7 @@ EXPECTED = {
     "/healthz": {"get"},
     "/readyz": {"get"},
     "/metrics": {"get"},
+    "/v1/me": {"get"},
     "/v1/users": {"get"},
     "/v1/users/{user}": {"delete"},
     "/v1/jobs": {"get"},
@@ -67,7 +69,7 @@ EXPECTED = {
     "/v1/recall/search": {"post"},
     "/v1/conversations": {"get", "post"},
     "/v1/conversations/{cid}": {"get", "patch", "delete"},
-    "/v1/conversations/{cid}/messages": {"post"},
+    "/v1/conversations/{cid}/messages": {"get", "post"},
     "/v1/conversations/{cid}/messages/{mid}": {"get", "patch"},
     "/v1/conversations/{cid}/leaves": {"get"},
     "/v1/conversations/{cid}/history": {"get"},

@@ -278,3 +278,79 @@ async def test_history_of_an_empty_conversation(client, conv, keys, auth):
 
 async def test_append_to_unknown_conversation_is_404(post, problem):
     problem(await post({"role": "user", "content": "x"}, cid=UNKNOWN), 404, "not_found")
+
+
+async def _all_messages(client, conv, headers, limit):
+    """Walk /messages page by page; returns the ids in order and the pages' sizes."""
+    ids, sizes, cursor = [], [], None
+    for _ in range(50):
+        params = {"limit": limit} | ({"cursor": cursor} if cursor else {})
+        r = await client.get(f"/v1/conversations/{conv}/messages", params=params, headers=headers)
+        assert r.status_code == 200, r.text
+        body = r.json()
+        ids += [m["id"] for m in body["items"]]
+        sizes.append(len(body["items"]))
+        cursor = body["next_cursor"]
+        if cursor is None:
+            return ids, sizes
+    pytest.fail("the cursor never ran out")
+
+
+async def test_list_messages_pages_through_every_branch_oldest_first(
+    post, client, conv, keys, auth
+):
+    q = (await post({"role": "user", "content": "q"})).json()
+    a1 = (await post({"role": "assistant", "content": "a1"})).json()
+    a2 = (await post({"role": "assistant", "content": "a2", "parent_id": q["id"]})).json()
+    q2 = (await post({"role": "user", "content": "q edited", "parent_id": None})).json()
+    a3 = (await post({"role": "assistant", "content": "a3"})).json()
+    follow = (await post({"role": "user", "content": "more", "parent_id": a1["id"]})).json()
+    made = [q, a1, a2, q2, a3, follow]
+    h = auth(keys.alice)
+    for limit in (1, 2, 4, 6, 50):
+        ids, sizes = await _all_messages(client, conv, h, limit)
+        assert ids == [m["id"] for m in made]
+        assert all(s == limit for s in sizes[:-1])
+        assert 1 <= sizes[-1] <= limit
+    first = (await client.get(f"/v1/conversations/{conv}/messages", headers=h)).json()
+    assert first["next_cursor"] is None
+    assert first["items"] == [
+        (await client.get(f"/v1/conversations/{conv}/messages/{m['id']}", headers=h)).json()
+        for m in made
+    ]
+    # Parents come first, so one pass rebuilds the tree.
+    seen: set[str] = set()
+    for m in first["items"]:
+        assert m["parent_id"] is None or m["parent_id"] in seen
+        seen.add(m["id"])
+
+
+async def test_list_messages_of_an_empty_conversation(client, conv, keys, auth):
+    r = await client.get(f"/v1/conversations/{conv}/messages", headers=auth(keys.alice))
+    assert r.json() == {"items": [], "next_cursor": None}
+
+
+async def test_list_messages_of_another_scope_is_404(post, client, conv, keys, auth, problem):
+    await post({"role": "user", "content": "private"})
+    url = f"/v1/conversations/{conv}/messages"
+    for headers in (
+        auth(keys.bob),
+        auth(keys.carol),
+        auth(keys.admin, user="bob"),
+        auth(keys.other_admin, user="alice"),
+    ):
+        body = problem(await client.get(url, headers=headers), 404, "not_found")
+        assert "private" not in str(body)
+    problem(
+        await client.get(f"/v1/conversations/{UNKNOWN}/messages", headers=auth(keys.alice)), 404
+    )
+    r = await client.get(url, headers=auth(keys.admin, user="alice"))
+    assert [m["content"] for m in r.json()["items"]] == ["private"]
+
+
+@pytest.mark.parametrize("params", [{"limit": 0}, {"limit": 501}, {"cursor": "not-ours!"}])
+async def test_list_messages_bad_paging_is_422(client, conv, keys, auth, problem, params):
+    r = await client.get(
+        f"/v1/conversations/{conv}/messages", params=params, headers=auth(keys.alice)
+    )
+    problem(r, 422, "invalid_input")

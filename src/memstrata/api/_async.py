@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any, overload
 
 from memstrata.api._async_context import AsyncCompaction
 from memstrata.api._async_longterm import AsyncFacts, AsyncLongTerm
@@ -22,6 +22,7 @@ from memstrata.api._async_state import (
     AsyncSnapshots,
     AsyncWorking,
 )
+from memstrata.api._async_transfer import AsyncTransfer
 from memstrata.api.core import Core, build
 from memstrata.api.core import checked_scope as _scope
 from memstrata.config import Settings
@@ -35,8 +36,12 @@ from memstrata.jobs.ops import Job
 from memstrata.jobs.worker import Handler
 from memstrata.storage import tenancy
 from memstrata.storage.plan import read, write
+from memstrata.storage.records import to_micros
 from memstrata.storage.tenancy import ApiKey, Principal
 from memstrata.types import Conversation, Message, MessagePatch, NewMessage, Page, Scope
+
+if TYPE_CHECKING:
+    from memstrata.client import AsyncRemoteMemory
 
 __all__ = [
     "AsyncConversations",
@@ -204,6 +209,24 @@ class AsyncMessages:
             read(lambda: ops.path(_scope(scope), conversation_id, leaf_id))
         )
 
+    async def list(
+        self,
+        scope: Scope,
+        conversation_id: str,
+        *,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Page[Message]:
+        """Every message of the conversation, all branches, oldest first (parents before children)."""
+        rt = self._core.rt
+        return await self._core.engine.arun(
+            read(
+                lambda: ops.list_messages(
+                    rt, _scope(scope), conversation_id, limit=limit, cursor=cursor
+                )
+            )
+        )
+
 
 class AsyncUsers:
     """Users of a tenant (administration)."""
@@ -233,15 +256,23 @@ class AsyncKeys:
         self._core = core
 
     async def create(
-        self, tenant: str, *, user: str | None = None, admin: bool = False, label: str | None = None
+        self,
+        tenant: str,
+        *,
+        user: str | None = None,
+        admin: bool = False,
+        label: str | None = None,
+        expires_at: datetime | None = None,
     ) -> tuple[ApiKey, str]:
-        """Create a key for a user (or an admin key for the tenant); returns the record and the secret."""
+        """Create a key for a user (or an admin key for the tenant); returns the record and the
+        secret. ``expires_at``: refused from then on, like a revoked key."""
         if admin == (user is not None):
             raise InvalidInput("give exactly one of user=... or admin=True")
         Scope(tenant, user or "admin")  # validates the names
         now = self._core.rt.clock()
+        until = None if expires_at is None else to_micros(expires_at)
         return await self._core.engine.arun(
-            write(lambda: tenancy.create_key(tenant, user, admin, label, now))
+            write(lambda: tenancy.create_key(tenant, user, admin, label, now, until))
         )
 
     async def list(self, tenant: str | None = None) -> list[ApiKey]:
@@ -252,7 +283,17 @@ class AsyncKeys:
         await self._core.engine.arun(write(lambda: tenancy.revoke_key(key_id, now)))
 
     async def authenticate(self, secret: str) -> Principal | None:
-        return await self._core.engine.arun(read(lambda: tenancy.authenticate(secret)))
+        """The live (not revoked, not expired) key's principal, or None."""
+        now = self._core.rt.clock()
+        return await self._core.engine.arun(read(lambda: tenancy.authenticate(secret, now)))
+
+    async def rotate(
+        self, key_id: str, *, expires_at: datetime | None = None
+    ) -> tuple[ApiKey, str]:
+        """Replace a live key: the old secret stops working as the new one is made."""
+        now = self._core.rt.clock()
+        until = None if expires_at is None else to_micros(expires_at)
+        return await self._core.engine.arun(write(lambda: tenancy.rotate_key(key_id, now, until)))
 
 
 class AsyncJobs:
@@ -376,6 +417,23 @@ class AsyncMemory:
         self.compaction = AsyncCompaction(core)
         self.facts = AsyncFacts(core)
         self.longterm = AsyncLongTerm(core)
+        self.transfer = AsyncTransfer(core)
+
+    @classmethod
+    @overload
+    def open(
+        cls,
+        url: str | None = None,
+        *,
+        blobs: str | None = None,
+        redis: str | None = None,
+        settings: Settings | None = None,
+        embedder: Embedder | None = None,
+    ) -> AsyncMemory: ...
+
+    @classmethod
+    @overload
+    def open(cls, url: str, *, api_key: str, timeout: float = 30.0) -> AsyncRemoteMemory: ...
 
     @classmethod
     def open(
@@ -386,8 +444,22 @@ class AsyncMemory:
         redis: str | None = None,
         settings: Settings | None = None,
         embedder: Embedder | None = None,
-    ) -> AsyncMemory:
-        """Open a store: the embedded default under ``MEMSTRATA_HOME`` (``./.memstrata``), or ``url``."""
+        api_key: str | None = None,
+        timeout: float = 30.0,
+    ) -> AsyncMemory | AsyncRemoteMemory:
+        """Open a store: the embedded default under ``MEMSTRATA_HOME`` (``./.memstrata``), or
+        ``url`` (``sqlite:///...``, ``postgresql://...``); an ``http(s)://`` URL with an
+        ``api_key`` gives the same facade over a memstrata server's REST API."""
+        if url is not None and url.startswith(("http://", "https://")):
+            if api_key is None:
+                raise InvalidInput("an http(s) URL needs api_key=...", field="api_key")
+            if blobs or redis or settings or embedder:
+                raise InvalidInput("blobs, redis, settings and embedder belong to the server")
+            from memstrata.client import AsyncRemoteMemory as Remote  # httpx only when used
+
+            return Remote(url, api_key, timeout=timeout)
+        if api_key is not None:
+            raise InvalidInput("api_key is only for an http(s) server URL", field="api_key")
         return cls(Core.open(url, blobs=blobs, redis=redis, settings=settings, embedder=embedder))
 
     @property

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any, overload
 
 from memstrata.api._sync_context import Compaction
 from memstrata.api._sync_longterm import Facts, LongTerm
@@ -18,6 +18,7 @@ from memstrata.api._sync_state import (
     Snapshots,
     Working,
 )
+from memstrata.api._sync_transfer import Transfer
 from memstrata.api.core import Core, build
 from memstrata.api.core import checked_scope as _scope
 from memstrata.config import Settings
@@ -31,8 +32,12 @@ from memstrata.jobs.ops import Job
 from memstrata.jobs.worker import Handler
 from memstrata.storage import tenancy
 from memstrata.storage.plan import read, write
+from memstrata.storage.records import to_micros
 from memstrata.storage.tenancy import ApiKey, Principal
 from memstrata.types import Conversation, Message, MessagePatch, NewMessage, Page, Scope
+
+if TYPE_CHECKING:
+    from memstrata.client import RemoteMemory
 
 __all__ = [
     "Conversations",
@@ -200,6 +205,24 @@ class Messages:
             read(lambda: ops.path(_scope(scope), conversation_id, leaf_id))
         )
 
+    def list(
+        self,
+        scope: Scope,
+        conversation_id: str,
+        *,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Page[Message]:
+        """Every message of the conversation, all branches, oldest first (parents before children)."""
+        rt = self._core.rt
+        return self._core.engine.run(
+            read(
+                lambda: ops.list_messages(
+                    rt, _scope(scope), conversation_id, limit=limit, cursor=cursor
+                )
+            )
+        )
+
 
 class Users:
     """Users of a tenant (administration)."""
@@ -229,15 +252,23 @@ class Keys:
         self._core = core
 
     def create(
-        self, tenant: str, *, user: str | None = None, admin: bool = False, label: str | None = None
+        self,
+        tenant: str,
+        *,
+        user: str | None = None,
+        admin: bool = False,
+        label: str | None = None,
+        expires_at: datetime | None = None,
     ) -> tuple[ApiKey, str]:
-        """Create a key for a user (or an admin key for the tenant); returns the record and the secret."""
+        """Create a key for a user (or an admin key for the tenant); returns the record and the
+        secret. ``expires_at``: refused from then on, like a revoked key."""
         if admin == (user is not None):
             raise InvalidInput("give exactly one of user=... or admin=True")
         Scope(tenant, user or "admin")  # validates the names
         now = self._core.rt.clock()
+        until = None if expires_at is None else to_micros(expires_at)
         return self._core.engine.run(
-            write(lambda: tenancy.create_key(tenant, user, admin, label, now))
+            write(lambda: tenancy.create_key(tenant, user, admin, label, now, until))
         )
 
     def list(self, tenant: str | None = None) -> list[ApiKey]:
@@ -248,7 +279,17 @@ class Keys:
         self._core.engine.run(write(lambda: tenancy.revoke_key(key_id, now)))
 
     def authenticate(self, secret: str) -> Principal | None:
-        return self._core.engine.run(read(lambda: tenancy.authenticate(secret)))
+        """The live (not revoked, not expired) key's principal, or None."""
+        now = self._core.rt.clock()
+        return self._core.engine.run(read(lambda: tenancy.authenticate(secret, now)))
+
+    def rotate(
+        self, key_id: str, *, expires_at: datetime | None = None
+    ) -> tuple[ApiKey, str]:
+        """Replace a live key: the old secret stops working as the new one is made."""
+        now = self._core.rt.clock()
+        until = None if expires_at is None else to_micros(expires_at)
+        return self._core.engine.run(write(lambda: tenancy.rotate_key(key_id, now, until)))
 
 
 class Jobs:
@@ -372,6 +413,23 @@ class Memory:
         self.compaction = Compaction(core)
         self.facts = Facts(core)
         self.longterm = LongTerm(core)
+        self.transfer = Transfer(core)
+
+    @classmethod
+    @overload
+    def open(
+        cls,
+        url: str | None = None,
+        *,
+        blobs: str | None = None,
+        redis: str | None = None,
+        settings: Settings | None = None,
+        embedder: Embedder | None = None,
+    ) -> Memory: ...
+
+    @classmethod
+    @overload
+    def open(cls, url: str, *, api_key: str, timeout: float = 30.0) -> RemoteMemory: ...
 
     @classmethod
     def open(
@@ -382,8 +440,22 @@ class Memory:
         redis: str | None = None,
         settings: Settings | None = None,
         embedder: Embedder | None = None,
-    ) -> Memory:
-        """Open a store: the embedded default under ``MEMSTRATA_HOME`` (``./.memstrata``), or ``url``."""
+        api_key: str | None = None,
+        timeout: float = 30.0,
+    ) -> Memory | RemoteMemory:
+        """Open a store: the embedded default under ``MEMSTRATA_HOME`` (``./.memstrata``), or
+        ``url`` (``sqlite:///...``, ``postgresql://...``); an ``http(s)://`` URL with an
+        ``api_key`` gives the same facade over a memstrata server's REST API."""
+        if url is not None and url.startswith(("http://", "https://")):
+            if api_key is None:
+                raise InvalidInput("an http(s) URL needs api_key=...", field="api_key")
+            if blobs or redis or settings or embedder:
+                raise InvalidInput("blobs, redis, settings and embedder belong to the server")
+            from memstrata.client import RemoteMemory as Remote  # httpx only when used
+
+            return Remote(url, api_key, timeout=timeout)
+        if api_key is not None:
+            raise InvalidInput("api_key is only for an http(s) server URL", field="api_key")
         return cls(Core.open(url, blobs=blobs, redis=redis, settings=settings, embedder=embedder))
 
     @property

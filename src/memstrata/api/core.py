@@ -26,6 +26,7 @@ from memstrata.state import ops as state_ops
 from memstrata.storage.plan import Op, Query, read
 from memstrata.tokens import get_tokenizer
 from memstrata.types import Scope
+from memstrata.usage import UsageMeter
 
 __all__ = ["Core", "build", "checked_scope"]
 
@@ -111,7 +112,13 @@ class Core:
         self.jobs.register(nodes_ops.COMPACT_JOB, nodes_service.compact_job, lease_s=120.0)
         runtime.cascade.on_conversation_delete(state_ops.delete_for_conversations)
         runtime.cascade.on_user_delete(state_ops.delete_for_user)
-        self.context = ContextKit(llm_from_settings(settings), model=settings.llm_model)
+        self.usage = UsageMeter()
+        self.context = ContextKit(
+            llm_from_settings(settings),
+            model=settings.llm_model,
+            meter=self.usage,
+            tokenizer=runtime.tokenizer,
+        )
         self.jobs.register(COMPACT_JOB, compact_job)
         self.recall = RecallEngine(self, embedder)
         self.recall.install()

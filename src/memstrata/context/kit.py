@@ -16,7 +16,9 @@ from memstrata.context.tiers import TierPolicy, TierProvider
 from memstrata.jobs.ops import Job
 from memstrata.llm import LLM
 from memstrata.storage.plan import Op
+from memstrata.tokens import Tokenizer
 from memstrata.types import Message, Scope
+from memstrata.usage import MeteredLLM, UsageMeter
 
 __all__ = [
     "COMPACT_JOB",
@@ -56,8 +58,17 @@ class CompactionResult:
 
 
 class ContextKit:
-    def __init__(self, llm: LLM | None = None, *, model: str | None = None) -> None:
-        self.llm = llm
+    def __init__(
+        self,
+        llm: LLM | None = None,
+        *,
+        model: str | None = None,
+        meter: UsageMeter | None = None,
+        tokenizer: Tokenizer | None = None,
+    ) -> None:
+        self._llm = llm
+        self._meter = meter
+        self._tokenizer = tokenizer
         self.model = model
         self.window = DEFAULT_WINDOW
         self.threshold = 0.8
@@ -68,6 +79,18 @@ class ContextKit:
         self.policies: dict[str, TierPolicy] = {}
         self.hooks: list[PreCompactionHook] = []
         self.hook_ops: list[PreCompactionOp] = []
+
+    @property
+    def llm(self) -> LLM | None:
+        """The memory's model (None: offline fallbacks); calls are counted in the meter."""
+        llm = self._llm
+        if llm is None or self._meter is None or self._tokenizer is None:
+            return llm
+        return MeteredLLM(llm, self._meter, self._tokenizer)
+
+    @llm.setter
+    def llm(self, value: LLM | None) -> None:
+        self._llm = value
 
     def add_provider(self, provider: TierProvider) -> None:
         self.providers.append(provider)

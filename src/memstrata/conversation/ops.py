@@ -53,6 +53,7 @@ __all__ = [
     "history",
     "list_conversations",
     "list_leaves",
+    "list_messages",
     "list_users",
     "patch_message",
     "path",
@@ -436,6 +437,31 @@ def list_leaves(
     rows = yield Query(
         f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE conversation_id = ? AND seq > ? "
         "AND NOT EXISTS (SELECT 1 FROM messages c WHERE c.parent_id = m.id) ORDER BY seq LIMIT ?",
+        (conversation_id, after, n + 1),
+    )
+    items = [to_message(r) for r in rows[:n]]
+    return Page(items, encode_cursor(items[-1].seq) if len(rows) > n else None)
+
+
+def list_messages(
+    rt: Runtime,
+    scope: Scope,
+    conversation_id: str,
+    *,
+    limit: int | None = None,
+    cursor: str | None = None,
+) -> Op[Page[Message]]:
+    """Every message of the conversation, every branch, oldest first (server order, ``seq``).
+
+    A parent always has a lower ``seq`` than its children, so a client can rebuild the
+    whole tree page by page, attaching each message to one it has already seen.
+    """
+    n = page_limit(rt, limit)
+    yield from get_conversation(scope, conversation_id)
+    after = seq_cursor(cursor) or 0
+    rows = yield Query(
+        f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id = ? AND seq > ? "
+        "ORDER BY seq LIMIT ?",
         (conversation_id, after, n + 1),
     )
     items = [to_message(r) for r in rows[:n]]

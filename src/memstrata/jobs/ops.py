@@ -28,6 +28,7 @@ from enum import StrEnum
 from typing import Any
 
 from memstrata.errors import Conflict, InvalidInput, NotFound
+from memstrata.logs import current_request_id
 from memstrata.storage.plan import Exec, Op, Query, Row
 from memstrata.storage.records import dump_json, from_micros
 
@@ -80,6 +81,7 @@ class Job:
     created_at: datetime
     updated_at: datetime
     finished_at: datetime | None
+    request_id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -101,13 +103,14 @@ class Job:
             "created_at": self.created_at.isoformat(),
             "updated_at": self.updated_at.isoformat(),
             "finished_at": None if self.finished_at is None else self.finished_at.isoformat(),
+            "request_id": self.request_id,
         }
 
 
 _COLUMNS = (
     "id, kind, dedupe_key, tenant_id, user_id, agent_id, conversation_id, payload, flags, status, attempts, "
     "max_attempts, run_after, first_enqueued_at, enqueue_count, lease_token, worker, last_error, "
-    "created_at, updated_at, finished_at"
+    "created_at, updated_at, finished_at, request_id"
 )
 
 
@@ -134,6 +137,7 @@ def _job(row: Row) -> Job:
         created_at=from_micros(row[18]),
         updated_at=from_micros(row[19]),
         finished_at=None if row[20] is None else from_micros(row[20]),
+        request_id=row[21],
     )
 
 
@@ -188,8 +192,8 @@ def enqueue(
     run_after = now + int(delay_s * _S)
     inserted = yield Exec(
         "INSERT INTO jobs (id, kind, dedupe_key, tenant_id, user_id, agent_id, conversation_id, "
-        "payload, flags, status, max_attempts, run_after, first_enqueued_at, created_at, updated_at) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?) "
+        "payload, flags, status, max_attempts, run_after, first_enqueued_at, created_at, updated_at, "
+        "request_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?) "
         "ON CONFLICT (kind, dedupe_key) WHERE status = 'queued' AND dedupe_key IS NOT NULL DO NOTHING",
         (
             job_id,
@@ -206,6 +210,7 @@ def enqueue(
             now,
             now,
             now,
+            current_request_id(),  # the request that queued it (logs follow it into the job)
         ),
     )
     if inserted:

@@ -24,6 +24,7 @@ from memstrata.backends.registry import Engine
 from memstrata.errors import InvalidInput
 from memstrata.jobs import ops
 from memstrata.jobs.ops import Job
+from memstrata.logs import bound_request_id
 from memstrata.storage.plan import write
 
 __all__ = ["Handler", "JobRegistry", "LocalWakeup", "Wakeup", "Worker"]
@@ -192,10 +193,22 @@ class Worker(Generic[C]):
         return jobs[0] if jobs else None
 
     def _execute(self, job: Job) -> bool:
+        # The request that queued the job names its logs too (and the jobs it queues).
+        with bound_request_id(job.request_id):
+            return self._execute_bound(job)
+
+    def _execute_bound(self, job: Job) -> bool:
         entry = self._registry.get(job.kind)
         token = job.lease_token or ""
         if entry is None:  # pragma: no cover - claims only ask for registered kinds
             return False
+        extra = {
+            "job_id": job.id,
+            "kind": job.kind,
+            "attempt": job.attempts,
+            "request_id": job.request_id,
+        }
+        log.info("job %s (%s) started", job.id, job.kind, extra=extra)
         try:
             with _LeaseKeeper(self._engine, job, entry.lease_s):
                 entry.handler(job, self._context)
@@ -206,12 +219,19 @@ class Worker(Generic[C]):
                 write(lambda: ops.fail(job.id, token, error, _micros(), backoff))
             )
             log.warning(
-                "job %s (%s) failed on attempt %d -> %s", job.id, job.kind, job.attempts, status
+                "job %s (%s) failed on attempt %d -> %s",
+                job.id,
+                job.kind,
+                job.attempts,
+                status,
+                extra={**extra, "error": f"{type(exc).__name__}: {exc}"},
             )
             return True
         done = self._engine.run(write(lambda: ops.complete(job.id, token, _micros())))
         if not done:
             log.warning("job %s finished after its lease was lost; its new holder decides", job.id)
+        else:
+            log.info("job %s (%s) done", job.id, job.kind, extra=extra)
         return True
 
     def run_pending(self, kinds: Sequence[str] | None = None, max_jobs: int | None = None) -> int:

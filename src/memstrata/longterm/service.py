@@ -22,6 +22,7 @@ from memstrata.longterm.model import Signal
 from memstrata.longterm.tier import FactsTier, ProfileTier
 from memstrata.storage.plan import Op
 from memstrata.types import Message, Role, Scope
+from memstrata.usage import MeteredLLM
 
 if TYPE_CHECKING:
     from memstrata.api.core import Core
@@ -71,7 +72,11 @@ class LongTermKit:
     @property
     def llm(self) -> LLM | None:
         """The model that extracts (default: the memory's LLM, shared with compaction)."""
-        return self._core.context.llm if self._llm is _UNSET else self._llm
+        if self._llm is _UNSET:
+            return self._core.context.llm
+        if self._llm is None:
+            return None
+        return MeteredLLM(self._llm, self._core.usage, self._core.rt.tokenizer)
 
     @llm.setter
     def llm(self, value: LLM | None) -> None:

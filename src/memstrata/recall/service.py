@@ -24,6 +24,7 @@ from memstrata.recall.fusion import Candidate, FusionParams, fuse, ranks
 from memstrata.recall.text import QueryInfo, analyse_query, document_text, mentions_time
 from memstrata.storage.plan import Op
 from memstrata.types import Message, Scope
+from memstrata.usage import MeteredEmbedder
 
 if TYPE_CHECKING:
     from memstrata.api.core import Core
@@ -247,7 +248,9 @@ class RecallEngine:
                 if not self._resolved:
                     self._embedder = _default_embedder(self._core)
                     self._resolved = True
-        return self._embedder if self.mode != "off" else None
+        if self.mode == "off" or self._embedder is None:
+            return None
+        return MeteredEmbedder(self._embedder, self._core.usage)
 
     def hook(self, scope: Scope, message: Message) -> Op[None]:
         """Index a stored message (inside its transaction) and queue its embedding."""

@@ -9,6 +9,7 @@ from fastapi import FastAPI
 
 from memstrata.api import AsyncMemory
 from memstrata.config import Settings
+from memstrata.mcpserver import mount_mcp  # loads the optional mcp SDK only if installed
 from memstrata.server import (
     health,
     routes_admin,
@@ -16,15 +17,19 @@ from memstrata.server import (
     routes_conversations,
     routes_jobs,
     routes_longterm,
+    routes_me,
     routes_messages,
     routes_nodes,
     routes_recall,
     routes_state,
+    ui,
 )
 from memstrata.server.limits import BodyLimit
 from memstrata.server.metrics import Metrics, MetricsMiddleware
 from memstrata.server.openapi import install_openapi
 from memstrata.server.problems import install_problem_handlers
+from memstrata.server.ratelimit import rate_limiter
+from memstrata.server.requests import RequestMiddleware
 
 __all__ = ["create_app"]
 
@@ -69,6 +74,7 @@ def create_app(memory: AsyncMemory | None = None, settings: Settings | None = No
     app.state.memory = mem
     app.state.settings = settings
     app.state.metrics = Metrics()
+    app.state.limiter = rate_limiter(settings, mem.core.redis_url)
 
     install_problem_handlers(app)
     app.include_router(health.router)
@@ -81,9 +87,13 @@ def create_app(memory: AsyncMemory | None = None, settings: Settings | None = No
     app.include_router(routes_context.router)
     app.include_router(routes_nodes.router)
     app.include_router(routes_longterm.router)
+    app.include_router(routes_me.router)
+    ui.mount_ui(app)  # the web UI at / and /ui/ (not in the OpenAPI)
+    mount_mcp(app, mem)  # MCP (streamable HTTP) at /mcp behind the API keys; not in the OpenAPI
     install_openapi(app)
 
     # Added last is outermost: metrics see every answer, including a 413.
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
+    app.add_middleware(RequestMiddleware)  # outermost: every answer carries its request id
     return app

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from typing import Annotated, cast
 
+import anyio.to_thread
 from fastapi import Depends, Header, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from memstrata.api import AsyncMemory
 from memstrata.errors import Forbidden, InvalidInput, Unauthorized
+from memstrata.server.ratelimit import LocalBuckets, check
 from memstrata.storage.tenancy import Principal
 from memstrata.types import Scope
 
@@ -38,6 +40,7 @@ Mem = Annotated[AsyncMemory, Depends(get_memory)]
 
 
 async def principal(
+    request: Request,
     mem: Mem,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Principal:
@@ -46,6 +49,11 @@ async def principal(
     found = await mem.keys.authenticate(credentials.credentials)
     if found is None:
         raise Unauthorized("unknown or revoked API key")
+    limiter = getattr(request.app.state, "limiter", None)
+    if isinstance(limiter, LocalBuckets):
+        check(limiter, found.key_id)
+    elif limiter is not None:  # Redis: a network call, kept off the event loop
+        await anyio.to_thread.run_sync(check, limiter, found.key_id)
     return found
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
 
-from memstrata.errors import BackendUnavailable
+from memstrata.errors import BackendUnavailable, MemstrataError
 from memstrata.server.auth import Mem
-from memstrata.server.metrics import Metrics
+from memstrata.server.metrics import Metrics, render_state
 
 __all__ = ["router"]
 
@@ -39,9 +39,14 @@ async def readyz(mem: Mem) -> Response:
 
 @router.get(
     "/metrics",
-    summary="Request counts and latency sums (Prometheus text)",
+    summary="Requests, the job queue, model usage (Prometheus text)",
     response_class=PlainTextResponse,
 )
-async def metrics(request: Request) -> Response:
+async def metrics(request: Request, mem: Mem) -> Response:
     registry: Metrics = request.app.state.metrics
-    return PlainTextResponse(registry.render(), media_type=PROMETHEUS_TEXT)
+    try:
+        jobs = await mem.jobs.stats()
+    except MemstrataError:  # a scrape must still answer when the database does not
+        jobs = None
+    text = registry.render() + render_state(jobs, mem.core.usage.snapshot())
+    return PlainTextResponse(text, media_type=PROMETHEUS_TEXT)

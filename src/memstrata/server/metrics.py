@@ -10,10 +10,11 @@ from __future__ import annotations
 import threading
 import time
 from collections import defaultdict
+from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["Metrics", "MetricsMiddleware"]
+__all__ = ["Metrics", "MetricsMiddleware", "render_state"]
 
 Key = tuple[str, str, str]
 
@@ -59,6 +60,51 @@ class Metrics:
             )
             lines.append(f"memstrata_http_request_duration_seconds_count{{{labels[k]}}} {count[k]}")
         return "\n".join(lines) + "\n"
+
+
+def _family(name: str, kind: str, help_text: str, samples: list[tuple[str, float]]) -> list[str]:
+    lines = [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
+    lines += [f"{name}{labels} {value!r}" for labels, value in samples]
+    return lines
+
+
+def render_state(jobs: dict[str, Any] | None, usage: dict[str, Any]) -> str:
+    """Gauges of the job queue (read at scrape time) and this process's model usage."""
+    lines: list[str] = []
+    if jobs is not None:
+        lines += _family(
+            "memstrata_jobs",
+            "gauge",
+            "Jobs by status (dead: dead letters waiting for a retry).",
+            [(f'{{status="{s}"}}', float(n)) for s, n in sorted(jobs["counts"].items())],
+        )
+        lines += _family(
+            "memstrata_jobs_oldest_ready_age_seconds",
+            "gauge",
+            "How long the oldest due job has waited for a worker.",
+            [("", float(jobs["oldest_ready_age_s"]))],
+        )
+    llm = usage.get("llm", {})
+    for name, help_text in (
+        ("calls", "LLM calls by purpose."),
+        ("errors", "Failed LLM calls by purpose."),
+        ("prompt_tokens", "Prompt tokens sent to the LLM (memstrata's tokenizer)."),
+        ("completion_tokens", "Completion tokens received from the LLM."),
+        ("seconds", "Time spent waiting for the LLM."),
+    ):
+        samples = [(f'{{purpose="{_label(p)}"}}', v.get(name, 0.0)) for p, v in sorted(llm.items())]
+        lines += _family(f"memstrata_llm_{name}_total", "counter", help_text, samples)
+    embed = usage.get("embed", {})
+    for name, help_text in (
+        ("calls", "Embedder calls."),
+        ("errors", "Failed embedder calls."),
+        ("texts", "Texts embedded."),
+        ("seconds", "Time spent embedding."),
+    ):
+        lines += _family(
+            f"memstrata_embed_{name}_total", "counter", help_text, [("", embed.get(name, 0.0))]
+        )
+    return "\n".join(lines) + "\n"
 
 
 class MetricsMiddleware:

@@ -1,4 +1,4 @@
-"""Messages of a conversation: append (idempotent), read, complete, leaves and history."""
+"""Messages of a conversation: append (idempotent), list, read, complete, leaves and history."""
 
 from __future__ import annotations
 
@@ -78,6 +78,23 @@ async def append_message(mem: Mem, scope: CallerScope, cid: str, request: Reques
     message, created = await mem.messages.put(scope, cid, body)
     headers = {"Location": f"/v1/conversations/{cid}/messages/{message.id}"} if created else None
     return JSONResponse(message.to_dict(), status_code=201 if created else 200, headers=headers)
+
+
+@router.get(
+    "/messages",
+    response_model=MessagePage,
+    responses=_NOT_FOUND,
+    summary="List every message of a conversation, all branches, oldest first",
+    description=(
+        "Server order (`seq`): a parent always comes before its children, so the whole "
+        "tree can be rebuilt page by page from `parent_id`."
+    ),
+)
+async def list_messages(
+    mem: Mem, scope: CallerScope, cid: str, limit: Limit = None, cursor: Cursor = None
+) -> Response:
+    page = await mem.messages.list(scope, cid, limit=limit, cursor=cursor)
+    return JSONResponse(page_body(page, _out))
 
 
 @router.get(

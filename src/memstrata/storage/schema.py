@@ -430,6 +430,14 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
             "long-term memory: facts, their sources and history, profiles, extraction log",
             _render(dialect, _LONGTERM_TABLES),
         ),
+        Migration(
+            8,
+            "jobs: the request id that queued a job (logs follow it); keys: an expiry time",
+            (
+                "ALTER TABLE jobs ADD COLUMN request_id TEXT",
+                f"ALTER TABLE api_keys ADD COLUMN expires_at {_TYPES[dialect]['time']}",
+            ),
+        ),
     )
     for dialect in _TYPES
 }

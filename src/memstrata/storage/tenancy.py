@@ -7,7 +7,7 @@ import secrets
 from dataclasses import dataclass
 from datetime import datetime
 
-from memstrata.errors import NotFound
+from memstrata.errors import InvalidInput, NotFound
 from memstrata.storage.plan import Exec, Op, Query
 from memstrata.storage.records import from_micros
 
@@ -46,6 +46,7 @@ class ApiKey:
     label: str | None
     created_at: datetime
     revoked_at: datetime | None
+    expires_at: datetime | None = None
 
 
 def hash_secret(secret: str) -> str:
@@ -77,9 +78,17 @@ def list_users(tenant: str, after: str | None, limit: int) -> Op[list[tuple[str,
 
 
 def create_key(
-    tenant: str, user: str | None, admin: bool, label: str | None, now: int
+    tenant: str,
+    user: str | None,
+    admin: bool,
+    label: str | None,
+    now: int,
+    expires_at: int | None = None,
 ) -> Op[tuple[ApiKey, str]]:
-    """Create a key; returns the record and the secret, which is shown only once."""
+    """Create a key; returns the record and the secret, which is shown only once.
+    ``expires_at`` (µs): refused from then on, like a revoked key."""
+    if expires_at is not None and expires_at <= now:
+        raise InvalidInput("a key must expire in the future", field="expires_at")
     yield Exec(
         "INSERT INTO tenants (id, created_at) VALUES (?, ?) ON CONFLICT DO NOTHING", (tenant, now)
     )
@@ -89,18 +98,33 @@ def create_key(
     # Hex keeps the key one unambiguous token: msk_<id>_<64 hex chars, 256 random bits>.
     secret = f"{KEY_PREFIX}_{key_id}_{secrets.token_hex(32)}"
     yield Exec(
-        "INSERT INTO api_keys (id, tenant_id, user_id, is_admin, secret_hash, label, created_at) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (key_id, tenant, user, int(admin), hash_secret(secret), label, now),
+        "INSERT INTO api_keys (id, tenant_id, user_id, is_admin, secret_hash, label, created_at, "
+        "expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (key_id, tenant, user, int(admin), hash_secret(secret), label, now, expires_at),
     )
-    return ApiKey(key_id, tenant, user, admin, label, from_micros(now), None), secret
+    expiry = None if expires_at is None else from_micros(expires_at)
+    return ApiKey(key_id, tenant, user, admin, label, from_micros(now), None, expiry), secret
 
 
-def authenticate(secret: str) -> Op[Principal | None]:
+def rotate_key(key_id: str, now: int, expires_at: int | None = None) -> Op[tuple[ApiKey, str]]:
+    """Revoke a live key and create its successor (same tenant, user, role and label) in
+    one transaction: the old secret is refused from the moment the new one exists."""
+    rows = yield Query(
+        "SELECT tenant_id, user_id, is_admin, label FROM api_keys WHERE id = ? AND revoked_at IS NULL",
+        (key_id,),
+    )
+    if not rows:
+        raise NotFound(f"no live key {key_id!r}")
+    tenant, user, admin, label = rows[0]
+    yield from revoke_key(key_id, now)
+    return (yield from create_key(tenant, user, bool(admin), label, now, expires_at))
+
+
+def authenticate(secret: str, now: int) -> Op[Principal | None]:
     rows = yield Query(
         "SELECT id, tenant_id, user_id, is_admin FROM api_keys "
-        "WHERE secret_hash = ? AND revoked_at IS NULL",
-        (hash_secret(secret),),
+        "WHERE secret_hash = ? AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)",
+        (hash_secret(secret), now),
     )
     if not rows:
         return None
@@ -109,7 +133,10 @@ def authenticate(secret: str) -> Op[Principal | None]:
 
 
 def list_keys(tenant: str | None) -> Op[list[ApiKey]]:
-    sql = "SELECT id, tenant_id, user_id, is_admin, label, created_at, revoked_at FROM api_keys"
+    sql = (
+        "SELECT id, tenant_id, user_id, is_admin, label, created_at, revoked_at, expires_at "
+        "FROM api_keys"
+    )
     params: tuple[str, ...] = ()
     if tenant is not None:
         sql += " WHERE tenant_id = ?"
@@ -124,6 +151,7 @@ def list_keys(tenant: str | None) -> Op[list[ApiKey]]:
             r[4],
             from_micros(r[5]),
             None if r[6] is None else from_micros(r[6]),
+            None if r[7] is None else from_micros(r[7]),
         )
         for r in rows
     ]

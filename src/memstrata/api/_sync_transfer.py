@@ -1,0 +1,94 @@
+"""Generated from ``_async_transfer.py`` by ``scripts/unasync.py``: do not edit."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable, Iterable
+from functools import partial
+
+from memstrata.api._sync_recall import Recall
+from memstrata.api.core import Core
+from memstrata.nodes.service import blobs_for
+from memstrata.storage.plan import read, write
+from memstrata.transfer.native import (
+    BATCH,
+    ExportScope,
+    Row,
+    blob_prefixes,
+    dump_line,
+    export_rows,
+    header,
+    insert_rows,
+    parse_lines,
+)
+
+__all__ = ["Transfer"]
+
+
+class Transfer:
+    """Move a whole store, or one user's data, in memstrata's own format."""
+
+    def __init__(self, core: Core) -> None:
+        self._core = core
+
+    def export(
+        self,
+        write_line: Callable[[str], object],
+        *,
+        tenant: str | None = None,
+        user: str | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> dict[str, int]:
+        """Write the export line by line (each without its newline) to ``write_line``;
+        with ``tenant`` and ``user``, only that user's data (a data-subject export)."""
+        scope = ExportScope(tenant, user)
+        tick = progress or (lambda n: None)
+
+        def sink(line: str) -> None:
+            write_line(line)
+            tick(1)
+
+        write_line(dump_line(header(scope)))
+        rows = self._core.engine.run(read(partial(export_rows, scope, sink)))
+        prefixes = self._core.engine.run(read(partial(blob_prefixes, scope)))
+        store = blobs_for(self._core).store
+        keys: list[str] = []
+        for prefix in prefixes:
+            keys += [m.key for m in store.list_prefix(prefix)]
+        for key in sorted(keys):
+            blob = store.get(key)
+            write_line(dump_line({"blob": key, "b64": base64.b64encode(blob.data).decode("ascii")}))
+            tick(1)
+        return {"rows": rows, "blobs": len(keys)}
+
+    def import_(
+        self, lines: Iterable[str], *, progress: Callable[[int], None] | None = None
+    ) -> dict[str, int]:
+        """Import an export (idempotent: ids are kept, rows already there are left alone);
+        then index the imported messages for recall."""
+        head, items = parse_lines(lines)
+        dialect = self._core.engine.dialect
+        store = blobs_for(self._core).store
+        tick = progress or (lambda n: None)
+        added = read_rows = blobs = 0
+        batch: list[Row] = []
+        for item in items:
+            if isinstance(item[1], bytes):
+                store.put(item[0], item[1])
+                blobs += 1
+                tick(1)
+                continue
+            batch.append(item)
+            if len(batch) == BATCH:
+                added += self._core.engine.run(
+                    write(partial(insert_rows, dialect, head, batch))
+                )
+                read_rows += len(batch)
+                tick(len(batch))
+                batch = []
+        if batch:
+            added += self._core.engine.run(write(partial(insert_rows, dialect, head, batch)))
+            read_rows += len(batch)
+            tick(len(batch))
+        indexed = Recall(self._core).backfill()
+        return {"rows": read_rows, "added": added, "blobs": blobs, "indexed": indexed}

@@ -1,0 +1,119 @@
+"""Results of the remote client that have no exact embedded type to rebuild.
+
+The REST history carries each message's id, role, content, files and tool calls,
+not the whole stored row; :class:`RemoteHistory` holds those and renders them
+with the embedded renderers, so ``to_openai()`` gives the same bytes. A context's
+report is the embedded :class:`~memstrata.context.ops.ContextReport`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+from memstrata.context.ops import ContextReport
+from memstrata.conversation.render import to_openai, to_text
+from memstrata.types import FileRef, Message, Role, ToolCall, dump_files, dump_tool_calls
+
+__all__ = ["HistoryMessage", "RemoteContext", "RemoteHistory", "RemoteNodeHistory"]
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryMessage:
+    """A message as history returns it over HTTP (the fields a model call needs)."""
+
+    id: str
+    role: Role
+    content: str
+    files: tuple[FileRef, ...]
+    tool_calls: tuple[ToolCall, ...]
+    tool_call_id: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "role": self.role.value,
+            "content": self.content,
+            "files": dump_files(self.files),
+            "tool_calls": dump_tool_calls(self.tool_calls),
+            "tool_call_id": self.tool_call_id,
+        }
+
+
+def _as_messages(messages: Sequence[HistoryMessage]) -> Sequence[Message]:
+    # The renderers read only role, content, files, tool_calls and tool_call_id.
+    return cast(Sequence[Message], messages)
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteHistory:
+    """Like :class:`~memstrata.conversation.history.History`: messages oldest first."""
+
+    leaf_id: str | None
+    messages: list[HistoryMessage]
+    tokens: int
+    truncated: bool
+    over_budget: bool
+
+    def to_openai(self, resolver: Any = None) -> list[dict[str, Any]]:
+        """OpenAI chat-completion messages (no ids), as ``History.to_openai``."""
+        return to_openai(_as_messages(self.messages), resolver)
+
+    def to_text(self, human_prefix: str = "Human", ai_prefix: str = "Assistant") -> str:
+        return to_text(_as_messages(self.messages), human_prefix=human_prefix, ai_prefix=ai_prefix)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "leaf_id": self.leaf_id,
+            "messages": [m.to_dict() for m in self.messages],
+            "tokens": self.tokens,
+            "truncated": self.truncated,
+            "over_budget": self.over_budget,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteContext:
+    """Like :class:`~memstrata.context.ops.Context`: chat messages and the report on them."""
+
+    messages: list[dict[str, Any]]
+    report: ContextReport
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"messages": self.messages, "report": self.report.to_dict()}
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteNodeHistory:
+    """Like :class:`~memstrata.nodes.thread.NodeHistory`, without the turns' resolved files."""
+
+    current_message_id: str | None
+    history: RemoteHistory
+
+    @property
+    def messages(self) -> list[HistoryMessage]:
+        return self.history.messages
+
+    @property
+    def tokens(self) -> int:
+        return self.history.tokens
+
+    @property
+    def truncated(self) -> bool:
+        return self.history.truncated
+
+    @property
+    def over_budget(self) -> bool:
+        return self.history.over_budget
+
+    def to_openai(self, resolver: Any = None) -> list[dict[str, Any]]:
+        return self.history.to_openai(resolver)
+
+    def to_text(self, human_prefix: str = "Human", ai_prefix: str = "Assistant") -> str:
+        return self.history.to_text(human_prefix, ai_prefix)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = self.history.to_dict()
+        del out["leaf_id"]
+        return {"current_message_id": self.current_message_id, **out}

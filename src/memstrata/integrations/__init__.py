@@ -1,0 +1,11 @@
+"""Optional adapters that let other frameworks keep their memory in memstrata.
+
+Each submodule needs its extra and says so on import when it is missing:
+
+- :mod:`memstrata.integrations.langchain` (``pip install 'memstrata[langchain]'``):
+  a LangChain chat message history over one memstrata conversation branch.
+- :mod:`memstrata.integrations.langgraph` (``pip install 'memstrata[langgraph]'``):
+  a LangGraph store over a tenant's long-term facts and working memory.
+
+Nothing here is imported by ``memstrata`` itself, so the core never needs them.
+"""

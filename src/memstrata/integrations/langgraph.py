@@ -1,0 +1,707 @@
+"""A LangGraph store over one tenant's long-term facts and working memory.
+
+LangGraph nodes read and write a ``BaseStore`` by namespace and key. This store maps
+that onto memstrata, so what a graph remembers is what ``mem.context`` injects:
+
+==========================================  ===========  =============================
+namespace                                   key          item value
+==========================================  ===========  =============================
+``("users", user, "facts")``                a fact id    ``content``, ``category``,
+                                            (a UUID)     ``confidence`` (writable);
+                                                         ``status``, ``origin``,
+                                                         ``source_error``, ... (read)
+``("users", user, "working")``              ``content``  ``content`` (markdown text or
+                                                         JSON), ``format``, ``version``
+``("users", user, "working", conv_id)``     ``content``  the same, for one conversation
+==========================================  ===========  =============================
+
+Facts:
+
+- ``put`` on the id of one of the user's facts edits it (nothing is written when the
+  writable fields are unchanged; memstrata keeps the previous version in the fact's
+  history). ``put`` on any other UUID adds a manual fact under that id, so a key chosen
+  with ``str(uuid.uuid4())`` finds its fact again. Keys must be UUIDs because fact ids
+  are. Fields memstrata manages (``status``, ``origin``, ``sources``, ...) may be sent
+  back as read and are ignored, except that ``status`` must not change: facts are
+  forgotten with ``delete``, not by status.
+- ``get`` returns a fact whatever its status; ``search`` shows active facts unless the
+  filter names a ``status`` (``{"status": "superseded"}``; ``"all"`` for every status).
+- ``delete`` erases the fact and its history.
+
+Search: ``filter`` matches item values field by field (equality, or ``$eq``, ``$ne``,
+``$gt``, ``$gte``, ``$lt``, ``$lte``). ``query`` is keyword overlap, not semantic
+search: an item's score is the share of the query's words found in its text, items
+without any are left out, and results come best first (then newest). Without a query
+they come newest first with no score. For semantic recall over conversations use
+``mem.recall``.
+
+Other namespaces hold nothing: ``put`` there raises
+:class:`~memstrata.errors.InvalidInput`, while ``get``, ``search`` and ``delete`` find
+nothing, as in any store. LangGraph refuses periods in namespace labels, so a user
+whose memstrata name has one cannot be reached through a store.
+
+Every op runs as its own memstrata call (a batch is not one transaction). Item TTLs and
+per-item index fields are not supported and raise
+:class:`~memstrata.errors.InvalidInput`. Listing or searching above one namespace
+reads each of the user's conversations for its working memory (one read each).
+
+Needs ``pip install 'memstrata[langgraph]'``; importing this module without it raises
+:class:`~memstrata.errors.MissingDependency`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import re
+from collections.abc import Callable, Generator, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from itertools import takewhile
+from typing import Any, Literal, TypeVar, cast
+
+import anyio.to_thread
+
+from memstrata.api import AsyncMemory, Memory
+from memstrata.errors import InvalidInput, MissingDependency, NotFound
+from memstrata.ids import parse_id
+from memstrata.longterm import store as fact_store
+from memstrata.longterm.model import Fact, FactOrigin
+from memstrata.runtime import Runtime
+from memstrata.state.ops import WorkingMemory
+from memstrata.storage.plan import Op, Plan, write
+from memstrata.types import Scope
+
+try:
+    from langgraph.store.base import (
+        BaseStore,
+        GetOp,
+        Item,
+        ListNamespacesOp,
+        MatchCondition,
+        PutOp,
+        Result,
+        SearchItem,
+        SearchOp,
+    )
+    from langgraph.store.base import Op as StoreOp
+except ImportError:
+    raise MissingDependency(
+        "the LangGraph integration needs langgraph: pip install 'memstrata[langgraph]'"
+    ) from None
+
+__all__ = ["MemstrataStore", "facts_namespace", "working_namespace"]
+
+T = TypeVar("T")
+
+_PAGE = 500  # the largest page memstrata serves
+_WORKING_KEY = "content"
+_FACT_WRITABLE = ("content", "category", "confidence", "source_error")
+_FACT_MANAGED = frozenset(
+    {"id", "status", "origin", "agent", "superseded_by", "reason", "sources"}
+    | {"created_at", "updated_at"}
+)
+_WORKING_WRITABLE = ("content", "format", "json_schema", "template")
+_WORKING_MANAGED = frozenset({"version", "updated_at", "conversation_id", "scope"})
+_OPERATORS = frozenset({"$eq", "$ne", "$gt", "$gte", "$lt", "$lte"})
+_WORD = re.compile(r"\w+")
+
+
+def facts_namespace(user: str) -> tuple[str, ...]:
+    """The namespace of a user's long-term facts."""
+    return ("users", user, "facts")
+
+
+def working_namespace(user: str, conversation_id: str | None = None) -> tuple[str, ...]:
+    """The namespace of a user's working memory, or of one of their conversations'."""
+    base = ("users", user, "working")
+    return base if conversation_id is None else (*base, conversation_id)
+
+
+# -- namespaces (pure) -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Target:
+    """One concrete namespace: a user's facts or one working-memory document."""
+
+    user: str
+    kind: Literal["facts", "working"]
+    conversation_id: str | None = None
+
+    @property
+    def namespace(self) -> tuple[str, ...]:
+        if self.kind == "facts":
+            return facts_namespace(self.user)
+        return working_namespace(self.user, self.conversation_id)
+
+
+_SHAPES = (
+    '("users", user, "facts"), ("users", user, "working") '
+    'or ("users", user, "working", conversation_id)'
+)
+
+
+def _parse(namespace: tuple[str, ...]) -> _Target | None:
+    """The namespace as a target, or None when it is outside the mapping."""
+    ns = tuple(namespace)
+    if len(ns) == 3 and ns[0] == "users" and ns[2] == "facts":
+        return _Target(ns[1], "facts")
+    if len(ns) in (3, 4) and ns[0] == "users" and ns[2] == "working":
+        return _Target(ns[1], "working", ns[3] if len(ns) == 4 else None)
+    return None
+
+
+def _required(namespace: tuple[str, ...]) -> _Target:
+    target = _parse(namespace)
+    if target is None:
+        raise InvalidInput(
+            f"MemstrataStore cannot store under {tuple(namespace)!r}; namespaces are {_SHAPES}",
+            field="namespace",
+        )
+    return target
+
+
+def _enumerable(prefix: tuple[str, ...]) -> bool:
+    """Whether some namespace of the mapping starts with ``prefix``."""
+    if len(prefix) > 4 or (len(prefix) == 4 and prefix[2] != "working"):
+        return False
+    if prefix[:1] not in ((), ("users",)):
+        return False
+    return len(prefix) < 3 or prefix[2] in ("facts", "working")
+
+
+def _matches_condition(namespace: tuple[str, ...], condition: MatchCondition) -> bool:
+    path = tuple(condition.path)
+    if len(path) > len(namespace):
+        return False
+    part = namespace[: len(path)] if condition.match_type == "prefix" else namespace[-len(path) :]
+    return all(p in ("*", n) for p, n in zip(path, part, strict=True)) if path else True
+
+
+# -- values, filters, scores (pure) ----------------------------------------------------------
+
+
+def _fact_value(fact: Fact) -> dict[str, Any]:
+    return {
+        "content": fact.content,
+        "category": fact.category,
+        "confidence": fact.confidence,
+        "status": fact.status.value,
+        "origin": fact.origin.value,
+        "source_error": fact.source_error,
+        "superseded_by": fact.superseded_by,
+        "reason": fact.reason,
+        "sources": [
+            {"conversation_id": s.conversation_id, "message_id": s.message_id} for s in fact.sources
+        ],
+    }
+
+
+def _working_value(wm: WorkingMemory) -> dict[str, Any]:
+    value: dict[str, Any] = {"content": wm.content, "format": wm.format, "version": wm.version}
+    if wm.json_schema is not None:
+        value["json_schema"] = wm.json_schema
+    if wm.template is not None:
+        value["template"] = wm.template
+    return value
+
+
+def _checked_fields(
+    value: Mapping[str, Any], writable: tuple[str, ...], managed: frozenset[str], what: str
+) -> dict[str, Any]:
+    if not isinstance(value, Mapping):
+        raise InvalidInput(f"a {what} value must be a mapping", field="value")
+    unknown = sorted(set(value) - set(writable) - managed)
+    if unknown:
+        raise InvalidInput(
+            f"unknown {what} fields {unknown}; writable: {', '.join(writable)}",
+            field=unknown[0],
+        )
+    return {k: value[k] for k in writable if k in value}
+
+
+def _compare(actual: Any, operator: str, expected: Any) -> bool:
+    try:
+        if operator == "$eq":
+            return bool(actual == expected)
+        if operator == "$ne":
+            return bool(actual != expected)
+        if operator == "$gt":
+            return bool(actual > expected)
+        if operator == "$gte":
+            return bool(actual >= expected)
+        if operator == "$lt":
+            return bool(actual < expected)
+        return bool(actual <= expected)
+    except TypeError:  # e.g. a number against a string: no match, as in a JSON store
+        return False
+
+
+def _condition_holds(value: Mapping[str, Any], name: str, condition: Any) -> bool:
+    ops = (
+        condition
+        if isinstance(condition, Mapping) and any(str(k).startswith("$") for k in condition)
+        else {"$eq": condition}
+    )
+    for operator, expected in ops.items():
+        if operator not in _OPERATORS:
+            raise InvalidInput(
+                f"filter operator {operator!r} is not one of {sorted(_OPERATORS)}", field="filter"
+            )
+        if name not in value:
+            if operator != "$ne":
+                return False
+            continue
+        if not _compare(value[name], operator, expected):
+            return False
+    return True
+
+
+def _passes(value: Mapping[str, Any], conditions: Mapping[str, Any]) -> bool:
+    return all(_condition_holds(value, k, c) for k, c in conditions.items())
+
+
+def _words(text: str) -> set[str]:
+    return {w.casefold() for w in _WORD.findall(text)}
+
+
+def _score(query_words: set[str], text: str) -> float:
+    """The share of the query's words that occur in ``text`` (0..1)."""
+    if not query_words:
+        return 0.0
+    return len(query_words & _words(text)) / len(query_words)
+
+
+def _status_pushdown(conditions: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The ``status`` to ask memstrata for, and the conditions left for Python.
+
+    No status in the filter means active facts only; ``"all"`` means every status.
+    """
+    rest = dict(conditions)
+    if "status" not in rest:
+        return "active", rest
+    wanted = rest["status"]
+    if wanted == "all":
+        del rest["status"]
+        return "all", rest
+    if isinstance(wanted, str):
+        return wanted, rest
+    return "all", rest  # an operator: fetch every status, filter here
+
+
+# -- the sans-IO plumbing --------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    """Call ``memory.<path>(*args, **kwargs)`` (the same path on Memory and AsyncMemory)."""
+
+    path: str
+    args: tuple[Any, ...] = ()
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class _Write:
+    """Run an operation in a write transaction of the memory's engine."""
+
+    make: Callable[[Runtime], Op[Any]]
+
+
+_Request = _Call | _Write
+_Steps = Generator[_Request, Any, T]
+
+
+def _call(path: str, *args: Any, **kwargs: Any) -> _Call:
+    return _Call(path, args, kwargs)
+
+
+def _resolve(memory: Memory | AsyncMemory, path: str) -> Any:
+    target: Any = memory
+    for part in path.split("."):
+        target = getattr(target, part)
+    return target
+
+
+def _runtime_issuing(rt: Runtime, first_id: str) -> Runtime:
+    """A copy of ``rt`` whose next new id is ``first_id`` (then the usual ids)."""
+    pending = [first_id]
+
+    def make_id() -> str:
+        return pending.pop() if pending else rt.make_id()
+
+    return dataclasses.replace(rt, make_id=make_id)
+
+
+def _plan(memory: Memory | AsyncMemory, request: _Write) -> Plan[Any]:
+    rt = memory.core.rt
+    return write(lambda: request.make(rt))
+
+
+def _run_sync(memory: Memory, steps: _Steps[T]) -> T:
+    reply: Any = None
+    error: Exception | None = None
+    while True:
+        try:
+            request = steps.send(reply) if error is None else steps.throw(error)
+        except StopIteration as done:
+            return cast(T, done.value)
+        reply, error = None, None
+        try:
+            if isinstance(request, _Write):
+                reply = memory.core.engine.run(_plan(memory, request))
+            else:
+                reply = _resolve(memory, request.path)(*request.args, **request.kwargs)
+        except Exception as exc:  # handed to the step, which may expect it (NotFound)
+            error = exc
+
+
+async def _run_async(memory: AsyncMemory, steps: _Steps[T]) -> T:
+    reply: Any = None
+    error: Exception | None = None
+    while True:
+        try:
+            request = steps.send(reply) if error is None else steps.throw(error)
+        except StopIteration as done:
+            return cast(T, done.value)
+        reply, error = None, None
+        try:
+            if isinstance(request, _Write):
+                reply = await memory.core.engine.arun(_plan(memory, request))
+            else:
+                reply = await _resolve(memory, request.path)(*request.args, **request.kwargs)
+        except Exception as exc:
+            error = exc
+
+
+# -- the store -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Found:
+    """An item before it becomes a LangGraph ``Item``/``SearchItem``, with its search text."""
+
+    namespace: tuple[str, ...]
+    key: str
+    value: dict[str, Any]
+    created_at: datetime
+    updated_at: datetime
+    text: str
+
+    def item(self) -> Item:
+        return Item(
+            value=self.value,
+            key=self.key,
+            namespace=self.namespace,
+            created_at=self.created_at,
+            updated_at=self.updated_at,
+        )
+
+    def search_item(self, score: float | None) -> SearchItem:
+        return SearchItem(
+            self.namespace, self.key, self.value, self.created_at, self.updated_at, score
+        )
+
+
+def _found_fact(target: _Target, fact: Fact) -> _Found:
+    return _Found(
+        target.namespace,
+        fact.id,
+        _fact_value(fact),
+        fact.created_at,
+        fact.updated_at,
+        fact.content,
+    )
+
+
+def _found_working(target: _Target, wm: WorkingMemory) -> _Found:
+    # Working memory keeps one timestamp, the latest write: it stands for both.
+    return _Found(
+        target.namespace, _WORKING_KEY, _working_value(wm), wm.updated_at, wm.updated_at, wm.text
+    )
+
+
+def _ranked(found: list[_Found], query: str | None) -> list[SearchItem]:
+    """Best keyword overlap first (then newest); without a query, newest first."""
+    if not query:
+        ordered = sorted(found, key=lambda f: f.updated_at, reverse=True)
+        return [f.search_item(None) for f in ordered]
+    words = _words(query)
+    scored = [(s, f) for f in found if (s := _score(words, f.text)) > 0]
+    scored.sort(key=lambda sf: (sf[0], sf[1].updated_at), reverse=True)
+    return [f.search_item(s) for s, f in scored]
+
+
+def _leading_labels(conditions: tuple[MatchCondition, ...]) -> tuple[str, ...]:
+    """The concrete labels a listing's prefix condition starts with (up to a wildcard)."""
+    for cond in conditions:
+        if cond.match_type == "prefix":
+            return tuple(takewhile(lambda label: label != "*", cond.path))
+    return ()
+
+
+class MemstrataStore(BaseStore):
+    """LangGraph's ``BaseStore`` over the facts and working memory of one tenant.
+
+    ``memory`` serves :meth:`batch`; :meth:`abatch` uses ``async_memory`` when given
+    (the same store, e.g. ``AsyncMemory(mem.core)``), else runs :meth:`batch` in a
+    worker thread. ``agent`` scopes every user's data to that agent, as
+    ``Scope(tenant, user, agent)`` does. See the module doc for the namespace mapping.
+    """
+
+    supports_ttl = False
+
+    def __init__(
+        self,
+        memory: Memory,
+        tenant: str,
+        *,
+        agent: str | None = None,
+        async_memory: AsyncMemory | None = None,
+    ) -> None:
+        Scope(tenant, "probe", agent)  # refuse bad names now rather than on first use
+        self._mem = memory
+        self._amem = async_memory
+        self.tenant = tenant
+        self.agent = agent
+
+    def batch(self, ops: Iterable[StoreOp]) -> list[Result]:
+        return _run_sync(self._mem, self._batch(list(ops)))
+
+    async def abatch(self, ops: Iterable[StoreOp]) -> list[Result]:
+        todo = list(ops)
+        if self._amem is None:
+            return await anyio.to_thread.run_sync(self.batch, todo)
+        return await _run_async(self._amem, self._batch(todo))
+
+    # -- dispatch --
+
+    def _scope(self, user: str) -> Scope:
+        return Scope(self.tenant, user, self.agent)
+
+    def _batch(self, ops: list[StoreOp]) -> _Steps[list[Result]]:
+        results: list[Result] = []
+        for op in ops:
+            if isinstance(op, GetOp):
+                found = yield from self._get(op.namespace, op.key)
+                results.append(None if found is None else found.item())
+            elif isinstance(op, PutOp):
+                yield from self._put(op)
+                results.append(None)
+            elif isinstance(op, SearchOp):
+                results.append((yield from self._search(op)))
+            elif isinstance(op, ListNamespacesOp):
+                results.append((yield from self._list_namespaces(op)))
+            else:
+                raise InvalidInput(f"unknown store operation {type(op).__name__}", field="op")
+        return results
+
+    # -- get --
+
+    def _get(self, namespace: tuple[str, ...], key: str) -> _Steps[_Found | None]:
+        target = _parse(namespace)
+        if target is None:
+            return None  # nothing can be stored there
+        if target.kind == "facts":
+            fact = yield from self._fact(target.user, key)
+            return None if fact is None else _found_fact(target, fact)
+        if key != _WORKING_KEY:
+            return None
+        wm = yield from self._working(target)
+        return None if wm is None else _found_working(target, wm)
+
+    def _fact(self, user: str, key: str) -> _Steps[Fact | None]:
+        scope = self._scope(user)
+        try:
+            fid = parse_id(key, field="key")
+        except InvalidInput:
+            return None  # fact ids are UUIDs: no fact has this key
+        try:
+            fact: Fact = yield _call("facts.get", scope, fid)
+        except NotFound:
+            return None
+        return fact
+
+    def _working(self, target: _Target) -> _Steps[WorkingMemory | None]:
+        scope = self._scope(target.user)
+        try:
+            wm: WorkingMemory = yield _call(
+                "working.get", scope, conversation_id=target.conversation_id
+            )
+        except NotFound:
+            return None
+        return wm
+
+    # -- put / delete --
+
+    def _put(self, op: PutOp) -> _Steps[None]:
+        if op.ttl is not None:
+            raise InvalidInput("MemstrataStore does not support item TTLs", field="ttl")
+        if op.index not in (None, False):
+            raise InvalidInput(
+                "MemstrataStore does not support per-item index fields (its search is "
+                "keyword overlap; semantic recall over conversations is mem.recall)",
+                field="index",
+            )
+        if op.value is None and _parse(op.namespace) is None:
+            return  # deleting from a namespace that cannot hold items: nothing to do
+        target = _required(op.namespace)
+        if target.kind == "facts":
+            if op.value is None:
+                yield from self._delete_fact(target.user, op.key)
+            else:
+                yield from self._put_fact(target.user, op.key, op.value)
+        elif op.value is None:
+            yield from self._delete_working(target, op.key)
+        else:
+            yield from self._put_working(target, op.key, op.value)
+
+    def _delete_fact(self, user: str, key: str) -> _Steps[None]:
+        fact = yield from self._fact(user, key)
+        if fact is None:
+            return  # deleting what is not there is a no-op, as in any store
+        with contextlib.suppress(NotFound):  # deleted meanwhile
+            yield _call("facts.delete", self._scope(user), fact.id)
+
+    def _put_fact(self, user: str, key: str, value: Mapping[str, Any]) -> _Steps[None]:
+        scope = self._scope(user)
+        fid = parse_id(key, field="key")
+        fields = _checked_fields(value, _FACT_WRITABLE, _FACT_MANAGED, "fact")
+        current = yield from self._fact(user, fid)
+        status = "active" if current is None else current.status.value
+        if value.get("status", status) != status:
+            raise InvalidInput(
+                "a fact's status is kept by memstrata; delete the item to forget a fact",
+                field="status",
+            )
+        if current is not None:
+            if isinstance(fields.get("content"), str):
+                fields["content"] = " ".join(fields["content"].split())  # as memstrata stores it
+            changes = {k: v for k, v in fields.items() if getattr(current, k) != v}
+            if changes:
+                yield _call("facts.edit", scope, fid, **changes)
+            return
+        data = fact_store.check_fact_input(
+            fields.get("content"),
+            fields.get("category", "context"),
+            fields.get("confidence", 1.0),
+            fields.get("source_error"),
+        )
+        # memstrata picks fact ids itself; issuing the key as the next id keeps put/get
+        # symmetric (the same insert, events and checks as mem.facts.add).
+        yield _Write(
+            lambda rt: fact_store.add_fact(
+                _runtime_issuing(rt, fid), scope, data, FactOrigin.MANUAL
+            )
+        )
+
+    def _delete_working(self, target: _Target, key: str) -> _Steps[None]:
+        if key != _WORKING_KEY:
+            return
+        with contextlib.suppress(NotFound):  # not there: deleting is a no-op
+            yield _call(
+                "working.delete", self._scope(target.user), conversation_id=target.conversation_id
+            )
+
+    def _put_working(self, target: _Target, key: str, value: Mapping[str, Any]) -> _Steps[None]:
+        if key != _WORKING_KEY:
+            raise InvalidInput(
+                f"working memory is one document, under the key {_WORKING_KEY!r}", field="key"
+            )
+        fields = _checked_fields(value, _WORKING_WRITABLE, _WORKING_MANAGED, "working memory")
+        if "content" not in fields:
+            raise InvalidInput("a working memory value needs 'content'", field="content")
+        content = fields.pop("content")
+        yield _call(
+            "working.put",
+            self._scope(target.user),
+            content,
+            conversation_id=target.conversation_id,
+            **fields,
+        )
+
+    # -- search --
+
+    def _search(self, op: SearchOp) -> _Steps[list[SearchItem]]:
+        if op.limit < 0 or op.offset < 0:
+            raise InvalidInput("limit and offset must be >= 0", field="limit")
+        prefix = tuple(op.namespace_prefix)
+        if not _enumerable(prefix):
+            return []
+        conditions = dict(op.filter or {})
+        found: list[_Found] = []
+        for target in (yield from self._targets(prefix)):
+            if target.kind == "facts":
+                found.extend((yield from self._facts_matching(target, conditions)))
+                continue
+            wm = yield from self._working(target)
+            if wm is not None:
+                candidate = _found_working(target, wm)
+                if _passes(candidate.value, conditions):
+                    found.append(candidate)
+        return _ranked(found, op.query)[op.offset : op.offset + op.limit]
+
+    def _facts_matching(
+        self, target: _Target, conditions: Mapping[str, Any]
+    ) -> _Steps[list[_Found]]:
+        status, rest = _status_pushdown(conditions)
+        kwargs: dict[str, Any] = {"status": status}
+        if isinstance(rest.get("category"), str):
+            kwargs["category"] = rest["category"]
+        facts = yield from self._pages("facts.list", self._scope(target.user), **kwargs)
+        found = [_found_fact(target, fact) for fact in facts]
+        return [f for f in found if _passes(f.value, rest)]
+
+    def _pages(self, path: str, *args: Any, **kwargs: Any) -> _Steps[list[Any]]:
+        """Every item of a cursor-paginated memstrata list."""
+        items: list[Any] = []
+        cursor: str | None = None
+        while True:
+            page = yield _call(path, *args, limit=_PAGE, cursor=cursor, **kwargs)
+            items.extend(page.items)
+            cursor = page.next_cursor
+            if cursor is None:
+                return items
+
+    def _targets(self, prefix: tuple[str, ...]) -> _Steps[list[_Target]]:
+        """The namespaces under ``prefix`` that may hold items: each user's facts and
+        working memory, and the working memory of each of their conversations."""
+        if len(prefix) == 4:
+            return [_Target(prefix[1], "working", prefix[3])]
+        if len(prefix) >= 2:
+            users = [prefix[1]]
+        else:
+            users = [name for name, _ in (yield from self._pages("users.list", self.tenant))]
+        kinds = {prefix[2]} if len(prefix) == 3 else {"facts", "working"}
+        targets: list[_Target] = []
+        for user in users:
+            if "facts" in kinds:
+                targets.append(_Target(user, "facts"))
+            if "working" in kinds:
+                targets.append(_Target(user, "working"))
+                conversations = yield from self._pages("conversations.list", self._scope(user))
+                targets.extend(_Target(user, "working", c.id) for c in conversations)
+        return targets
+
+    # -- list_namespaces --
+
+    def _list_namespaces(self, op: ListNamespacesOp) -> _Steps[list[tuple[str, ...]]]:
+        conditions = tuple(op.match_conditions or ())
+        lead = _leading_labels(conditions)
+        while not _enumerable(lead):
+            lead = lead[:-1]  # the conditions below still drop what does not match
+        names: set[tuple[str, ...]] = set()
+        for target in (yield from self._targets(lead)):
+            ns = target.namespace
+            if not all(_matches_condition(ns, c) for c in conditions):
+                continue
+            if (yield from self._has_items(target)):
+                names.add(ns if op.max_depth is None else ns[: op.max_depth])
+        return sorted(names)[op.offset : op.offset + op.limit]
+
+    def _has_items(self, target: _Target) -> _Steps[bool]:
+        if target.kind == "working":
+            return (yield from self._working(target)) is not None
+        page = yield _call("facts.list", self._scope(target.user), status="all", limit=1)
+        return bool(page.items)

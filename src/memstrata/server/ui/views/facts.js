@@ -1,0 +1,199 @@
+// The user's facts with their provenance (each source conversation links to its tree,
+// at the message the fact came from) and, per fact, its history: the supersession chain
+// and every event on it.
+
+import { api } from "../api.js";
+import { add, badge, empty, errorBox, fill, h, link, shortId, when } from "../dom.js";
+
+const STATUSES = ["all", "active", "superseded", "removed", "evicted"];
+const STATUS_KIND = { active: "ok", superseded: "muted", removed: "warn", evicted: "warn" };
+
+/**
+ * The chain of facts in a history, oldest first: each fact once, in the order it was
+ * created, with whether it was superseded (and by which fact).
+ */
+function chainOf(events) {
+  const facts = new Map();
+  for (const e of events) {
+    if (!facts.has(e.fact_id)) facts.set(e.fact_id, { id: e.fact_id, content: e.content, by: null });
+    if (e.event === "superseded") facts.get(e.fact_id).by = e.related_id;
+  }
+  return [...facts.values()];
+}
+
+function historyView(fact, events) {
+  const chain = chainOf(events);
+  return [
+    h(
+      "ol",
+      { class: "chain", "data-testid": "fact-chain" },
+      chain.map((f) =>
+        h(
+          "li",
+          {
+            class: f.by ? "superseded" : "",
+            "data-testid": "chain-fact",
+            "data-id": f.id,
+            "data-superseded": String(Boolean(f.by)),
+            title: f.id,
+          },
+          h("span", { class: "chain-text" }, f.content),
+          f.id === fact.id ? badge("this fact") : null,
+          f.by ? badge("superseded") : null,
+        ),
+      ),
+    ),
+    h(
+      "table",
+      { class: "table compact", "data-testid": "fact-events" },
+      h(
+        "thead",
+        {},
+        h("tr", {}, h("th", {}, "when"), h("th", {}, "event"), h("th", {}, "fact"), h("th", {}, "reason")),
+      ),
+      h(
+        "tbody",
+        {},
+        events.map((e) =>
+          h(
+            "tr",
+            { "data-testid": "fact-event", "data-event": e.event, "data-fact": e.fact_id },
+            h("td", { class: "muted" }, when(e.at)),
+            h("td", {}, e.event),
+            h("td", {}, h("span", { class: "mono muted" }, shortId(e.fact_id)), " ", e.content),
+            h("td", {}, e.reason || ""),
+          ),
+        ),
+      ),
+    ),
+  ];
+}
+
+function factCard(f, byId) {
+  const history = h("div", { class: "history" });
+  const details = h(
+    "details",
+    {
+      "data-testid": "fact-history",
+      ontoggle: async () => {
+        if (!details.open || details.dataset.loaded) return;
+        details.dataset.loaded = "loading";
+        fill(history, h("p", { class: "muted" }, "Loading…"));
+        try {
+          const data = await api.get(`/v1/facts/${encodeURIComponent(f.id)}/history`);
+          fill(history, historyView(f, data.items));
+          details.dataset.loaded = "yes";
+        } catch (err) {
+          fill(history, errorBox(err));
+          delete details.dataset.loaded;
+        }
+      },
+    },
+    h("summary", {}, "History"),
+    history,
+  );
+  const successor = f.superseded_by ? byId.get(f.superseded_by) : null;
+  return h(
+    "article",
+    { class: `card fact status-${f.status}`, "data-testid": "fact", "data-id": f.id, "data-status": f.status },
+    h(
+      "div",
+      { class: "fact-head" },
+      h("span", { class: "fact-text", "data-testid": "fact-content" }, f.content),
+      badge(f.status, STATUS_KIND[f.status]),
+    ),
+    h(
+      "p",
+      { class: "muted small" },
+      `${f.category} · confidence ${Number(f.confidence).toFixed(2)} · ${f.origin}` +
+        (f.agent ? ` · agent ${f.agent}` : "") +
+        ` · ${when(f.created_at)} · `,
+      h("span", { class: "mono", title: f.id }, shortId(f.id)),
+    ),
+    f.superseded_by
+      ? h(
+          "p",
+          { class: "small", "data-testid": "superseded-by" },
+          "Superseded by ",
+          successor ? h("q", {}, successor.content) : h("span", { class: "mono" }, shortId(f.superseded_by)),
+          f.reason ? ` — ${f.reason}` : "",
+        )
+      : f.reason
+        ? h("p", { class: "small" }, f.reason)
+        : null,
+    f.source_error ? h("p", { class: "small error" }, `source error: ${f.source_error}`) : null,
+    f.sources.length
+      ? h(
+          "p",
+          { class: "small sources" },
+          "From ",
+          f.sources.map((s, i) => [
+            i ? ", " : "",
+            h(
+              "a",
+              {
+                href: link(`/c/${encodeURIComponent(s.conversation_id)}`, { focus: s.message_id }),
+                "data-testid": "fact-source",
+                "data-conversation": s.conversation_id,
+                title: `conversation ${s.conversation_id}, message ${s.message_id}`,
+              },
+              `conversation ${shortId(s.conversation_id)}`,
+            ),
+          ]),
+        )
+      : h("p", { class: "small muted" }, "No source conversation."),
+    details,
+  );
+}
+
+export async function factsView(route, ctx) {
+  const status = STATUSES.includes(route.query.status) ? route.query.status : "all";
+  const first = await api.get("/v1/facts", { status, limit: 100 });
+  const items = [...first.items];
+  const list = h("div", { class: "cards", "data-testid": "facts" });
+  const byId = new Map(items.map((f) => [f.id, f]));
+  const drawList = () =>
+    fill(list, items.length ? items.map((f) => factCard(f, byId)) : empty("No facts with this status."));
+  drawList();
+  let cursor = first.next_cursor;
+  const more = h(
+    "button",
+    {
+      type: "button",
+      class: "ghost",
+      onclick: async () => {
+        more.disabled = true;
+        try {
+          const page = await api.get("/v1/facts", { status, limit: 100, cursor });
+          for (const f of page.items) byId.set(f.id, f);
+          items.push(...page.items);
+          cursor = page.next_cursor;
+          drawList();
+        } catch (err) {
+          add(list, errorBox(err));
+        }
+        more.disabled = false;
+        more.hidden = !cursor;
+      },
+    },
+    "Load more",
+  );
+  more.hidden = !cursor;
+  const select = h(
+    "select",
+    {
+      id: "fact-status",
+      "data-testid": "fact-filter",
+      onchange: () => ctx.go("/facts", { status: select.value }),
+    },
+    STATUSES.map((s) => h("option", { value: s, selected: s === status }, s)),
+  );
+  return h(
+    "section",
+    {},
+    h("h1", {}, "Facts"),
+    h("div", { class: "toolbar" }, h("label", { for: "fact-status" }, "Status"), select),
+    list,
+    h("div", { class: "more" }, more),
+  );
+}

@@ -1,0 +1,1 @@
+"""The web UI, driven in a real browser."""

@@ -1,0 +1,559 @@
+"""The web UI in a real browser: ``memstrata serve`` over a seeded SQLite file, driven by
+headless chromium through playwright.
+
+The checks are what a person would look at: how many messages and branches the tree
+draws, which branch is highlighted, the token numbers of the context bar against the
+API's own report, a fact's superseded chain, the dead job and its retry. Every page must
+load without script errors and without asking anything of another origin.
+
+Screenshots go to ``$MEMSTRATA_SCREENSHOTS`` (or a temporary directory; its path is
+printed). Waits are bounded (they fail instead of hanging); nothing asserts on timing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import httpx
+import pytest
+from playwright.sync_api import (
+    Browser,
+    ConsoleMessage,
+    Locator,
+    Page,
+    Response,
+    expect,
+    sync_playwright,
+)
+
+from memstrata import Memory, Scope
+from memstrata.config import Settings
+from memstrata.testing import FakeLLM
+
+pytestmark = pytest.mark.server
+
+# Debian's chromium (playwright downloads no browser here); elsewhere, one on PATH.
+CHROMIUM = Path("/usr/bin/chromium")
+if not CHROMIUM.exists() and shutil.which("chromium"):
+    CHROMIUM = Path(str(shutil.which("chromium")))
+WAIT_SECONDS = 90  # upper bound for start-up on a loaded CI machine, not an expectation
+UI_TIMEOUT_MS = 60_000
+_CLI = (sys.executable, "-m", "memstrata.cli")
+
+expect.set_options(timeout=UI_TIMEOUT_MS)
+
+
+# -- seed data -------------------------------------------------------------------------------
+
+
+@dataclass
+class Seeded:
+    """What the store holds, as the test set it up."""
+
+    alice: str  # a user key of acme/alice
+    admin: str  # an admin key of acme
+    cid: str  # alice's conversation with three branches
+    other_cid: str  # alice's second conversation (an extraction waiting for a model)
+    ids: dict[str, str] = field(default_factory=dict)  # message name -> id
+    dead_job: str = ""
+    blocked_job: str = ""
+
+    @property
+    def active_path(self) -> list[str]:
+        return [self.ids[n] for n in ("q", "a1", "q2", "a2")]
+
+
+def _extraction(facts: list[dict[str, Any]], profile: dict[str, str] | None = None) -> str:
+    """A model's extraction answer (see tests/test_longterm.py for the shape)."""
+    return json.dumps({"profile": profile or {}, "newFacts": facts, "factsToRemove": []})
+
+
+def seed(db: str, home: Path) -> Seeded:
+    settings = Settings(home=home, worker="off", recall_embed="off")
+    mem = Memory.open(db, settings=settings)
+    try:
+        alice = Scope("acme", "alice")
+        c = mem.conversations.create(alice, title="Tea")
+        ids: dict[str, str] = {}
+
+        def say(name: str, role: str, content: str, **kw: Any) -> None:
+            ids[name] = mem.messages.append(alice, c.id, role=role, content=content, **kw).id
+
+        say("q", "user", "I like green tea. Any brewing tips?")
+        say("a1", "assistant", "Brew it at 75 °C for two minutes.")
+        say("q2", "user", "And for oolong?")
+        say("a2", "assistant", "Around 90 °C, several short steeps.")
+        # A regeneration of the last answer, and an edit of the second question.
+        say("regen", "assistant", "Water just off the boil, 85-95 °C.", parent_id=ids["q2"])
+        say("edit", "user", "And for <b>pu-erh</b>?", parent_id=ids["a1"])
+        say("e1", "assistant", "Rinse it first, then boiling water.")
+        mem.conversations.set_active_leaf(alice, c.id, ids["a2"])
+
+        # Two extractions: the second supersedes the first fact.
+        mem.longterm.kit.embedder = None
+        mem.longterm.kit.llm = FakeLLM(
+            [
+                _extraction(
+                    [
+                        {
+                            "content": "User likes green tea",
+                            "category": "preference",
+                            "confidence": 0.95,
+                        }
+                    ],
+                    {"workContext": "Works as a nurse."},
+                ),
+                _extraction(
+                    [
+                        {
+                            "content": "User prefers oolong over green tea",
+                            "category": "preference",
+                            "confidence": 0.9,
+                            "supersedes": ["f1"],
+                            "reason": "the user changed their mind",
+                        }
+                    ]
+                ),
+            ]
+        )
+        assert mem.longterm.flush(alice, c.id, leaf_id=ids["a1"]).counts["added"] == 1
+        assert mem.longterm.flush(alice, c.id, leaf_id=ids["a2"]).counts["superseded"] == 1
+
+        # A dead letter (a kind the server does not run) and an extraction left queued,
+        # which the server cannot run without a model (blocked).
+        def fail(job: Any, m: Any) -> None:
+            raise RuntimeError("export failed: disk quota exceeded")
+
+        mem.jobs.register("demo.export", fail)
+        dead = mem.jobs.enqueue(alice, "demo.export", payload={"n": 1}, max_attempts=1)
+        mem.core.worker()._backoff = lambda attempts: 0
+        mem.jobs.run_pending(kinds=["demo.export"])
+        other = mem.conversations.create(alice, title="Weekend plans")
+        mem.messages.append(alice, other.id, role="user", content="I like hiking on Sundays.")
+        blocked = mem.longterm.observe(alice, other.id)
+
+        # A workflow node's own memory, and another user whose data must stay apart.
+        mem.nodes.add_turn(
+            alice,
+            "support-bot",
+            c.id,
+            "classifier",
+            message_id=ids["q"],
+            user_content="I like green tea. Any brewing tips?",
+            assistant_content="intent: brewing-advice",
+        )
+        bob = Scope("acme", "bob")
+        mem.conversations.create(bob, title="Bob's notes")
+
+        return Seeded(
+            alice=mem.keys.create("acme", user="alice")[1],
+            admin=mem.keys.create("acme", admin=True)[1],
+            cid=c.id,
+            other_cid=other.id,
+            ids=ids,
+            dead_job=dead.id,
+            blocked_job=blocked.id,
+        )
+    finally:
+        mem.close()
+
+
+# -- the server ------------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Served:
+    base: str
+    seeded: Seeded
+
+    def api(self, method: str, path: str, **kw: Any) -> Any:
+        headers = {"Authorization": f"Bearer {self.seeded.alice}"}
+        with httpx.Client(base_url=self.base, trust_env=False, timeout=60) as c:
+            r = c.request(method, path, headers=headers, **kw)
+        assert r.status_code < 400, r.text
+        return r.json()
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    tmp = tmp_path_factory.mktemp("ui")
+    home = tmp / "home"
+    db = f"sqlite:///{(tmp / 'ui.db').as_posix()}"
+    seeded = seed(db, home)
+    port = _free_port()
+    # The server sees no model and no embedder settings from the machine running the tests.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSTRATA_")}
+    env |= {"MEMSTRATA_HOME": str(home), "MEMSTRATA_RECALL_EMBED": "off", "PYTHONUNBUFFERED": "1"}
+    log = (tmp / "server.log").open("w")
+    proc = subprocess.Popen(
+        [*_CLI, "serve", "--host", "127.0.0.1", "--port", str(port), "--db", db],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        env=env,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + WAIT_SECONDS
+        ready = False
+        with httpx.Client(base_url=base, trust_env=False, timeout=5) as c:
+            while time.monotonic() < deadline and proc.poll() is None and not ready:
+                try:
+                    ready = c.get("/readyz").status_code == 200
+                except httpx.TransportError:
+                    time.sleep(0.1)
+        if not ready:
+            pytest.fail("server did not become ready:\n" + (tmp / "server.log").read_text())
+        yield Served(base, seeded)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+# -- the browser -----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    if not CHROMIUM.exists():
+        pytest.skip(
+            "needs chromium (apt-get install chromium): the web UI test drives it as its "
+            "browser server"
+        )
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    where = os.environ.get("MEMSTRATA_SCREENSHOTS")
+    path = Path(where) if where else tmp_path_factory.mktemp("screenshots")
+    path.mkdir(parents=True, exist_ok=True)
+    print(f"\nweb UI screenshots: {path}")
+    return path
+
+
+@dataclass
+class UI:
+    """One browser page on the served UI, and what went wrong on it."""
+
+    page: Page
+    base: str
+    shots: Path
+    problems: list[str] = field(default_factory=list)
+
+    def watch(self) -> None:
+        origin = self.base
+
+        def on_console(msg: ConsoleMessage) -> None:
+            # Failed loads are judged by on_response, which knows which ones are expected.
+            if msg.type == "error" and not msg.text.startswith("Failed to load resource"):
+                self.problems.append(f"console: {msg.text}")
+
+        def on_response(r: Response) -> None:
+            path = urlsplit(r.url).path
+            # Telling a user key from an admin key asks /v1/users, which a user key may not.
+            if r.status >= 400 and not (r.status == 403 and path == "/v1/users"):
+                self.problems.append(f"{r.status} {r.request.method} {r.url}")
+
+        self.page.on("console", on_console)
+        self.page.on("pageerror", lambda e: self.problems.append(f"page error: {e}"))
+        self.page.on("response", on_response)
+        self.page.on(
+            "request",
+            lambda r: (
+                None if r.url.startswith(origin) else self.problems.append(f"off-site: {r.url}")
+            ),
+        )
+
+    def go(self, route: str) -> None:
+        self.page.goto(f"{self.base}/#{route}")
+
+    def sign_in(self, key: str) -> None:
+        self.page.goto(f"{self.base}/")
+        self.page.get_by_test_id("key-input").fill(key)
+        self.page.get_by_test_id("signin").click()
+        self.page.get_by_test_id("signout").wait_for()
+
+    def shot(self, name: str) -> Path:
+        path = self.shots / f"{name}.png"
+        self.page.screenshot(path=path, full_page=True)
+        return path
+
+    def attrs(self, testid: str, name: str) -> list[str]:
+        """``name`` of every element of the page with this test id, in document order."""
+        return attrs(self.page.get_by_test_id(testid), name)
+
+
+@pytest.fixture
+def ui(browser: Browser, served: Served, shots: Path) -> Iterator[UI]:
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    context.set_default_timeout(UI_TIMEOUT_MS)
+    page = context.new_page()
+    u = UI(page, served.base, shots)
+    u.watch()
+    try:
+        yield u
+    finally:
+        context.close()
+    assert u.problems == []
+
+
+def attrs(elements: Locator, name: str) -> list[str]:
+    return [e.get_attribute(name) or "" for e in elements.all()]
+
+
+def _query(page: Page) -> dict[str, list[str]]:
+    return parse_qs(urlsplit(page.url).fragment.partition("?")[2])
+
+
+# -- tests -----------------------------------------------------------------------------------
+
+
+def test_the_tree_draws_every_branch_and_highlights_the_active_one(ui: UI, served: Served):
+    s = served.seeded
+    ui.sign_in(s.alice)
+    titles = ui.page.get_by_test_id("conversation").locator("a")
+    expect(titles).to_have_text(["Weekend plans", "Tea"])  # newest first
+    titles.filter(has_text="Tea").click()
+    tree = ui.page.get_by_test_id("tree")
+    tree.wait_for()
+
+    messages = served.api("GET", f"/v1/conversations/{s.cid}/messages")["items"]
+    leaves = served.api("GET", f"/v1/conversations/{s.cid}/leaves")["items"]
+    history = served.api("GET", f"/v1/conversations/{s.cid}/history", params={"max_tokens": 10**6})
+    assert [m["id"] for m in history["messages"]] == s.active_path
+    nodes = tree.get_by_test_id("tree-node")
+    assert nodes.count() == len(messages) == 7
+    assert sorted(attrs(tree.get_by_test_id("tree-node"), "data-id")) == sorted(
+        m["id"] for m in messages
+    )
+    drawn_leaves = tree.locator("[data-testid=tree-node][data-leaf=true]")
+    assert drawn_leaves.count() == len(leaves) == 3
+    assert sorted(attrs(drawn_leaves, "data-id")) == sorted(m["id"] for m in leaves)
+    assert tree.get_by_test_id("fork").count() == 2  # under the second question, and the edit
+    summary = ui.page.get_by_test_id("conversation-summary").inner_text()
+    assert summary.startswith("7 messages · 3 branches")
+
+    # The highlighted nodes are exactly the active branch, and that is the one viewed.
+    highlighted = tree.locator("[data-testid=tree-node].active")
+    assert attrs(highlighted, "data-id") == s.active_path
+    viewed = tree.locator("[data-testid=tree-node][data-viewed=true]")
+    assert attrs(viewed, "data-id") == s.active_path
+    assert ui.attrs("branch-message", "data-id") == s.active_path
+    ui.shot("tree-active")
+
+    # Clicking another leaf views its branch; the active branch stays highlighted.
+    tree.locator(f"[data-id='{s.ids['e1']}']").click()
+    edited = [s.ids[n] for n in ("q", "a1", "edit", "e1")]
+    assert attrs(viewed, "data-id") == edited
+    assert attrs(highlighted, "data-id") == s.active_path
+    assert ui.attrs("branch-message", "data-id") == edited
+    assert _query(ui.page)["leaf"] == [s.ids["e1"]]
+    # Message text is shown as text, never as markup.
+    edit_node = tree.locator(f"[data-id='{s.ids['edit']}']")
+    assert "And for <b>pu-erh</b>?" in edit_node.inner_text()
+    assert edit_node.locator("b").count() == 0
+    ui.shot("tree-edit-branch")
+
+    # A reload keeps the session (this tab's storage) and the viewed branch (the address).
+    ui.page.reload()
+    expect(viewed).to_have_count(len(edited))
+    assert attrs(viewed, "data-id") == edited
+
+
+def test_the_context_bar_shows_the_api_report(ui: UI, served: Served):
+    s = served.seeded
+    leaf = s.ids["regen"]
+    budget = 90  # small enough that tiers lose items: the report has something dropped
+    ui.sign_in(s.alice)
+    ui.go(f"/c/{s.cid}?leaf={leaf}")
+    ui.page.get_by_test_id("budget").fill(str(budget))
+    ui.page.get_by_test_id("assemble").click()
+    ui.page.get_by_test_id("tier-bar").wait_for()
+    ui.page.get_by_test_id("context-result").scroll_into_view_if_needed()
+    ui.shot("context")
+    expected = served.api(
+        "POST", f"/v1/conversations/{s.cid}/context", json={"budget": budget, "leaf_id": leaf}
+    )
+    report = expected["report"]
+    assert report["dropped"], "the seed should make this budget drop something"
+    assert ui.page.get_by_test_id("context-result").get_attribute("data-leaf") == leaf
+
+    rows = {
+        r.get_attribute("data-tier"): int(r.get_by_test_id("tier-granted").inner_text())
+        for r in ui.page.get_by_test_id("tier-row").all()
+    }
+    assert rows == {name: t["granted"] for name, t in report["tiers"].items()}
+    segments = [
+        (seg.get_attribute("data-tier"), seg.inner_text().strip())
+        for seg in ui.page.get_by_test_id("tier-segment").all()
+    ]
+    assert segments == [
+        (name, f"{name} {t['granted']}") for name, t in report["tiers"].items() if t["granted"] > 0
+    ]
+    total = ui.page.get_by_test_id("context-total")
+    assert total.inner_text() == f"{report['total']} of {budget} tokens"
+    assert sum(t["granted"] for t in report["tiers"].values()) == report["total"]
+
+    shown = ui.page.get_by_test_id("context-message").all()
+    assert [m.locator(".turn-text").inner_text() for m in shown] == [
+        m["content"] for m in expected["messages"]
+    ]
+    assert ui.attrs("dropped-item", "data-tier") == [d["tier"] for d in report["dropped"]]
+
+
+def test_facts_show_provenance_and_the_superseded_chain(ui: UI, served: Served):
+    s = served.seeded
+    facts = served.api("GET", "/v1/facts", params={"status": "all"})["items"]
+    [old] = [f for f in facts if f["status"] == "superseded"]
+    [new] = [f for f in facts if f["status"] == "active"]
+    assert old["superseded_by"] == new["id"]
+    ui.sign_in(s.alice)
+    ui.go("/facts")
+    cards = ui.page.get_by_test_id("fact")
+    cards.first.wait_for()
+    assert ui.attrs("fact", "data-id") == [f["id"] for f in facts]
+    old_card = ui.page.locator(f"[data-testid=fact][data-id='{old['id']}']")
+    assert old_card.get_attribute("data-status") == "superseded"
+    assert new["content"] in old_card.get_by_test_id("superseded-by").inner_text()
+
+    # The history of the newer fact shows the chain, oldest first, the old one superseded.
+    new_card = ui.page.locator(f"[data-testid=fact][data-id='{new['id']}']")
+    new_card.locator("summary").click()
+    chain = new_card.get_by_test_id("chain-fact")
+    chain.nth(1).wait_for()
+    assert [c.locator(".chain-text").inner_text() for c in chain.all()] == [
+        old["content"],
+        new["content"],
+    ]
+    assert attrs(new_card.get_by_test_id("chain-fact"), "data-id") == [old["id"], new["id"]]
+    assert attrs(new_card.get_by_test_id("chain-fact"), "data-superseded") == ["true", "false"]
+    events = served.api("GET", f"/v1/facts/{new['id']}/history")["items"]
+    assert attrs(new_card.get_by_test_id("fact-event"), "data-event") == [
+        e["event"] for e in events
+    ]
+    assert [e["event"] for e in events] == ["created", "created", "superseded"]
+    ui.shot("facts")
+
+    # Provenance: the source link opens that conversation's tree at the source message.
+    [source] = old["sources"]
+    link = old_card.get_by_test_id("fact-source")
+    assert link.get_attribute("data-conversation") == source["conversation_id"] == s.cid
+    link.click()
+    focused = ui.page.locator("[data-testid=tree-node].focus")
+    focused.wait_for()
+    assert focused.get_attribute("data-id") == source["message_id"] == s.ids["q"]
+
+    ui.go("/profile")
+    work = ui.page.locator("[data-testid=profile-section][data-section=workContext]")
+    assert work.inner_text().startswith("Works as a nurse.")
+    ui.shot("profile")
+
+
+def test_jobs_list_dead_letters_and_retry_them(ui: UI, served: Served):
+    s = served.seeded
+    ui.sign_in(s.alice)
+    ui.go("/jobs")
+    ui.page.get_by_test_id("jobs").wait_for()
+    dead = ui.page.locator(f"[data-testid=job][data-id='{s.dead_job}']")
+    assert dead.get_attribute("data-status") == "dead"
+    assert "export failed: disk quota exceeded" in dead.get_by_test_id("last-error").inner_text()
+    waiting = ui.page.locator(f"[data-testid=job][data-id='{s.blocked_job}']")
+    assert waiting.get_attribute("data-status") == "queued"
+    blocked = served.api("GET", f"/v1/jobs/{s.blocked_job}")["blocked"]
+    assert blocked
+    assert waiting.get_by_test_id("blocked").inner_text() == f"blocked: {blocked}"
+    assert waiting.get_by_test_id("retry").count() == 0  # only dead jobs can be retried
+    ui.shot("jobs")
+
+    ui.page.get_by_test_id("job-filter").select_option("dead")
+    ui.page.wait_for_url(re.compile(r"status=dead"))
+    rows = ui.page.get_by_test_id("job")
+    expect(rows).to_have_count(1)  # the list of every job had two
+    assert ui.attrs("job", "data-id") == [s.dead_job]
+    ui.shot("jobs-dead")
+    rows.first.get_by_test_id("retry").click()
+    ui.page.get_by_text("No dead jobs.").wait_for()
+    assert served.api("GET", f"/v1/jobs/{s.dead_job}")["status"] == "queued"
+
+
+def test_node_memory_is_read_by_its_address(ui: UI, served: Served):
+    s = served.seeded
+    ui.sign_in(s.alice)
+    ui.go("/nodes")
+    ui.page.get_by_test_id("node-app").fill("support-bot")
+    ui.page.get_by_test_id("node-cid").fill(s.cid)
+    ui.page.get_by_test_id("node-id").fill("classifier")
+    ui.page.get_by_test_id("node-read").click()
+    shown = ui.page.get_by_test_id("node-message")
+    shown.nth(1).wait_for()
+    expected = served.api(
+        "GET", f"/v1/apps/support-bot/conversations/{s.cid}/nodes/classifier/history"
+    )["messages"]
+    assert [m.locator(".turn-text").inner_text() for m in shown.all()] == [
+        m["content"] for m in expected
+    ]
+    assert expected[-1]["content"] == "intent: brewing-advice"
+    ui.shot("nodes")
+
+
+def test_an_admin_key_picks_the_user_to_inspect(ui: UI, served: Served):
+    ui.sign_in(served.seeded.admin)
+    users = ui.page.get_by_test_id("user")
+    users.first.wait_for()
+    assert sorted(ui.attrs("user", "data-user")) == ["alice", "bob"]
+    ui.shot("users")
+    ui.page.locator("[data-testid=user][data-user=bob]").get_by_test_id("pick-user").click()
+    expect(ui.page.get_by_test_id("conversation").locator("a")).to_have_text(["Bob's notes"])
+    assert "acting as bob" in ui.page.get_by_test_id("who").inner_text()
+    ui.page.get_by_test_id("signout").click()
+    ui.page.get_by_test_id("key-input").wait_for()
+    assert ui.page.evaluate("sessionStorage.length") == 0
+
+
+def test_only_the_page_and_its_files_are_the_ui(served: Served):
+    with httpx.Client(base_url=served.base, trust_env=False, timeout=30) as c:
+        page = c.get("/")
+        assert page.status_code == 200
+        assert page.headers["content-type"].startswith("text/html")
+        assert "script-src 'self'" in page.headers["content-security-policy"]
+        script = c.get("/ui/app.js")
+        assert script.status_code == 200
+        assert "javascript" in script.headers["content-type"]
+        for path in ("/ui/missing.js", "/ui/", "/nope", "/index.html"):
+            r = c.get(path)
+            assert r.status_code == 404, path
+            assert r.headers["content-type"].startswith("application/problem+json"), path
+        r = c.post("/")
+        assert r.status_code == 405
+        assert r.headers["content-type"].startswith("application/problem+json")
+        doc = c.get("/openapi.json").json()
+        assert not [p for p in doc["paths"] if p == "/" or p.startswith("/ui")]
