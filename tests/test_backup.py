@@ -32,11 +32,17 @@ def test_a_backup_holds_exactly_the_store(tmp_path: Path) -> None:
     try:
         c = mem.conversations.create(S, title="t")
         for i in range(50):
-            mem.messages.append(S, c.id, role="user" if i % 2 == 0 else "assistant", content=f"m{i}")
+            mem.messages.append(
+                S, c.id, role="user" if i % 2 == 0 else "assistant", content=f"m{i}"
+            )
         mem.facts.add(S, "likes backups")
         seen: list[tuple[int, int]] = []
-        size = backup_sqlite(tmp_path / "live.db", tmp_path / "copy.db", pages_per_step=2,
-                             progress=lambda done, total: seen.append((done, total)))
+        size = backup_sqlite(
+            tmp_path / "live.db",
+            tmp_path / "copy.db",
+            pages_per_step=2,
+            progress=lambda done, total: seen.append((done, total)),
+        )
         assert size > 0
         assert seen[-1][0] == seen[-1][1]
         copy = _open(tmp_path / "copy.db")
@@ -58,7 +64,9 @@ def test_a_backup_taken_during_writes_is_consistent(tmp_path: Path) -> None:
     def write() -> None:
         i = 0
         while not stop.is_set():
-            mem.messages.append(S, c.id, role="user" if i % 2 == 0 else "assistant", content=f"w{i}")
+            mem.messages.append(
+                S, c.id, role="user" if i % 2 == 0 else "assistant", content=f"w{i}"
+            )
             i += 1
 
     writer = threading.Thread(target=write)
@@ -95,7 +103,9 @@ def test_the_cli_backs_up_sqlite_and_points_postgres_to_its_tools(tmp_path: Path
     assert "integrity ok" in result.stdout
     assert out.exists()
     result = runner.invoke(
-        app, ["backup", "--out", str(tmp_path / "x.db"), "--db", "postgresql://localhost/x"], env=env
+        app,
+        ["backup", "--out", str(tmp_path / "x.db"), "--db", "postgresql://localhost/x"],
+        env=env,
     )
     assert result.exit_code == 1
     assert "pg_dump" in result.stderr
