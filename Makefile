@@ -31,6 +31,7 @@ lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check src tests scripts
 	$(BIN)/ruff format --check src tests scripts
 	$(BIN)/python scripts/unasync.py --check
+	$(BIN)/python scripts/gen_docs.py --check
 
 typecheck: $(VENV)/.installed-dev
 	$(BIN)/mypy src

@@ -80,7 +80,9 @@ def _settings(db: str | None) -> Settings:
 
 
 def _open(db: str | None) -> Memory:
-    settings = _settings(db)
+    """The store, for a short-lived command: it queues background work and leaves it to
+    ``memstrata serve`` or ``memstrata worker`` (no worker thread that exits with it)."""
+    settings = _settings(db).model_copy(update={"worker": "off"})
     return Memory.open(settings.database_url(), settings=settings)
 
 
@@ -622,8 +624,41 @@ def gc(
         bool, typer.Option("--node-memory", help="Delete node memories not written lately.")
     ] = False,
     older_than: Annotated[
-        str, typer.Option("--older-than", help="Age of the last write, e.g. 30d, 12h.")
+        str, typer.Option("--older-than", help="With --node-memory: age of the last write.")
     ] = "30d",
+    conversations_idle: Annotated[
+        str | None,
+        typer.Option(
+            "--conversations-idle",
+            help="Delete conversations idle this long (90d).",
+            show_default=False,
+        ),
+    ] = None,
+    jobs_done: Annotated[
+        str | None,
+        typer.Option(
+            "--jobs-done", help="Delete jobs finished this long ago (7d).", show_default=False
+        ),
+    ] = None,
+    checkpoints_expired: Annotated[
+        str | None,
+        typer.Option(
+            "--checkpoints-expired",
+            help="Delete checkpoints expired this long ago.",
+            show_default=False,
+        ),
+    ] = None,
+    snapshots_idle: Annotated[
+        str | None,
+        typer.Option(
+            "--snapshots-idle",
+            help="Delete run snapshots not updated this long.",
+            show_default=False,
+        ),
+    ] = None,
+    policies: Annotated[
+        bool, typer.Option("--policies", help="Apply the stored retention policies.")
+    ] = False,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Count what would go; delete nothing.")
     ] = False,
@@ -641,17 +676,79 @@ def gc(
     db: Db = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Delete stored data past its retention (today: node memories, with --node-memory)."""
-    if not node_memory:
-        raise typer.BadParameter("choose what to collect: --node-memory")
-    seconds = _duration(older_than)
+    """Delete stored data past its retention: by the stored policies (--policies), or by the
+    ages given here; deletions go through the cascades, so nothing derived is left behind."""
+    overrides = {
+        kind: _duration(age)
+        for kind, age in (
+            ("conversations", conversations_idle),
+            ("jobs", jobs_done),
+            ("checkpoints", checkpoints_expired),
+            ("snapshots", snapshots_idle),
+        )
+        if age is not None
+    }
+    if node_memory and not overrides and not policies:
+        _gc_node_memory(_duration(older_than), older_than, dry_run, tenant, blobs, db, as_json)
+        return
+    if node_memory:
+        overrides["node_memories"] = _duration(older_than)
+    if not overrides and not policies:
+        raise typer.BadParameter(
+            "choose what to collect: --policies, --conversations-idle, --jobs-done, "
+            "--checkpoints-expired, --snapshots-idle or --node-memory"
+        )
     from rich.progress import Progress
 
     with _errors():
-        settings = _settings(db)
-        if blobs:
-            settings = settings.model_copy(update={"blobs": blobs})
-        mem = Memory.open(settings.database_url(), blobs=settings.blobs, settings=settings)
+        mem = _open_with_blobs(db, blobs)
+        try:
+            with Progress(console=Console(stderr=True), transient=True) as bar:
+                task = bar.add_task("gc", total=None)
+
+                def step(kind: str, done: int) -> None:
+                    bar.update(task, description=f"gc {kind}", completed=done)
+
+                counts: dict[str, int] = {}
+                if policies:
+                    counts = mem.retention.apply(dry_run=dry_run, tenant=tenant, progress=step)
+                if overrides:
+                    more = mem.retention.apply(
+                        overrides=overrides, dry_run=dry_run, tenant=tenant, progress=step
+                    )
+                    counts = {k: counts.get(k, 0) + more[k] for k in more}
+        finally:
+            mem.close()
+    if as_json:
+        typer.echo(json.dumps({"dry_run": dry_run, "counts": counts}))
+        return
+    verb = "would delete" if dry_run else "deleted"
+    typer.echo(
+        ", ".join(f"{verb} {n} {kind}" for kind, n in counts.items() if n or kind in overrides)
+    )
+
+
+def _open_with_blobs(db: str | None, blobs: str | None) -> Memory:
+    settings = _settings(db).model_copy(update={"worker": "off"})
+    if blobs:
+        settings = settings.model_copy(update={"blobs": blobs})
+    return Memory.open(settings.database_url(), blobs=settings.blobs, settings=settings)
+
+
+def _gc_node_memory(
+    seconds: float,
+    older_than: str,
+    dry_run: bool,
+    tenant: str | None,
+    blobs: str | None,
+    db: str | None,
+    as_json: bool,
+) -> None:
+    """``gc --node-memory`` alone: the node-memory report, with objects and bytes."""
+    from rich.progress import Progress
+
+    with _errors():
+        mem = _open_with_blobs(db, blobs)
         try:
             with Progress(console=Console(stderr=True), transient=True) as bar:
                 task = bar.add_task("node memories", total=None)
@@ -740,8 +837,10 @@ def compact(
         raise typer.Exit(1)
 
 
-# Long-term memory (facts, export, import, jobs): the module adds its commands to ``app``.
-import memstrata.cli_mcp  # noqa: E402, F401  (adds ``memstrata mcp`` to ``app``)
+# The other command modules add their commands to ``app`` as they load.
+import memstrata.cli_data  # noqa: E402  (adds the data commands to ``app``)
+import memstrata.cli_mcp  # noqa: E402  (adds ``memstrata mcp`` to ``app``)
+import memstrata.cli_ops  # noqa: E402, F401  (adds ``memstrata retention`` to ``app``)
 from memstrata import cli_longterm  # noqa: E402  (it imports this module's helpers)
 
 

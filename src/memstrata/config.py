@@ -66,6 +66,20 @@ class Settings(BaseSettings):
         default="json", description="memstrata serve / worker logs: JSON lines or plain text."
     )
     log_level: str = Field(default="INFO", description="Level of memstrata's own logs.")
+    redact: str = Field(
+        default="",
+        description="Built-in kinds to redact before text reaches the LLM or the long-term "
+        "store, comma-separated: email, phone, secret.",
+    )
+    redact_patterns: list[str] = Field(
+        default_factory=list,
+        description="More regular expressions to redact (a JSON list in the environment).",
+    )
+    retention_interval_seconds: float = Field(
+        default=3600.0,
+        ge=0,
+        description="How often the retention job applies the policies (0: only memstrata gc).",
+    )
     longterm_capture: bool = Field(
         default=False,
         description="Queue long-term extraction as user messages and final replies are appended "

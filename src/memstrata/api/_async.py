@@ -15,6 +15,7 @@ from memstrata.api._async_context import AsyncCompaction
 from memstrata.api._async_longterm import AsyncFacts, AsyncLongTerm
 from memstrata.api._async_nodes import AsyncNodes
 from memstrata.api._async_recall import AsyncRecall
+from memstrata.api._async_retention import AsyncRetention
 from memstrata.api._async_state import (
     AsyncCheckpoints,
     AsyncIterations,
@@ -418,6 +419,7 @@ class AsyncMemory:
         self.facts = AsyncFacts(core)
         self.longterm = AsyncLongTerm(core)
         self.transfer = AsyncTransfer(core)
+        self.retention = AsyncRetention(core)
 
     @classmethod
     @overload

@@ -11,6 +11,7 @@ from __future__ import annotations
 import builtins
 import logging
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -200,10 +201,23 @@ class AsyncLongTerm:
             record = tally.record("failed", conversation_id, job_id, prep.signals, error=error)
             await self._core.engine.arun(write(lambda: store.record_update(rt, s, record)))
             raise
+        update = self._redacted(update)
         near = await self._near_duplicates(prep, update)
         record = tally.record("applied", conversation_id, job_id, prep.signals, notes=update.notes)
         plan = await self._finish(s, prep, update, record, near)
         return tally.result("applied", plan.counts(), tuple(update.notes) + tuple(plan.notes))
+
+    def _redacted(self, update: ProposedUpdate) -> ProposedUpdate:
+        """What is stored never carries what redaction hides from the model."""
+        red = self._core.redactor
+        if red is None:
+            return update
+        facts = tuple(
+            replace(f, content=red(f.content), source_error=f.source_error and red(f.source_error))
+            for f in update.new_facts
+        )
+        profile = {k: red(v) for k, v in update.profile.items()}
+        return replace(update, new_facts=facts, profile=profile)
 
     async def _ask(
         self, llm: LLM, messages: builtins.list[dict[str, str]], prep: ex.Prepared, tally: ex.Tally

@@ -11,6 +11,7 @@ from memstrata.api._sync_context import Compaction
 from memstrata.api._sync_longterm import Facts, LongTerm
 from memstrata.api._sync_nodes import Nodes
 from memstrata.api._sync_recall import Recall
+from memstrata.api._sync_retention import Retention
 from memstrata.api._sync_state import (
     Checkpoints,
     Iterations,
@@ -414,6 +415,7 @@ class Memory:
         self.facts = Facts(core)
         self.longterm = LongTerm(core)
         self.transfer = Transfer(core)
+        self.retention = Retention(core)
 
     @classmethod
     @overload

@@ -16,17 +16,18 @@ from memstrata.embeddings.port import Embedder
 from memstrata.errors import ConfigurationError, InvalidInput, MemstrataError
 from memstrata.jobs import ops as jobs_ops
 from memstrata.jobs.worker import JobRegistry, LocalWakeup, Wakeup, Worker
-from memstrata.llm import llm_from_settings
+from memstrata.llm import LLM, llm_from_settings
 from memstrata.locks import DistributedLock, FileLock
 from memstrata.nodes import ops as nodes_ops
 from memstrata.nodes import service as nodes_service
 from memstrata.recall.service import RecallEngine
+from memstrata.redact import RedactingLLM, Redactor
 from memstrata.runtime import Limits, Runtime
 from memstrata.state import ops as state_ops
 from memstrata.storage.plan import Op, Query, read
 from memstrata.tokens import get_tokenizer
 from memstrata.types import Scope
-from memstrata.usage import UsageMeter
+from memstrata.usage import MeteredLLM, UsageMeter
 
 __all__ = ["Core", "build", "checked_scope"]
 
@@ -113,11 +114,11 @@ class Core:
         runtime.cascade.on_conversation_delete(state_ops.delete_for_conversations)
         runtime.cascade.on_user_delete(state_ops.delete_for_user)
         self.usage = UsageMeter()
+        self.redactor = Redactor.build(
+            [k.strip() for k in settings.redact.split(",") if k.strip()], settings.redact_patterns
+        )
         self.context = ContextKit(
-            llm_from_settings(settings),
-            model=settings.llm_model,
-            meter=self.usage,
-            tokenizer=runtime.tokenizer,
+            llm_from_settings(settings), model=settings.llm_model, wrap=self.wrap_llm
         )
         self.jobs.register(COMPACT_JOB, compact_job)
         self.recall = RecallEngine(self, embedder)
@@ -127,6 +128,14 @@ class Core:
 
         self.longterm = LongTermKit(self)
         self.longterm.install()
+        from memstrata.api._async_retention import RETENTION_JOB, retention_job
+
+        self.jobs.register(RETENTION_JOB, retention_job, lease_s=600.0)
+
+    def wrap_llm(self, llm: LLM) -> LLM:
+        """A model as features call it: redacted (when configured), then metered."""
+        inner: LLM = llm if self.redactor is None else RedactingLLM(llm, self.redactor)
+        return MeteredLLM(inner, self.usage, self.rt.tokenizer)
 
     @classmethod
     def open(

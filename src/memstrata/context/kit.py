@@ -16,9 +16,7 @@ from memstrata.context.tiers import TierPolicy, TierProvider
 from memstrata.jobs.ops import Job
 from memstrata.llm import LLM
 from memstrata.storage.plan import Op
-from memstrata.tokens import Tokenizer
 from memstrata.types import Message, Scope
-from memstrata.usage import MeteredLLM, UsageMeter
 
 __all__ = [
     "COMPACT_JOB",
@@ -63,12 +61,10 @@ class ContextKit:
         llm: LLM | None = None,
         *,
         model: str | None = None,
-        meter: UsageMeter | None = None,
-        tokenizer: Tokenizer | None = None,
+        wrap: Callable[[LLM], LLM] | None = None,
     ) -> None:
         self._llm = llm
-        self._meter = meter
-        self._tokenizer = tokenizer
+        self._wrap = wrap
         self.model = model
         self.window = DEFAULT_WINDOW
         self.threshold = 0.8
@@ -82,11 +78,12 @@ class ContextKit:
 
     @property
     def llm(self) -> LLM | None:
-        """The memory's model (None: offline fallbacks); calls are counted in the meter."""
+        """The memory's model (None: offline fallbacks), as the memory calls it: redacted
+        and metered when so configured."""
         llm = self._llm
-        if llm is None or self._meter is None or self._tokenizer is None:
+        if llm is None or self._wrap is None:
             return llm
-        return MeteredLLM(llm, self._meter, self._tokenizer)
+        return self._wrap(llm)
 
     @llm.setter
     def llm(self, value: LLM | None) -> None:

@@ -22,7 +22,6 @@ from memstrata.longterm.model import Signal
 from memstrata.longterm.tier import FactsTier, ProfileTier
 from memstrata.storage.plan import Op
 from memstrata.types import Message, Role, Scope
-from memstrata.usage import MeteredLLM
 
 if TYPE_CHECKING:
     from memstrata.api.core import Core
@@ -76,7 +75,7 @@ class LongTermKit:
             return self._core.context.llm
         if self._llm is None:
             return None
-        return MeteredLLM(self._llm, self._core.usage, self._core.rt.tokenizer)
+        return self._core.wrap_llm(self._llm)
 
     @llm.setter
     def llm(self, value: LLM | None) -> None:

@@ -386,6 +386,17 @@ _LONGTERM_TABLES = (
     "CREATE INDEX longterm_updates_conversation ON longterm_updates (conversation_id)",
 )
 
+# Retention policies (migration 9): tenant '*' applies to tenants without their own.
+_RETENTION_TABLES = (
+    """CREATE TABLE retention_policies (
+        tenant_id TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        max_age_s BIGINT NOT NULL,
+        updated_at {time} NOT NULL,
+        PRIMARY KEY (tenant_id, kind)
+    )""",
+)
+
 _TYPES = {
     "sqlite": {
         "serial": "INTEGER PRIMARY KEY AUTOINCREMENT",
@@ -437,6 +448,11 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
                 "ALTER TABLE jobs ADD COLUMN request_id TEXT",
                 f"ALTER TABLE api_keys ADD COLUMN expires_at {_TYPES[dialect]['time']}",
             ),
+        ),
+        Migration(
+            9,
+            "retention: how long each kind of data is kept, per tenant",
+            _render(dialect, _RETENTION_TABLES),
         ),
     )
     for dialect in _TYPES

@@ -290,6 +290,12 @@ TABLES: tuple[TableSpec, ...] = (
         _USER,
         serial=True,
     ),
+    TableSpec(
+        "retention_policies",
+        ("tenant_id", "kind", "max_age_s", "updated_at"),
+        "tenant_id, kind",
+        None,  # the operator's settings, not a user's data
+    ),
 )
 
 #: Tables left out, and why: each is rebuilt from exported data or is per-process state.
