@@ -402,3 +402,20 @@ def test_detect_signals_looks_at_the_last_six_turns_only():
     assert detect_signals(old + recent) == frozenset()
     assert detect_signals(old[1:] + recent[1:] + [turn("user", "try again")]) == {C}
     assert detect_signals([old[0], *recent[1:]]) == {C}
+
+
+_VOCAB = [
+    "that's", "that", "is", "wrong", "incorrect", "you", "misunderstood", "try", "again", "redo",
+    "yes,", "exactly", "perfect", "perfect.", "right", "correct", "what", "i", "wanted", "needed",
+    "meant", "keep", "doing", "just", "like", "this", "great", "helpful", "不对", "你理解错了",
+    "重试", "重新来", "换一种", "改用", "对，", "就是这样", "完全正确", "就是这个意思", "正是我想要的",
+    "继续保持", "以后都保持这样", "。", "ok", "tea", "THAT'S", "WRONG",
+]  # fmt: skip
+
+
+@given(st.lists(st.sampled_from(_VOCAB), max_size=12).map(" ".join))
+def test_the_substring_prefilter_never_hides_a_signal(text: str) -> None:
+    from memstrata.longterm import capture
+
+    full = frozenset(s for s, pattern in capture._PATTERNS if pattern.search(text.strip()))
+    assert signals_in(text) == full

@@ -104,9 +104,24 @@ _REINFORCEMENT: tuple[re.Pattern[str], ...] = (
     re.compile(r"(?:以后|今后)(?:都|一直)?保持这样" + _ZH_END),
 )
 
-_PATTERNS: tuple[tuple[Signal, tuple[re.Pattern[str], ...]], ...] = (
-    (Signal.CORRECTION, _CORRECTION),
-    (Signal.REINFORCEMENT, _REINFORCEMENT),
+
+def _one(patterns: tuple[re.Pattern[str], ...]) -> re.Pattern[str]:
+    # One alternation per signal: this runs on every captured user message at append, where
+    # a single scan costs a fraction of many. Case folding leaves the Chinese ones as they are.
+    return re.compile("|".join(f"(?:{p.pattern})" for p in patterns), _I)
+
+
+# Every pattern above needs one of these (case-folded); most messages hold none, and a few
+# substring tests cost far less than a regular-expression scan.
+_NEEDLES = (
+    "wrong", "incorrect", "misunderstood", "again", "redo", "yes", "perfect", "exactly",
+    "right", "correct", "what i", "keep", "just", "this is", "对", "理解", "重试", "重新", "换一种",
+    "改用", "完全正确", "就是", "正是", "继续保持", "保持这样",
+)  # fmt: skip
+
+_PATTERNS: tuple[tuple[Signal, re.Pattern[str]], ...] = (
+    (Signal.CORRECTION, _one(_CORRECTION)),
+    (Signal.REINFORCEMENT, _one(_REINFORCEMENT)),
 )
 
 
@@ -170,11 +185,10 @@ def signals_in(text: str) -> frozenset[Signal]:
     """The signals one user message carries; correction and reinforcement are
     detected independently, so a message can carry both."""
     body = text.strip()
-    return frozenset(
-        signal
-        for signal, patterns in _PATTERNS
-        if any(pattern.search(body) for pattern in patterns)
-    )
+    folded = body.casefold()
+    if not any(needle in folded for needle in _NEEDLES):
+        return frozenset()
+    return frozenset(signal for signal, pattern in _PATTERNS if pattern.search(body))
 
 
 def detect_signals(turns: Sequence[Turn]) -> frozenset[Signal]:
