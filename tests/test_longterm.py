@@ -557,3 +557,26 @@ def test_users_stay_isolated_under_concurrent_extraction(memory: Memory) -> None
         assert contents == sorted(f"User likes canary{mine}{r}" for r in range(3))
     counts = Counter(u["outcome"] for s in scopes for u in memory.longterm.updates(s))
     assert counts == Counter({"applied": 15})
+
+
+def test_compaction_makes_the_pending_extraction_due_at_once(memory: Memory) -> None:
+    from memstrata.context.summarize import SECTIONS
+
+    _setup(memory, None)
+    memory.longterm.kit.capture = True
+    memory.longterm.kit.debounce_s = 300.0
+    memory.core.context.auto_compact = False
+    memory.core.context.llm = FakeLLM(
+        ["\n".join(f"### {name}\n- point about {name.lower()} 42" for name in SECTIONS)],
+        cycle=True,
+    )
+    s = fresh_scope()
+    c = memory.conversations.create(s)
+    for i in range(40):
+        _talk(memory, s, c.id, (f"question {i} " + "word " * 60, "answer " * 60))
+    [job] = memory.jobs.list(tenant=s.tenant, user=s.user).items
+    assert job.run_after > job.created_at  # debounced: 300 s out
+    result = memory.compact(s, c.id)
+    assert result.outcome == "compacted", result.reason
+    due = memory.jobs.get(job.id)
+    assert due.run_after <= due.updated_at  # due now: extraction runs before the window moves on
