@@ -115,6 +115,8 @@ class LongTermKit:
         """At append: queue (or push back) the conversation's extraction."""
         if not self.capture or not capturable(message):
             return
+        # Embedded mode: the process that captures also extracts (a cheap check after the first).
+        self._core.start_local_worker()
         flags = signals_in(message.content) if message.role is Role.USER else frozenset()
         if not flags:  # the common case: one UPDATE pushes the queued job back
             moved = yield from jobs_ops.push_back(
@@ -128,7 +130,6 @@ class LongTermKit:
             if moved:
                 return
         yield from self.enqueue(scope, message.conversation_id, message.id, flags)
-        self._core.start_local_worker()
 
     def pre_compaction(
         self, scope: Scope, conversation_id: str, batch: Sequence[Message]
