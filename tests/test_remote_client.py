@@ -79,7 +79,8 @@ def live(tmp_path: Path) -> Iterator[Live]:
 
     db = f"sqlite:///{(tmp_path / 'server.db').as_posix()}"
     settings = _settings(tmp_path / "server-home", db)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # IPPROTO_TCP: asyncio sets TCP_NODELAY only then (else ~40 ms per keep-alive answer).
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     server = uvicorn.Server(uvicorn.Config(create_app(settings=settings), log_level="warning"))

@@ -77,11 +77,23 @@ def _context() -> Benchmark:
     )
 
 
+def _load() -> Benchmark:
+    from memstrata.bench import load
+
+    return Benchmark(
+        name="load",
+        summary="64 concurrent clients on loopback: history and context, errors and p50/p99",
+        run=lambda db, sizes, progress, **_: load.run(db=db, progress=progress),
+        show=load.print_result,
+    )
+
+
 # Loaded on demand, so importing memstrata.bench stays cheap and a later benchmark's
 # optional peers (LangChain, mem0, ...) are imported only when that benchmark runs.
 _REGISTRY: dict[str, Callable[[], Benchmark]] = {
     "context": _context,
     "history": _history,
+    "load": _load,
     "locomo": _locomo,
     "nodes": _nodes,
 }
