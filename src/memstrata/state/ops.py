@@ -475,6 +475,9 @@ class Checkpoint:
 _CP_KEY = "tenant_id = ? AND user_id = ? AND agent_id = ? AND name = ? AND run_id = ?"
 
 
+MAX_TTL_S = 10 * 365 * 86_400
+
+
 def save_checkpoint(
     rt: Runtime,
     scope: Scope,
@@ -487,8 +490,9 @@ def save_checkpoint(
 ) -> Op[Checkpoint]:
     """Save (overwrite) a checkpoint; with ``ttl_s`` it expires that many seconds from now."""
     key = (scope.tenant, scope.user, scope.agent_key, _name(name, "name"), _name(run_id, "run_id"))
-    if ttl_s is not None and ttl_s <= 0:
-        raise InvalidInput("ttl_s must be > 0", field="ttl_s")
+    # A checkpoint lives at most ten years; anything longer (or not finite) is a mistake.
+    if ttl_s is not None and not 0 < ttl_s <= MAX_TTL_S:
+        raise InvalidInput(f"ttl_s must be > 0 and at most {MAX_TTL_S} (ten years)", field="ttl_s")
     if conversation_id is not None:
         yield from get_conversation(scope, conversation_id)
     text = _sized(_dump(state), "state")
