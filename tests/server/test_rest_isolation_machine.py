@@ -211,16 +211,21 @@ class RestIsolation(RuleBasedStateMachine):
 
     @rule(actor=actors, data=st.data())
     def replay_message_id(self, actor: Actor, data: st.DataObject) -> None:
-        """Appending with another message's id: its own replay is 409 (other content), and
-        another scope's id collides the same way without naming or showing anything."""
+        """Appending with a known message's id: its owner's replay with other content is a
+        409, and another scope's id collides the same way without naming or showing anything."""
         picked = self.pick_conv(data, actor)
         mid = self.pick_msg(data)
         if picked is None or mid is None:
             return
         actor, cid = picked
         body = {"id": mid, "role": "user", "content": f"again {self.canary(actor.scope)}"}
-        expect = {409} if self.live(cid, actor.scope) else {404}
-        self.call(actor, "POST", f"/v1/conversations/{cid}/messages", json=body, expect=expect)
+        # An id freed by its conversation's deletion can be used again.
+        taken = self.msgs[mid][1] not in self.deleted_convs
+        expect = ({409} if taken else {201}) if self.live(cid, actor.scope) else {404}
+        r = self.call(actor, "POST", f"/v1/conversations/{cid}/messages", json=body, expect=expect)
+        if r.status_code == 201:
+            self.msgs[mid] = (actor.scope, cid)
+            self.counts[cid] += 1
 
     @rule(actor=actors, data=st.data())
     def read_conversation(self, actor: Actor, data: st.DataObject) -> None:
