@@ -120,7 +120,9 @@ class AsyncRetention:
                 if tenant is None or p.tenant == tenant:
                     plan.append((kind, p.tenant, p.max_age_s, []))
             if default is not None and (tenant is None or tenant not in {p.tenant for p in own}):
-                plan.append((kind, tenant, default.max_age_s, [p.tenant for p in own]))
+                # One named tenant is filtered already; "the rest" leaves out the named ones.
+                rest = [p.tenant for p in own] if tenant is None else []
+                plan.append((kind, tenant, default.max_age_s, rest))
         return plan
 
     async def _apply_one(
@@ -133,12 +135,8 @@ class AsyncRetention:
         progress: Callable[[str, int], None] | None,
     ) -> int:
         if kind == "node_memories":
-            if exclude:  # the node-memory gc filters one tenant or none: do them one by one
-                return (
-                    0
-                    if tenant is not None
-                    else await self._nodes_except(max_age_s, exclude, dry_run)
-                )
+            if exclude:  # "every tenant but these": the node-memory gc takes one tenant or all
+                return await self._nodes_except(max_age_s, exclude, dry_run)
             report = await AsyncNodes(self._core).gc(max_age_s, dry_run=dry_run, tenant=tenant)
             return report.node_memories
         rt = self._core.rt
