@@ -12,7 +12,9 @@ import hashlib
 import os
 import secrets
 import signal
+import socket
 import subprocess
+import sys
 import tempfile
 import time
 import warnings
@@ -267,3 +269,66 @@ def kill_once_started(child: subprocess.Popen[bytes], marker: Path, what: str) -
     finally:
         if child.poll() is None:
             child.kill()
+
+
+# -- `memstrata serve` in a process of its own -------------------------------------------------
+
+CLI = (sys.executable, "-m", "memstrata.cli")
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def server_env(**settings: str) -> dict[str, str]:
+    """This process's environment without the machine's own MEMSTRATA_* settings, plus
+    ``settings`` (``home="..."`` becomes ``MEMSTRATA_HOME``)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSTRATA_")}
+    env |= {f"MEMSTRATA_{k.upper()}": v for k, v in settings.items()}
+    return env | {"PYTHONUNBUFFERED": "1"}
+
+
+def stop(proc: subprocess.Popen[Any]) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@contextmanager
+def memstrata_serve(
+    db: str, env: dict[str, str], log: Path, wait_s: float
+) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    """``memstrata serve --db db`` on a free loopback port, once ``/readyz`` answers 200:
+    yields (process, base URL); stopped (or found dead) afterwards."""
+    import httpx
+
+    port = free_port()
+    with log.open("a") as out:
+        proc = subprocess.Popen(
+            [*CLI, "serve", "--host", "127.0.0.1", "--port", str(port), "--db", db],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + wait_s
+        ready = False
+        with httpx.Client(base_url=base, trust_env=False, timeout=5) as c:
+            while time.monotonic() < deadline and proc.poll() is None and not ready:
+                try:
+                    ready = c.get("/readyz").status_code == 200
+                except httpx.TransportError:
+                    time.sleep(0.1)
+        if not ready:
+            pytest.fail("the server did not become ready:\n" + log.read_text())
+        yield proc, base
+    finally:
+        stop(proc)

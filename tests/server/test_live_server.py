@@ -21,6 +21,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from support import stop
+
 pytestmark = pytest.mark.server
 
 KEY = re.compile(r"msk_[0-9a-f]{12}_[A-Za-z0-9_-]{20,}")
@@ -94,12 +96,7 @@ def served(tmp_path: Path) -> Iterator[tuple[Server, str, str, dict[str, str]]]:
     try:
         yield Server(proc), f"http://127.0.0.1:{port}", db, env
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
         if proc.stdout is not None:
             proc.stdout.close()
 

@@ -16,10 +16,6 @@ import json
 import os
 import re
 import shutil
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +37,7 @@ from playwright.sync_api import (
 from memstrata import Memory, Scope
 from memstrata.config import Settings
 from memstrata.testing import FakeLLM
+from support import memstrata_serve, server_env
 
 pytestmark = pytest.mark.server
 
@@ -50,7 +47,6 @@ if not CHROMIUM.exists() and shutil.which("chromium"):
     CHROMIUM = Path(str(shutil.which("chromium")))
 WAIT_SECONDS = 90  # upper bound for start-up on a loaded CI machine, not an expectation
 UI_TIMEOUT_MS = 60_000
-_CLI = (sys.executable, "-m", "memstrata.cli")
 
 expect.set_options(timeout=UI_TIMEOUT_MS)
 
@@ -173,12 +169,6 @@ def seed(db: str, home: Path) -> Seeded:
 # -- the server ------------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @dataclass
 class Served:
     base: str
@@ -198,39 +188,10 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     home = tmp / "home"
     db = f"sqlite:///{(tmp / 'ui.db').as_posix()}"
     seeded = seed(db, home)
-    port = _free_port()
     # The server sees no model and no embedder settings from the machine running the tests.
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSTRATA_")}
-    env |= {"MEMSTRATA_HOME": str(home), "MEMSTRATA_RECALL_EMBED": "off", "PYTHONUNBUFFERED": "1"}
-    log = (tmp / "server.log").open("w")
-    proc = subprocess.Popen(
-        [*_CLI, "serve", "--host", "127.0.0.1", "--port", str(port), "--db", db],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        env=env,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + WAIT_SECONDS
-        ready = False
-        with httpx.Client(base_url=base, trust_env=False, timeout=5) as c:
-            while time.monotonic() < deadline and proc.poll() is None and not ready:
-                try:
-                    ready = c.get("/readyz").status_code == 200
-                except httpx.TransportError:
-                    time.sleep(0.1)
-        if not ready:
-            pytest.fail("server did not become ready:\n" + (tmp / "server.log").read_text())
+    env = server_env(home=str(home), recall_embed="off")
+    with memstrata_serve(db, env, tmp / "server.log", WAIT_SECONDS) as (_, base):
         yield Served(base, seeded)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
 
 
 # -- the browser -----------------------------------------------------------------------------
