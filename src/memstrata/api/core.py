@@ -242,6 +242,12 @@ class Core:
         if self._local_worker_wanted():
             self.worker().start(threads=1)
 
+    def resume_background_work(self) -> None:
+        """At the start of a long-running process (``memstrata serve``, ``memstrata mcp``):
+        start the in-process worker when this memory runs one, so jobs an earlier process
+        left queued (a killed server, a CLI command) run without waiting for a new one."""
+        self.start_local_worker()
+
     async def ajob_queued(self) -> None:
         # A Redis wake-up is a network call: keep it off the event loop.
         await anyio.to_thread.run_sync(self.job_queued)

@@ -56,6 +56,7 @@ def create_app(memory: AsyncMemory | None = None, settings: Settings | None = No
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        mem.core.resume_background_work()
         try:
             yield
         finally:
