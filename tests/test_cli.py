@@ -184,15 +184,22 @@ def test_bench_dispatches_to_run_bench(run, monkeypatch, tmp_path):
 
     calls = []
 
-    def fake_run_bench(name, *, out, db, sizes):
-        calls.append((name, out, db, sizes))
+    def fake_run_bench(name, *, out, db, sizes, data, runs, time_limit):
+        calls.append((name, out, db, sizes, data, runs, time_limit))
         return {"name": name}
 
     monkeypatch.setattr(memstrata.bench, "run_bench", fake_run_bench)
     out = tmp_path / "r.json"
     run("bench", "history", "--out", str(out), "--sizes", "10,20", "--sizes", "30")
     run("bench", "history")
-    assert calls == [("history", out, None, [10, 20, 30]), ("history", None, None, None)]
+    data = tmp_path / "d.json"
+    run("bench", "peers", "--data", str(data), "--runs", "5", "--time-limit", "60")
+    assert calls == [
+        ("history", out, None, [10, 20, 30], None, None, None),
+        ("history", None, None, None, None, None, None),
+        ("peers", None, None, None, data, 5, 60.0),
+    ]
+    run("bench", "peers", "--runs", "0", code=2)
     run("bench", "history", "--sizes", "ten", code=2)
 
 

@@ -585,7 +585,21 @@ def bench(
     ] = None,
     data: Annotated[
         Path | None,
-        typer.Option("--data", help="Data set of the benchmark (locomo: the LoCoMo JSON file)."),
+        typer.Option(
+            "--data", help="Data set of the benchmark (locomo, peers: the LoCoMo JSON file)."
+        ),
+    ] = None,
+    runs: Annotated[
+        int | None,
+        typer.Option("--runs", min=1, help="Repeated runs whose median is reported (peers)."),
+    ] = None,
+    time_limit: Annotated[
+        float | None,
+        typer.Option(
+            "--time-limit",
+            min=1,
+            help="Seconds of appends after which a system is reported as 'over' (peers).",
+        ),
     ] = None,
 ) -> None:
     """Run a benchmark: prints a table and writes the JSON envelope with --out."""
@@ -595,8 +609,7 @@ def bench(
             from memstrata.bench import run_bench
         except ImportError as exc:
             raise MissingDependency(f"benchmarks are not available: {exc}") from None
-        extra = {"data": data} if data is not None else {}  # only benchmarks that read data
-        run_bench(name, out=out, db=db, sizes=parsed, **extra)
+        run_bench(name, out=out, db=db, sizes=parsed, data=data, runs=runs, time_limit=time_limit)
 
 
 # -- node memory -----------------------------------------------------------------------------

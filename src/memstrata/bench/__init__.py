@@ -88,6 +88,36 @@ def _load() -> Benchmark:
     )
 
 
+def _peers() -> Benchmark:
+    from memstrata.bench import peers
+
+    def run(
+        db: str | None,
+        sizes: list[int] | None,
+        progress: Callable[[str], None],
+        data: Path | None = None,
+        runs: int | None = None,
+        time_limit: float | None = None,
+        **_: Any,
+    ) -> dict[str, Any]:
+        if db is not None:
+            raise InvalidInput("bench peers measures fresh SQLite files; --db does not apply")
+        return peers.run(
+            sizes=sizes,
+            runs=runs or peers.RUNS,
+            time_limit_s=time_limit or peers.TIME_LIMIT_S,
+            data=data,
+            progress=progress,
+        )
+
+    return Benchmark(
+        name="peers",
+        summary="memstrata vs LangChain, LlamaIndex, LangGraph (history) and mem0 (recall)",
+        run=run,
+        show=peers.print_result,
+    )
+
+
 # Loaded on demand, so importing memstrata.bench stays cheap and a later benchmark's
 # optional peers (LangChain, mem0, ...) are imported only when that benchmark runs.
 _REGISTRY: dict[str, Callable[[], Benchmark]] = {
@@ -96,6 +126,7 @@ _REGISTRY: dict[str, Callable[[], Benchmark]] = {
     "load": _load,
     "locomo": _locomo,
     "nodes": _nodes,
+    "peers": _peers,
 }
 
 
@@ -111,11 +142,14 @@ def run_bench(
     db: str | None = None,
     sizes: list[int] | None = None,
     data: Path | None = None,
+    runs: int | None = None,
+    time_limit: float | None = None,
 ) -> dict[str, Any]:
     """Run benchmark ``name``, print its table, write its JSON to ``out`` and return it.
 
     ``db`` is a database URL to measure instead of a fresh temporary store;
-    ``sizes`` overrides the benchmark's default sizes where it has any.
+    ``sizes`` overrides the benchmark's default sizes where it has any; ``runs`` and
+    ``time_limit`` (seconds) apply to benchmarks that repeat runs or stop slow systems.
     """
     factory = _REGISTRY.get(name)
     if factory is None:
@@ -126,7 +160,8 @@ def run_bench(
         )
     bench = factory()
     status = Console(stderr=True)
-    options = {"data": data} if data is not None else {}
+    given = {"data": data, "runs": runs, "time_limit": time_limit}
+    options = {k: v for k, v in given.items() if v is not None}
     result = bench.run(
         db, sizes, lambda line: status.print(line, style="dim", highlight=False), **options
     )

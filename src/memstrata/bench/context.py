@@ -21,8 +21,8 @@ from rich.console import Console
 
 from memstrata.api import Memory
 from memstrata.backends.registry import redact
-from memstrata.bench.history import TextGenerator, _all_leaves, _build
-from memstrata.bench.report import envelope, machine_line, percentile, print_table
+from memstrata.bench.history import TextGenerator, all_leaves, build_tree
+from memstrata.bench.report import envelope, machine_line, ms, percentile, print_table
 from memstrata.config import Settings
 from memstrata.errors import InvalidInput
 from memstrata.ids import new_id
@@ -36,10 +36,6 @@ WARMUP = 30
 BUDGET = 8000
 SEED = 1729
 TARGET_P95_MS = 30.0
-
-
-def _ms(ns: float) -> float:
-    return round(ns / 1e6, 4)
 
 
 def _one_size(
@@ -64,11 +60,11 @@ def _one_size(
         mem.core.recall.use(None)
         conv = mem.conversations.create(scope, title=f"context bench {size}")
         progress(f"context: appending {size:,} messages")
-        _build(mem, scope, conv.id, size, texts, rng)
+        build_tree(mem, scope, conv.id, size, texts, rng)
         mem.working.put(scope, "# User\n- name: bench\n- prefers concise answers")
         mem.plans.put(scope, conv.id, {"steps": ["read", "answer", "check"]})
         compacted = mem.compact(scope, conv.id).outcome
-        leaves = _all_leaves(mem, scope, conv.id)
+        leaves = all_leaves(mem, scope, conv.id)
         progress(f"context: {warmup + calls} calls on {len(leaves):,} leaves")
         pick = random.Random(f"{seed}:{size}:leaves")
         times: list[int] = []
@@ -94,9 +90,9 @@ def _one_size(
         "leaves": len(leaves),
         "compaction": compacted,
         "calls": calls,
-        "context_p50_ms": _ms(percentile(times, 50)),
-        "context_p95_ms": _ms(percentile(times, 95)),
-        "context_p99_ms": _ms(percentile(times, 99)),
+        "context_p50_ms": ms(percentile(times, 50)),
+        "context_p95_ms": ms(percentile(times, 95)),
+        "context_p99_ms": ms(percentile(times, 99)),
         "tokens_avg": round(sum(totals) / len(totals), 1),
         "calls_with_summary": with_summary,
     }

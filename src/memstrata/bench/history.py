@@ -28,13 +28,13 @@ from rich.console import Console
 
 from memstrata.api import Memory
 from memstrata.backends.registry import redact
-from memstrata.bench.report import envelope, fmt, machine_line, percentile, print_table
+from memstrata.bench.report import envelope, fmt, machine_line, ms, percentile, print_table
 from memstrata.config import Settings
 from memstrata.errors import InvalidInput
 from memstrata.ids import new_id
 from memstrata.types import Message, Scope
 
-__all__ = ["DEFAULT_SIZES", "TextGenerator", "print_result", "run"]
+__all__ = ["DEFAULT_SIZES", "TextGenerator", "all_leaves", "build_tree", "print_result", "run"]
 
 DEFAULT_SIZES = (1_000, 10_000, 100_000)
 CALLS = 300
@@ -142,7 +142,7 @@ class _Build:
     append_ns: list[int]
 
 
-def _build(
+def build_tree(
     mem: Memory, scope: Scope, cid: str, size: int, texts: Sequence[str], rng: random.Random
 ) -> _Build:
     """Append ``size`` messages as a branched tree; the branch choices come from ``rng``."""
@@ -199,7 +199,7 @@ def _build(
     return _Build(count, n_turns, regens, edits, roots, leaves, wall, append_ns)
 
 
-def _all_leaves(mem: Memory, scope: Scope, cid: str) -> list[Message]:
+def all_leaves(mem: Memory, scope: Scope, cid: str) -> list[Message]:
     limit = mem.core.rt.limits.max_page_size
     leaves: list[Message] = []
     cursor: str | None = None
@@ -220,10 +220,6 @@ def _store_bytes(location: str) -> int | None:
         if p.exists():
             total += p.stat().st_size
     return total
-
-
-def _ms(ns: float) -> float:
-    return round(ns / 1e6, 4)
 
 
 def _one_size(
@@ -249,10 +245,10 @@ def _one_size(
         synchronous = mem.core.settings.sqlite_synchronous
         conv = mem.conversations.create(scope, title=f"history bench {size}")
         progress(f"history: appending {size:,} messages")
-        built = _build(mem, scope, conv.id, size, texts, rng)
+        built = build_tree(mem, scope, conv.id, size, texts, rng)
 
         t0 = time.perf_counter_ns()
-        leaves = _all_leaves(mem, scope, conv.id)
+        leaves = all_leaves(mem, scope, conv.id)
         scan_ns = time.perf_counter_ns() - t0
         if {m.id for m in leaves} != built.leaf_ids:
             raise RuntimeError(
@@ -321,15 +317,15 @@ def _one_size(
         "append_sample_per_s": sample_per_s,
         "append_indexed_per_s": indexed_per_s,
         "append_capture_per_s": capture_per_s,
-        "append_p50_ms": _ms(percentile(append_ns, 50)),
-        "append_p99_ms": _ms(percentile(append_ns, 99)),
-        "leaves_scan_ms": _ms(scan_ns),
+        "append_p50_ms": ms(percentile(append_ns, 50)),
+        "append_p99_ms": ms(percentile(append_ns, 99)),
+        "leaves_scan_ms": ms(scan_ns),
         "history_calls": len(times),
-        "history_p50_ms": _ms(percentile(times, 50)),
-        "history_p95_ms": _ms(percentile(times, 95)),
-        "history_p99_ms": _ms(percentile(times, 99)),
-        "history_mean_ms": _ms(sum(times) / len(times)),
-        "history_max_ms": _ms(max(times)),
+        "history_p50_ms": ms(percentile(times, 50)),
+        "history_p95_ms": ms(percentile(times, 95)),
+        "history_p99_ms": ms(percentile(times, 99)),
+        "history_mean_ms": ms(sum(times) / len(times)),
+        "history_max_ms": ms(max(times)),
         "mean_leaf_depth": round(sum(depths) / len(depths), 1),
         "mean_messages": round(sum(returned) / len(returned), 2),
         "mean_tokens": round(sum(tokens) / len(tokens), 1),
@@ -360,7 +356,7 @@ def _append_rate(
     mem = Memory.open(url, settings=_settings(**settings))
     try:
         conv = mem.conversations.create(scope, title=f"history bench, appends with {settings}")
-        built = _build(mem, scope, conv.id, len(texts), texts, rng)
+        built = build_tree(mem, scope, conv.id, len(texts), texts, rng)
         if shared_db:
             mem.users.delete(scope)  # leave someone else's database as we found it
     finally:

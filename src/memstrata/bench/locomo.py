@@ -32,11 +32,13 @@ from memstrata.errors import InvalidInput
 __all__ = [
     "Question",
     "Turn",
+    "aggregate",
     "default_data_path",
     "load",
     "normalise_evidence",
     "parse_session_time",
     "print_result",
+    "rows",
     "run",
     "score_question",
 ]
@@ -267,7 +269,7 @@ def _rrf(*orders: Sequence[int], k: float = 60.0) -> list[int]:
 # -- the run ---------------------------------------------------------------------------------
 
 
-def _aggregate(per_q: list[tuple[Question, dict[str, float]]]) -> dict[str, dict[str, float]]:
+def aggregate(per_q: list[tuple[Question, dict[str, float]]]) -> dict[str, dict[str, float]]:
     groups: dict[str, list[dict[str, float]]] = defaultdict(list)
     for q, m in per_q:
         groups[f"c{q.category}"].append(m)
@@ -281,7 +283,7 @@ def _aggregate(per_q: list[tuple[Question, dict[str, float]]]) -> dict[str, dict
     return out
 
 
-def _rows(system: str, agg: Mapping[str, Mapping[str, float]]) -> list[dict[str, Any]]:
+def rows(system: str, agg: Mapping[str, Mapping[str, float]]) -> list[dict[str, Any]]:
     order = ["cats1-4", "c4", "c1", "c2", "c3", "c5"]
     return [
         {"system": system, "group": g, **{k: round(v, 4) for k, v in agg[g].items()}}
@@ -365,7 +367,7 @@ def run(
                         base_per_q[name] += per
         finally:
             mem.close()
-    agg = _aggregate(per_q)
+    agg = aggregate(per_q)
     head = agg["cats1-4"]
     headline = {
         **{f"turn_recall@{k}": round(head[f"turn_recall@{k}"], 4) for k in (1, 5, 10, 20, 50)},
@@ -377,10 +379,10 @@ def run(
     }
     base_out: dict[str, Any] = {}
     for name, per in base_per_q.items():
-        bagg = _aggregate(per)
+        bagg = aggregate(per)
         base_out[name] = {
             "headline": {k: round(v, 4) for k, v in bagg["cats1-4"].items()},
-            "rows": _rows(name, bagg),
+            "rows": rows(name, bagg),
         }
     return envelope(
         "locomo",
@@ -399,7 +401,7 @@ def run(
             "ingest_note": "turns/s includes embedding every turn (flush after each conversation)",
         },
         headline=headline,
-        rows=_rows("memstrata", agg),
+        rows=rows("memstrata", agg),
         baselines=base_out,
     )
 
@@ -446,14 +448,14 @@ _COLUMNS = [
 
 
 def print_result(result: Mapping[str, Any], console: Console) -> None:
-    rows = list(result["rows"])
+    shown = list(result["rows"])
     for base in result["baselines"].values():
-        rows += [r for r in base["rows"] if r["group"] == "cats1-4"]
+        shown += [r for r in base["rows"] if r["group"] == "cats1-4"]
     h = result["headline"]
     print_table(
         "LoCoMo evidence retrieval (turn level; cats 1-4 headline, c5 apart)",
         _COLUMNS,
-        rows,
+        shown,
         notes=[
             f"search p50 {h['search_p50_ms']} ms, p95 {h['search_p95_ms']} ms; "
             f"ingest {h['ingest_turns_per_s']} turns/s (with embedding)",

@@ -28,6 +28,7 @@ __all__ = [
     "fmt",
     "machine_info",
     "machine_line",
+    "ms",
     "percentile",
     "print_table",
     "write_json",
@@ -123,6 +124,11 @@ def percentile(values: Sequence[float], q: float) -> float:
     low = int(pos)
     high = min(low + 1, len(ordered) - 1)
     return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+
+def ms(ns: float) -> float:
+    """Nanoseconds as milliseconds, to 0.1 us."""
+    return round(ns / 1e6, 4)
 
 
 def fmt(value: Any) -> str:
