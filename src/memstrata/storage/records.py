@@ -57,23 +57,25 @@ def load_json(value: str | None, empty: Any) -> Any:
 def to_message(row: Row) -> Message:
     files = () if row[5] is None else tuple(FileRef.model_validate(f) for f in json.loads(row[5]))
     calls = () if row[6] is None else tuple(ToolCall.model_validate(c) for c in json.loads(row[6]))
+    # Positional, in Message's field order: a frozen dataclass pays per keyword, and this
+    # runs for every row a history or context read returns.
     return Message(
-        id=row[0],
-        conversation_id=row[1],
-        parent_id=row[2],
-        role=_ROLES[row[3]],
-        content=row[4],
-        files=files,
-        tool_calls=calls,
-        tool_call_id=row[7],
-        status=_STATUSES[row[8]],
-        metadata={} if row[9] is None else json.loads(row[9]),
-        occurred_at=from_micros(row[10]),
-        created_at=from_micros(row[11]),
-        seq=row[12],
-        depth=row[13],
-        token_count=row[14],
-        branch_tokens=row[15],
+        row[0],  # id
+        row[1],  # conversation_id
+        row[2],  # parent_id
+        _ROLES[row[3]],
+        row[4],  # content
+        files,
+        calls,
+        row[7],  # tool_call_id
+        _STATUSES[row[8]],
+        {} if row[9] is None else json.loads(row[9]),  # metadata
+        from_micros(row[10]),  # occurred_at
+        from_micros(row[11]),  # created_at
+        row[12],  # seq
+        row[13],  # depth
+        row[14],  # token_count
+        row[15],  # branch_tokens
     )
 
 
