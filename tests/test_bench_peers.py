@@ -225,3 +225,31 @@ def test_the_table_names_why_a_peer_has_no_figures() -> None:
     assert "langgraph at 1,000: not reached in 20 s of appends; it reached 612 messages" in text
     assert "at 61.2/s" in text
     assert "langchain at" not in text  # measured: no note
+
+
+def test_a_peer_stopped_short_gets_a_lower_bound_and_counts_for_the_goal() -> None:
+    mine = {"size": 10_000, "status": "ok", "history_p50_ms": 0.5, "append_per_s": 5000.0}
+    measured = {"size": 10_000, "status": "ok", "history_p50_ms": 6.0, "append_per_s": 100.0}
+    over = {
+        "size": 10_000,
+        "status": "over",
+        "history_p50_ms_at_reached": 40.0,
+        "append_per_s": 20.0,
+    }
+    assert peers._ratios(mine, measured) == {"history_x": 12.0, "append_x": 50.0}
+    assert peers._ratios(mine, over) == {"history_x_at_least": 80.0, "append_x_at_least": 250.0}
+    assert peers._ratios(mine, {"size": 10_000, "status": "failed"}) == {}
+    assert peers._ratios({"size": 10_000, "status": "failed"}, measured) == {}
+
+    def goal(*rows: dict[str, Any]) -> Any:
+        baselines = {}
+        for i, row in enumerate(rows):
+            row = {**row, **peers._ratios(mine, row)}
+            baselines[f"p{i}"] = {"rows": [row]}
+        head = peers._headline([10_000], [mine], [mine], baselines, {})
+        return head["goal_history_10x@10000"]
+
+    assert goal(measured, over) is True
+    assert goal(measured, {**over, "history_p50_ms_at_reached": 2.0}) is False  # bound 4x
+    assert goal({**measured, "history_p50_ms": 4.0}) is False
+    assert goal({"size": 10_000, "status": "failed"}) is False  # unmeasured: not met

@@ -148,12 +148,24 @@ def aggregate(runs: Sequence[Mapping[int, Mapping[str, Any]]], size: int) -> dic
 
 
 def _ratios(mine: Mapping[str, Any], peer: Mapping[str, Any]) -> dict[str, Any]:
-    if mine.get("status") != "ok" or peer.get("status") != "ok":
+    """memstrata's advantage at one size. A peer stopped short of the size gets a lower
+    bound instead: its history at the size it reached against memstrata's at this size
+    (a peer whose history cost grows with the conversation would only be slower here)."""
+    if mine.get("status") != "ok":
         return {}
-    return {
-        "history_x": round(peer["history_p50_ms"] / mine["history_p50_ms"], 1),
-        "append_x": round(mine["append_per_s"] / peer["append_per_s"], 1),
-    }
+    if peer.get("status") == "ok":
+        return {
+            "history_x": round(peer["history_p50_ms"] / mine["history_p50_ms"], 1),
+            "append_x": round(mine["append_per_s"] / peer["append_per_s"], 1),
+        }
+    if peer.get("status") == "over" and peer.get("history_p50_ms_at_reached"):
+        return {
+            "history_x_at_least": round(
+                peer["history_p50_ms_at_reached"] / mine["history_p50_ms"], 1
+            ),
+            "append_x_at_least": round(mine["append_per_s"] / peer["append_per_s"], 1),
+        }
+    return {}
 
 
 def _check(sizes: Sequence[int] | None, runs: int, calls: int, time_limit_s: float) -> list[int]:
@@ -277,17 +289,22 @@ def _headline(
         head[f"branched_history_p50_ms@{n}"] = tree.get("history_p50_ms")
     at = 10_000 if 10_000 in sizes else max(sizes)
     speedups: dict[str, Any] = {}
+    bounds: dict[str, float] = {}
     for peer, b in baselines.items():
         if "rows" not in b or peer in RECALL_PEERS:
             continue
         row = next(r for r in b["rows"] if r["size"] == at)
         speedups[peer] = row.get("history_x", row["status"])
+        if "history_x_at_least" in row:
+            bounds[peer] = row["history_x_at_least"]
     head[f"history_x@{at}"] = speedups
+    head[f"history_x_at_least@{at}"] = bounds
     measured = [v for v in speedups.values() if isinstance(v, float)]
+    # Met when every peer is measured at least GOAL times slower, or could not reach the
+    # size and was already that much slower at the size it reached.
+    known = [v if isinstance(v, float) else bounds.get(p) for p, v in speedups.items()]
     head[f"goal_history_{GOAL_HISTORY_X:g}x@{at}"] = (
-        all(isinstance(v, float) and v >= GOAL_HISTORY_X for v in speedups.values())
-        if speedups
-        else None
+        all(v is not None and v >= GOAL_HISTORY_X for v in known) if speedups else None
     )
     head[f"min_history_x@{at}"] = min(measured) if measured else None
     mine = recall_out.get("memstrata", {})
@@ -309,6 +326,9 @@ def _cell(row: Mapping[str, Any]) -> dict[str, Any]:
     if status == "over":
         out["history_p50_ms"] = f"over {row['limit_s']:g} s"
         out["append_per_s"] = None
+        for key in ("history_x", "append_x"):
+            if row.get(f"{key}_at_least") is not None:
+                out[key] = f">= {fmt(row[f'{key}_at_least'])}"
     elif status != "ok":
         out["history_p50_ms"] = status
     if row.get("store_bytes") is not None:
