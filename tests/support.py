@@ -302,16 +302,16 @@ def stop(proc: subprocess.Popen[Any]) -> None:
 
 @contextmanager
 def memstrata_serve(
-    db: str, env: dict[str, str], log: Path, wait_s: float
+    db: str, env: dict[str, str], log: Path, wait_s: float, *options: str
 ) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
-    """``memstrata serve --db db`` on a free loopback port, once ``/readyz`` answers 200:
-    yields (process, base URL); stopped (or found dead) afterwards."""
+    """``memstrata serve --db db [options]`` on a free loopback port, once ``/readyz``
+    answers 200: yields (process, base URL); stopped (or found dead) afterwards."""
     import httpx
 
     port = free_port()
     with log.open("a") as out:
         proc = subprocess.Popen(
-            [*CLI, "serve", "--host", "127.0.0.1", "--port", str(port), "--db", db],
+            [*CLI, "serve", "--host", "127.0.0.1", "--port", str(port), "--db", db, *options],
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,

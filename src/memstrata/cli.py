@@ -9,6 +9,7 @@ script captures (``keys create``) print only that value on stdout.
 from __future__ import annotations
 
 import json
+import os
 import platform
 import sqlite3
 from collections.abc import Callable, Iterator
@@ -22,9 +23,14 @@ from rich.console import Console
 from rich.table import Table
 
 from memstrata.api import Memory
-from memstrata.backends.registry import redact
+from memstrata.backends.registry import redact, sqlite_path
 from memstrata.config import Settings
-from memstrata.errors import InvalidInput, MemstrataError, MissingDependency
+from memstrata.errors import (
+    ConfigurationError,
+    InvalidInput,
+    MemstrataError,
+    MissingDependency,
+)
 from memstrata.logs import configure_logging
 from memstrata.storage.tenancy import ApiKey
 
@@ -94,10 +100,22 @@ def serve(
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.", min=1, max=65535)] = 8700,
     db: Db = None,
+    processes: Annotated[
+        int,
+        typer.Option(
+            "--processes",
+            min=1,
+            help="Server processes sharing the port. One process uses one core (Python's "
+            "GIL); several share the store through SQLite's WAL or PostgreSQL, and their "
+            "job workers through leases.",
+        ),
+    ] = 1,
 ) -> None:
     """Run the REST server (migrates first; prints a key for the local user on first start)."""
     with _errors():
         settings = _settings(db).model_copy(update={"host": host, "port": port})
+        if processes > 1:
+            _check_shareable(settings)
         try:
             import uvicorn
 
@@ -121,13 +139,39 @@ def serve(
         _note(f"memstrata serving {redact(settings.database_url())} on http://{host}:{port}")
         configure_logging(json_logs=settings.log_format == "json", level=settings.log_level)
         # memstrata's access log (with request ids) replaces uvicorn's.
+        options: dict[str, Any] = {
+            "host": host,
+            "port": port,
+            "log_level": settings.log_level.lower(),
+            "access_log": False,
+            "log_config": None,
+        }
+        if processes == 1:
+            uvicorn.run(create_app(settings=settings), **options)
+            return
+        # Each process is started afresh and builds its app from the environment: the
+        # database as resolved here (--db included), everything else as this process sees it.
+        os.environ["MEMSTRATA_DB"] = settings.database_url()
         uvicorn.run(
-            create_app(settings=settings),
-            host=host,
-            port=port,
-            log_level=settings.log_level.lower(),
-            access_log=False,
-            log_config=None,
+            "memstrata.server.app:app_from_environment",
+            factory=True,
+            workers=processes,
+            **options,
+        )
+
+
+def _check_shareable(settings: Settings) -> None:
+    """Several processes need a store they can all reach: not one held in a process's memory."""
+    url = settings.database_url()
+    if url.split(":", 1)[0].lower() == "sqlite" and sqlite_path(url) is None:
+        raise ConfigurationError(
+            f"--processes needs a database every process can open; {url!r} lives in one "
+            "process's memory (give a SQLite file or PostgreSQL)"
+        )
+    if settings.blobs_url().startswith("memory://"):
+        raise ConfigurationError(
+            "--processes needs node-memory storage every process can reach; memory:// lives "
+            "in one process (use file:// or s3://)"
         )
 
 
@@ -601,6 +645,10 @@ def bench(
             help="Seconds of appends after which a system is reported as 'over' (peers).",
         ),
     ] = None,
+    processes: Annotated[
+        int | None,
+        typer.Option("--processes", min=1, help="Server processes (load)."),
+    ] = None,
 ) -> None:
     """Run a benchmark: prints a table and writes the JSON envelope with --out."""
     parsed = _parse_sizes(sizes)
@@ -609,7 +657,16 @@ def bench(
             from memstrata.bench import run_bench
         except ImportError as exc:
             raise MissingDependency(f"benchmarks are not available: {exc}") from None
-        run_bench(name, out=out, db=db, sizes=parsed, data=data, runs=runs, time_limit=time_limit)
+        run_bench(
+            name,
+            out=out,
+            db=db,
+            sizes=parsed,
+            data=data,
+            runs=runs,
+            time_limit=time_limit,
+            processes=processes,
+        )
 
 
 # -- node memory -----------------------------------------------------------------------------

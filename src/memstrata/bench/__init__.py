@@ -83,7 +83,9 @@ def _load() -> Benchmark:
     return Benchmark(
         name="load",
         summary="64 concurrent clients on loopback: history and context, errors and p50/p99",
-        run=lambda db, sizes, progress, **_: load.run(db=db, progress=progress),
+        run=lambda db, sizes, progress, processes=1, **_: load.run(
+            db=db, processes=processes, progress=progress
+        ),
         show=load.print_result,
     )
 
@@ -144,12 +146,14 @@ def run_bench(
     data: Path | None = None,
     runs: int | None = None,
     time_limit: float | None = None,
+    processes: int | None = None,
 ) -> dict[str, Any]:
     """Run benchmark ``name``, print its table, write its JSON to ``out`` and return it.
 
     ``db`` is a database URL to measure instead of a fresh temporary store;
     ``sizes`` overrides the benchmark's default sizes where it has any; ``runs`` and
-    ``time_limit`` (seconds) apply to benchmarks that repeat runs or stop slow systems.
+    ``time_limit`` (seconds) apply to benchmarks that repeat runs or stop slow systems;
+    ``processes`` is the number of server processes of ``load``.
     """
     factory = _REGISTRY.get(name)
     if factory is None:
@@ -160,7 +164,7 @@ def run_bench(
         )
     bench = factory()
     status = Console(stderr=True)
-    given = {"data": data, "runs": runs, "time_limit": time_limit}
+    given = {"data": data, "runs": runs, "time_limit": time_limit, "processes": processes}
     options = {k: v for k, v in given.items() if v is not None}
     result = bench.run(
         db, sizes, lambda line: status.print(line, style="dim", highlight=False), **options

@@ -64,7 +64,7 @@ class _Server:
     """``memstrata serve`` in a process of its own (its own interpreter and GIL, as deployed),
     on a free loopback port."""
 
-    def __init__(self, url: str, home: Path) -> None:
+    def __init__(self, url: str, home: Path, processes: int = 1) -> None:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP) as s:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
@@ -79,6 +79,8 @@ class _Server:
             str(self.port),
             "--db",
             url,
+            "--processes",
+            str(processes),
         ]
         self.env = {
             **os.environ,
@@ -169,10 +171,12 @@ def run(
     users: int = USERS,
     conversations: int = CONVERSATIONS,
     messages: int = MESSAGES,
+    processes: int = 1,
     progress: Callable[[str], None] = lambda _: None,
 ) -> dict[str, Any]:
     """Run the load and return its JSON envelope (``headline.errors`` must be 0)."""
-    for name, value in (("clients", clients), ("requests", requests), ("users", users)):
+    limits = (("clients", clients), ("requests", requests), ("users", users))
+    for name, value in (*limits, ("processes", processes)):
         if value < 1:
             raise InvalidInput(f"{name} must be >= 1", field=name)
     with tempfile.TemporaryDirectory(prefix="memstrata-load-") as tmp:
@@ -180,7 +184,7 @@ def run(
         url = db or f"sqlite:///{(home / 'load.db').as_posix()}"
         progress(f"load: seeding {users} users x {conversations} conversations x {messages}")
         owners = _seed(url, home, users, conversations, messages)
-        with _Server(url, home) as base:
+        with _Server(url, home, processes) as base:
             progress(f"load: {requests} requests from {clients} clients on {base}")
             t0 = time.perf_counter()
             times, errors = asyncio.run(_drive(base, owners, clients, requests))
@@ -211,7 +215,8 @@ def run(
         "conversations_per_user": conversations,
         "messages_per_conversation": messages,
         "db": "sqlite (a temporary file)" if db is None else db.split(":", 1)[0],
-        "server": "memstrata serve (uvicorn), one process of its own, loopback",
+        "server": "memstrata serve (uvicorn) on loopback, in processes of its own",
+        "server_processes": processes,
         "mix": "history (max_tokens 2000) and context (budget 4000), alternately",
         "first_errors": errors[:10],
     }

@@ -9,6 +9,7 @@ from fastapi import FastAPI
 
 from memstrata.api import AsyncMemory
 from memstrata.config import Settings
+from memstrata.logs import configure_logging
 from memstrata.mcpserver import mount_mcp  # loads the optional mcp SDK only if installed
 from memstrata.server import (
     health,
@@ -31,7 +32,7 @@ from memstrata.server.problems import install_problem_handlers
 from memstrata.server.ratelimit import rate_limiter
 from memstrata.server.requests import RequestMiddleware
 
-__all__ = ["create_app"]
+__all__ = ["app_from_environment", "create_app"]
 
 _DESCRIPTION = """\
 memstrata's REST API. Authenticate with `Authorization: Bearer <key>`. A user key
@@ -98,3 +99,11 @@ def create_app(memory: AsyncMemory | None = None, settings: Settings | None = No
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
     app.add_middleware(RequestMiddleware)  # outermost: every answer carries its request id
     return app
+
+
+def app_from_environment() -> FastAPI:
+    """The app of one process of ``memstrata serve --processes N``: each process opens the
+    store from the ``MEMSTRATA_*`` environment its parent prepared and logs on its own."""
+    settings = Settings()
+    configure_logging(json_logs=settings.log_format == "json", level=settings.log_level)
+    return create_app(settings=settings)
