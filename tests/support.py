@@ -30,7 +30,7 @@ from memstrata import Memory
 from memstrata.api.core import Core
 from memstrata.config import Settings
 from memstrata.runtime import Limits, Runtime
-from memstrata.storage.plan import Exec, Op, Query, Request
+from memstrata.storage.plan import Exec, Op, Query, Request, read
 from memstrata.tokens import get_tokenizer
 
 T = TypeVar("T")
@@ -269,6 +269,16 @@ def kill_once_started(child: subprocess.Popen[bytes], marker: Path, what: str) -
     finally:
         if child.poll() is None:
             child.kill()
+
+
+def scalar(mem: Memory, sql: str, *params: object) -> int:
+    """The single integer a SQL query answers (a count, say), read in one transaction."""
+
+    def op():  # type: ignore[no-untyped-def]
+        rows = yield Query(sql, params)
+        return int(rows[0][0])
+
+    return int(mem.core.engine.run(read(op)))
 
 
 # -- `memstrata serve` in a process of its own -------------------------------------------------

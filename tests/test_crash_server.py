@@ -33,8 +33,7 @@ from memstrata.config import Settings
 from memstrata.ids import new_id
 from memstrata.jobs.ops import Job, JobStatus
 from memstrata.recall.service import EMBED_JOB
-from memstrata.storage.plan import Query, read
-from support import memstrata_serve, postgres_schema, postgres_url_for, server_env
+from support import memstrata_serve, postgres_schema, postgres_url_for, scalar, server_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.server]
 
@@ -161,14 +160,6 @@ def word(client: int, i: int) -> str:
 
 
 # -- reading the store -----------------------------------------------------------------------
-
-
-def scalar(mem: Memory, sql: str, *params: object) -> int:
-    def op():  # type: ignore[no-untyped-def]
-        rows = yield Query(sql, params)
-        return int(rows[0][0])
-
-    return int(mem.core.engine.run(read(op)))
 
 
 def listed(http: httpx.Client, cid: str) -> list[dict[str, Any]]:

@@ -10,8 +10,8 @@ from memstrata import Memory, Scope
 from memstrata.errors import InvalidInput, NotFound
 from memstrata.recall.fusion import Candidate, FusionParams, fuse
 from memstrata.recall.text import analyse_query, document_text, mentions_time
-from memstrata.storage.plan import Query, read
 from memstrata.testing import FakeEmbedder
+from support import scalar
 
 SCOPE = Scope("acme", "u1")
 
@@ -25,14 +25,6 @@ CHAT = [
     ("user", "Ann", "Yesterday I started training for the city marathon"),
     ("assistant", None, "Good luck with the marathon training!"),
 ]
-
-
-def _count(mem: Memory, sql: str, *params: object) -> int:
-    def op():  # type: ignore[no-untyped-def]
-        rows = yield Query(sql, params)
-        return int(rows[0][0])
-
-    return mem.core.engine.run(read(op))
 
 
 def _chat(mem: Memory, scope: Scope = SCOPE, start: datetime | None = None) -> list[str]:
@@ -146,16 +138,16 @@ def test_cascade_removes_index_rows(mem: Memory) -> None:
     ids = _chat(mem)
     mem.recall.search(SCOPE, "beagle", k=1)  # embeds everything
     cid = mem.messages.get(SCOPE, mem.conversations.list(SCOPE).items[0].id, ids[0]).conversation_id
-    assert _count(mem, "SELECT count(*) FROM recall_docs") == 2 * len(CHAT)
+    assert scalar(mem, "SELECT count(*) FROM recall_docs") == 2 * len(CHAT)
     mem.conversations.delete(SCOPE, cid)
-    assert _count(mem, "SELECT count(*) FROM recall_docs") == len(CHAT)
-    assert _count(mem, "SELECT count(*) FROM vectors") == len(CHAT)
+    assert scalar(mem, "SELECT count(*) FROM recall_docs") == len(CHAT)
+    assert scalar(mem, "SELECT count(*) FROM vectors") == len(CHAT)
     assert all(h.conversation_id != cid for h in mem.recall.search(SCOPE, "beagle", k=10))
     mem.users.delete(SCOPE)
-    assert _count(mem, "SELECT count(*) FROM recall_docs") == 0
-    assert _count(mem, "SELECT count(*) FROM vectors") == 0
+    assert scalar(mem, "SELECT count(*) FROM recall_docs") == 0
+    assert scalar(mem, "SELECT count(*) FROM vectors") == 0
     if mem.core.engine.dialect == "sqlite":
-        assert _count(mem, "SELECT count(*) FROM recall_fts") == 0
+        assert scalar(mem, "SELECT count(*) FROM recall_fts") == 0
 
 
 def test_reindex_moves_to_the_new_space(mem: Memory) -> None:
@@ -171,8 +163,8 @@ def test_reindex_moves_to_the_new_space(mem: Memory) -> None:
     assert mem.recall.flush(reindex=True, progress=done.append) == len(CHAT)
     assert sum(done) == len(CHAT)
     assert mem.recall.pending() == 0
-    assert _count(mem, "SELECT count(*) FROM vectors WHERE embedder = ?", new.identity) == len(CHAT)
-    assert _count(mem, "SELECT count(*) FROM vectors WHERE embedder <> ?", new.identity) == 0
+    assert scalar(mem, "SELECT count(*) FROM vectors WHERE embedder = ?", new.identity) == len(CHAT)
+    assert scalar(mem, "SELECT count(*) FROM vectors WHERE embedder <> ?", new.identity) == 0
 
 
 def test_background_mode_queues_a_debounced_job(mem: Memory) -> None:

@@ -18,14 +18,9 @@ import pytest
 from memstrata import Memory
 from memstrata.blobs import BlobStore, open_blob_store
 from memstrata.config import Settings
+from support import free_port
 
 NEEDS_MOTO = "needs an S3 server (moto): pip install 'moto[s3]' flask"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

@@ -10,7 +10,6 @@ import json
 import os
 import queue
 import re
-import socket
 import subprocess
 import sys
 import threading
@@ -21,18 +20,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from support import stop
+from support import free_port, stop
 
 pytestmark = pytest.mark.server
 
 KEY = re.compile(r"msk_[0-9a-f]{12}_[A-Za-z0-9_-]{20,}")
 WAIT_SECONDS = 90  # upper bound for start-up on a loaded CI machine, not an expectation
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _cli(*args: str) -> list[str]:
@@ -82,7 +75,7 @@ class Server:
 
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[tuple[Server, str, str, dict[str, str]]]:
-    port = _free_port()
+    port = free_port()
     db = f"sqlite:///{(tmp_path / 'live.db').as_posix()}"
     env = {**os.environ, "MEMSTRATA_HOME": str(tmp_path / "home"), "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(

@@ -234,19 +234,15 @@ class Core:
         self.wakeup.notify()
 
     def start_local_worker(self) -> None:
-        """From inside a transaction that queued a job: start the in-process worker (once)
-        when this memory runs one. The job is not committed yet; the worker's poll finds it."""
+        """Start the in-process worker (once) when this memory runs one. Called from inside a
+        transaction that queued a job (not committed yet: the worker's poll finds it), and at
+        the start of a long-running process (serve, mcp), so jobs an earlier process left
+        queued (a killed server, a CLI command) run without waiting for a new one."""
         if self._local_worker_started:
             return
         self._local_worker_started = True
         if self._local_worker_wanted():
             self.worker().start(threads=1)
-
-    def resume_background_work(self) -> None:
-        """At the start of a long-running process (``memstrata serve``, ``memstrata mcp``):
-        start the in-process worker when this memory runs one, so jobs an earlier process
-        left queued (a killed server, a CLI command) run without waiting for a new one."""
-        self.start_local_worker()
 
     async def ajob_queued(self) -> None:
         # A Redis wake-up is a network call: keep it off the event loop.

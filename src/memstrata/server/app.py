@@ -57,7 +57,7 @@ def create_app(memory: AsyncMemory | None = None, settings: Settings | None = No
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        mem.core.resume_background_work()
+        mem.core.start_local_worker()
         try:
             yield
         finally:

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from memstrata.bench.report import ms, percentile
 
-__all__ = ["ChatMemory", "drive"]
+__all__ = ["ChatMemory", "History", "drive", "history_calls"]
 
 GROWTH_WINDOW = 50  # turns at the start and at the end compared for the growth figure
 HISTORY_BUDGET_S = 20.0  # history calls at one size stop after this, once MIN_CALLS ran
@@ -28,14 +28,18 @@ MIN_CALLS = 3
 WARMUP_CALLS = 2
 
 
-class ChatMemory(Protocol):
+class History(Protocol):
+    """What the timed reads need: a budgeted history."""
+
+    def history(self, max_tokens: int) -> list[str]:
+        """The newest messages that fit ``max_tokens``, oldest first, as their texts."""
+
+
+class ChatMemory(History, Protocol):
     """What the workload needs from a chat memory: store a turn, read a budgeted history."""
 
     def append_turn(self, user: str, assistant: str) -> None:
         """Store both messages durably, user first."""
-
-    def history(self, max_tokens: int) -> list[str]:
-        """The newest messages that fit ``max_tokens``, oldest first, as their texts."""
 
     def store_bytes(self) -> int:
         """Bytes the store occupies on disk now."""
@@ -45,13 +49,14 @@ def _median_ms(ns: Sequence[int]) -> float:
     return round(statistics.median(ns) / 1e6, 4) if ns else 0.0
 
 
-def _history_calls(
-    chat: ChatMemory,
+def history_calls(
+    chat: History,
     max_tokens: int,
     calls: int,
     count: Callable[[str], int],
     clock: Callable[[], int],
 ) -> dict[str, Any]:
+    """Time ``calls`` budgeted reads (after warm-up ones): p50/p95, messages and tokens."""
     times: list[int] = []
     returned: list[int] = []
     tokens: list[int] = []
@@ -120,7 +125,7 @@ def drive(
                         "store_bytes": chat.store_bytes(),
                         **{
                             f"{k}_at_reached": v
-                            for k, v in _history_calls(
+                            for k, v in history_calls(
                                 chat, max_tokens, MIN_CALLS, count, clock
                             ).items()
                         },
@@ -143,6 +148,6 @@ def drive(
                 "segment_append_per_s": round((appended - segment_start) / (segment_ns / 1e9), 1),
                 "append_ms_last": round(_median_ms(turn_ns[-GROWTH_WINDOW:]) / 2, 4),
                 "store_bytes": chat.store_bytes(),
-                **_history_calls(chat, max_tokens, calls, count, clock),
+                **history_calls(chat, max_tokens, calls, count, clock),
             }
         )

@@ -74,17 +74,31 @@ def _chat(spec: dict[str, Any], home: Path) -> None:
         chat.close()
 
 
+class _RandomLeaves:
+    """The branched tree as a chat memory whose history is that of the next leaf of a
+    sequence drawn beforehand (so the draw stays outside the timed call)."""
+
+    def __init__(self, mem: Any, scope: Any, cid: str, leaves: list[str]) -> None:
+        self._read = mem.history
+        self._scope, self._cid = scope, cid
+        self._next = iter(leaves)
+
+    def history(self, max_tokens: int) -> list[str]:
+        leaf = next(self._next)
+        h = self._read(self._scope, self._cid, leaf_id=leaf, max_tokens=max_tokens)
+        return [m.content for m in h.messages]
+
+
 def _branched(spec: dict[str, Any], home: Path) -> None:
     """memstrata on a branched tree of each size (regenerations and edits, as in ``bench
     history``), history on random leaves: the same record as the linear run."""
     from memstrata.api import Memory
     from memstrata.bench.history import all_leaves, build_tree
-    from memstrata.bench.peers.drive import MIN_CALLS
-    from memstrata.bench.report import percentile
+    from memstrata.bench.peers.drive import MIN_CALLS, WARMUP_CALLS, history_calls
     from memstrata.config import Settings
     from memstrata.types import Scope
 
-    count = _count_message()
+    calls = max(spec["calls"], MIN_CALLS)
     texts = texts_for(spec["seed"], max(spec["sizes"]))
     scope = Scope("bench", "peers")
     for size in sorted(spec["sizes"]):
@@ -97,21 +111,16 @@ def _branched(spec: dict[str, Any], home: Path) -> None:
             built = build_tree(
                 mem, scope, cid, size, texts, random.Random(f"{spec['seed']}:{size}")
             )
-            leaves = all_leaves(mem, scope, cid)
+            leaves = [m.id for m in all_leaves(mem, scope, cid)]
             pick = random.Random(f"{spec['seed']}:{size}:leaves")
-            times: list[int] = []
-            returned: list[int] = []
-            tokens: list[int] = []
-            for i in range(2 + max(spec["calls"], MIN_CALLS)):
-                leaf = pick.choice(leaves)
-                t0 = time.perf_counter_ns()
-                h = mem.history(scope, cid, leaf_id=leaf.id, max_tokens=spec["max_tokens"])
-                elapsed = time.perf_counter_ns() - t0
-                if i < 2:
-                    continue
-                times.append(elapsed)
-                returned.append(len(h.messages))
-                tokens.append(sum(count(m.content) for m in h.messages))
+            drawn = [pick.choice(leaves) for _ in range(WARMUP_CALLS + calls)]
+            reads = history_calls(
+                _RandomLeaves(mem, scope, cid, drawn),
+                spec["max_tokens"],
+                calls,
+                _count_message(),
+                time.perf_counter_ns,
+            )
         finally:
             mem.close()
         _emit(
@@ -121,11 +130,7 @@ def _branched(spec: dict[str, Any], home: Path) -> None:
                 "append_s": round(built.wall_ns / 1e9, 3),
                 "append_per_s": round(built.messages / (built.wall_ns / 1e9), 1),
                 "leaves": len(leaves),
-                "history_calls": len(times),
-                "history_p50_ms": round(percentile(times, 50) / 1e6, 4),
-                "history_p95_ms": round(percentile(times, 95) / 1e6, 4),
-                "mean_messages": round(sum(returned) / len(returned), 2),
-                "mean_tokens": round(sum(tokens) / len(tokens), 1),
+                **reads,
             }
         )
 
