@@ -177,39 +177,34 @@ def get_conversation(scope: Scope, conversation_id: str) -> Op[Conversation]:
     return to_conversation(rows[0])
 
 
-def hold_conversation(scope: Scope, conversation_id: str) -> Op[Conversation]:
-    """The conversation, its row held shared until commit: every write of rows under a
-    conversation starts here (or at :func:`_lock_conversation`), and a delete holds the
-    row exclusively first, so on PostgreSQL a write either commits before the delete
-    reads (and is deleted with it) or waits and then finds no conversation (NotFound).
+def hold_conversation(
+    scope: Scope, conversation_id: str, *, exclusive: bool = False
+) -> Op[Conversation]:
+    """The conversation, its row locked until commit (on PostgreSQL; SQLite's
+    BEGIN IMMEDIATE already serialises writers).
+
+    Every write of rows under a conversation starts here, shared (``exclusive``
+    for appends and completions, which queue on one conversation so they never
+    race for its active leaf), and a delete takes the row exclusively first. So a
+    write either commits before the delete reads (and is deleted with it) or waits
+    and then finds no conversation (NotFound). A lock, not an UPDATE: a second
+    update of a row this transaction already updated re-checks its foreign key,
+    which would lock the user row after the conversation, against the lock order.
 
     Parent locks rather than foreign keys: ``working_memory`` marks a user-wide
-    document with an empty conversation id, many derived tables name the conversation,
-    and SQLite cannot add a key to a table in place; and rather than SERIALIZABLE,
-    which would make every write in the store a retry candidate. Lock order: user,
-    then conversation, then the rows under it.
+    document with an empty conversation id, many derived tables name the
+    conversation, and SQLite cannot add a key to a table in place; and rather than
+    SERIALIZABLE, which would make every write in the store a retry candidate.
+    Lock order: user, then conversation, then the rows under it.
     """
     rows = yield Query(
         f"SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE id = ? AND {_OWNER}",
         (conversation_id, *_owner(scope)),
-        lock="share",
+        lock="update" if exclusive else "share",
     )
     if not rows:
         raise NotFound(f"conversation {conversation_id} not found", kind="conversation")
     return to_conversation(rows[0])
-
-
-def _lock_conversation(rt: Runtime, scope: Scope, conversation_id: str) -> Op[Conversation]:
-    """Touch the conversation row first: on PostgreSQL the update holds its row lock until
-    commit, so concurrent appends to one conversation queue up instead of racing for the
-    active leaf (SQLite's BEGIN IMMEDIATE already serialises writers)."""
-    n = yield Exec(
-        f"UPDATE conversations SET updated_at = ? WHERE id = ? AND {_OWNER}",
-        (rt.clock(), conversation_id, *_owner(scope)),
-    )
-    if not n:
-        raise NotFound(f"conversation {conversation_id} not found", kind="conversation")
-    return (yield from get_conversation(scope, conversation_id))
 
 
 def list_conversations(
@@ -264,13 +259,7 @@ def update_conversation(
 def delete_conversation(rt: Runtime, scope: Scope, conversation_id: str) -> Op[None]:
     # Exclusive first: writes in flight under it finish (and are deleted), later ones
     # wait and then find it gone (see hold_conversation).
-    rows = yield Query(
-        f"SELECT id FROM conversations WHERE id = ? AND {_OWNER}",
-        (conversation_id, *_owner(scope)),
-        lock="update",
-    )
-    if not rows:
-        raise NotFound(f"conversation {conversation_id} not found", kind="conversation")
+    yield from hold_conversation(scope, conversation_id, exclusive=True)
     yield from rt.cascade.delete_conversations([conversation_id])
 
 
@@ -356,7 +345,7 @@ def append_message(
         stored = yield from _existing(conversation_id, mid, new)
         if stored is not None:
             return stored, False
-    conv = yield from _lock_conversation(rt, scope, conversation_id)
+    conv = yield from hold_conversation(scope, conversation_id, exclusive=True)
     if new.id is not None:  # a concurrent append of the same id may have won the lock
         stored = yield from _existing(conv.id, mid, new)
         if stored is not None:
@@ -414,7 +403,7 @@ def patch_message(
     _check_message(rt, patch)
     # The conversation row first, exclusively: concurrent completions queue, and each
     # reads the status only once the one before it has committed.
-    yield from _lock_conversation(rt, scope, conversation_id)
+    yield from hold_conversation(scope, conversation_id, exclusive=True)
     stored = to_message((yield from _require_message(conversation_id, message_id)))
     if stored.status is not Status.PENDING:
         raise Conflict(f"message {message_id} is complete; only pending messages can change")
@@ -440,6 +429,9 @@ def patch_message(
     )
     if not n:  # the status check in the WHERE clause is what decides the one winner
         raise Conflict(f"message {message_id} is complete; only pending messages can change")
+    yield Exec(
+        "UPDATE conversations SET updated_at = ? WHERE id = ?", (rt.clock(), conversation_id)
+    )
     completed = to_message((yield from _require_message(conversation_id, message_id)))
     for hook in rt.on_message:
         yield from hook(scope, completed)
