@@ -19,13 +19,9 @@ from typing import Any
 import pytest
 
 from memstrata import Memory, Scope
-from memstrata.api.core import Core
-from memstrata.config import Settings
 from memstrata.errors import NotFound
-from memstrata.runtime import Limits, Runtime
 from memstrata.storage.plan import Op, Query, read
-from memstrata.tokens import get_tokenizer
-from support import POSTGRES_URL, open_memory, postgres_schema
+from support import open_memory
 
 ROUNDS = 10
 WRITES = 30
@@ -34,19 +30,8 @@ TENANT = "race"
 
 @pytest.fixture(params=["sqlite-file", "postgres"])
 def mem(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Memory]:
-    if request.param == "sqlite-file":
-        yield from open_memory("sqlite-file", tmp_path)
-        return
-    from memstrata.backends.postgres import PostgresEngine
-
     # Enough connections that the writes and the delete really run side by side.
-    with postgres_schema() as schema:
-        engine = PostgresEngine(POSTGRES_URL, schema=schema, max_size=16)
-        s = Settings(home=tmp_path, worker="off")
-        rt = Runtime(tokenizer=get_tokenizer(s.token_encoding), limits=Limits())
-        memory = Memory(Core(engine, rt, s))
-        yield memory
-        memory.close()
+    yield from open_memory(request.param, tmp_path, pool=16)
 
 
 # -- the scan --------------------------------------------------------------------------------
@@ -108,12 +93,16 @@ def _writes(mem: Memory, scope: Scope, cid: str, canary: str) -> list[Callable[[
 
     state: list[Callable[[int], Callable[[], Any]]] = [
         lambda i: lambda: mem.plans.put(scope, cid, {"step": f"{canary} {i}"}),
-        lambda i: lambda: mem.iterations.append(
-            scope, cid, "task", outcome="failed", error=f"{canary} {i}"
+        lambda i: (
+            lambda: mem.iterations.append(
+                scope, cid, "task", outcome="failed", error=f"{canary} {i}"
+            )
         ),
         lambda i: lambda: mem.snapshots.put(scope, cid, f"run{i}", {"ui": f"{canary} {i}"}),
-        lambda i: lambda: mem.checkpoints.save(
-            scope, "graph", f"run{i}", {"s": f"{canary} {i}"}, conversation_id=cid
+        lambda i: (
+            lambda: mem.checkpoints.save(
+                scope, "graph", f"run{i}", {"s": f"{canary} {i}"}, conversation_id=cid
+            )
         ),
         lambda i: lambda: mem.working.put(scope, f"{canary} {i}", conversation_id=cid),
     ]
