@@ -94,8 +94,9 @@ def postgres_url_for(schema: str) -> str:
     return f"{POSTGRES_URL}{sep}options=-csearch_path%3D{schema}"
 
 
-def open_memory(kind: str, tmp: Path, **settings: object) -> Iterator[Memory]:
-    """Yield a fresh Memory on ``kind``: sqlite-file, sqlite-memory or postgres."""
+def open_memory(kind: str, tmp: Path, *, pool: int = 4, **settings: object) -> Iterator[Memory]:
+    """Yield a fresh Memory on ``kind``: sqlite-file, sqlite-memory or postgres
+    (``pool`` connections at most: raise it for tests that race many writers)."""
     s = Settings(home=tmp, worker="off", **settings)  # type: ignore[arg-type]
     if kind == "sqlite-file":
         mem = Memory.open(f"sqlite:///{tmp / 'memstrata.db'}", settings=s)
@@ -109,7 +110,7 @@ def open_memory(kind: str, tmp: Path, **settings: object) -> Iterator[Memory]:
         from memstrata.backends.postgres import PostgresEngine
 
         with postgres_schema() as schema:
-            engine = PostgresEngine(POSTGRES_URL, schema=schema, max_size=4)
+            engine = PostgresEngine(POSTGRES_URL, schema=schema, max_size=pool)
             rt = Runtime(
                 tokenizer=get_tokenizer(s.token_encoding),
                 limits=Limits(max_content_bytes=s.max_content_bytes),

@@ -10,7 +10,6 @@ from typing import Any
 from memstrata.api.core import Core
 from memstrata.api.core import checked_scope as _scope
 from memstrata.conversation.history import HistoryPlanner
-from memstrata.conversation.ops import _check_text
 from memstrata.errors import ConfigurationError, InvalidInput
 from memstrata.jobs import ops as jobs_ops
 from memstrata.nodes import log
@@ -20,6 +19,7 @@ from memstrata.nodes.ops import GcReport
 from memstrata.nodes.service import COMPACT_AFTER, blobs_for
 from memstrata.nodes.thread import SEEK, FileResolver, NodeHistory, ThreadWalker, finish
 from memstrata.storage.plan import read, write
+from memstrata.storage.records import check_text
 from memstrata.tokens import get_tokenizer
 from memstrata.types import FileRef, Scope
 
@@ -93,7 +93,7 @@ class NodeMemory:
         ):
             if not isinstance(text, str):
                 raise InvalidInput(f"{name} must be a string", field=name)
-            _check_text(text, name)
+            check_text(text, name)
             if len(text.encode()) > self._core.rt.limits.max_content_bytes:
                 raise InvalidInput(f"{name} is over the content size limit", field=name)
         ufiles = _files(user_files, "user_files", "user")

@@ -6,6 +6,7 @@ errors; a key that is not a plain relative path is refused before any call.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
     from memstrata.config import Settings
 
 __all__ = ["ObstoreBlobStore", "open_obstore"]
+
+log = logging.getLogger(__name__)
 
 
 def _import() -> Any:
@@ -52,12 +55,14 @@ def _translate(exc: Exception, key: str) -> MemstrataError:
         return NotFound(f"blob {key} not found", kind="blob", key=key)
     if isinstance(exc, ox.AlreadyExistsError | ox.PreconditionError):
         return PreconditionFailed(f"blob {key} changed or already exists", key=key)
+    # The store's own text (URLs, paths, request ids) goes to the log, not to a client.
+    first = str(exc).splitlines()[0][:300] if str(exc) else ""
+    log.warning("blob store error on %s: %s: %s", key, type(exc).__name__, first)
     if isinstance(exc, ox.PermissionDeniedError | ox.UnauthenticatedError):
-        return BackendUnavailable(f"blob store refused access to {key}: {exc}", key=key)
+        return BackendUnavailable(f"blob store refused access to {key}", key=key)
     if isinstance(exc, ox.BaseError | OSError | TimeoutError):
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        return BackendUnavailable(f"blob store unavailable ({key}): {first[:300]}", key=key)
-    return BackendUnavailable(f"blob store error ({key}): {type(exc).__name__}: {exc}", key=key)
+        return BackendUnavailable(f"blob store unavailable ({key}): {type(exc).__name__}", key=key)
+    return BackendUnavailable(f"blob store error ({key}): {type(exc).__name__}", key=key)
 
 
 def _mode(mode: PutMode) -> Any:

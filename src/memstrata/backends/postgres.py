@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import logging
 import secrets
 import threading
 import time
@@ -46,9 +47,19 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 __all__ = ["PostgresEngine", "PostgresLock"]
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 _BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 _BEGIN_WRITE = "BEGIN"
+# SQLSTATEs (full, or their class) an operator can act on.
+_UNAVAILABLE = {
+    "53100": "out of disk space",
+    "53": "out of resources",
+    "57": "shutting down or restarting",
+    "08": "unreachable (the connection failed)",
+    "40": "busy: a concurrent transaction got in the way, retry",
+}
+_LOCKS = {"skip_locked": " FOR UPDATE SKIP LOCKED", "share": " FOR SHARE", "update": " FOR UPDATE"}
 
 
 class _NotStarted(Exception):
@@ -98,28 +109,34 @@ class PostgresEngine:
             self._pool.open(wait=True, timeout=10)
         except Exception as exc:
             self._pool.close()
-            raise self._unavailable(exc) from None
+            raise self._unavailable(exc, startup=True) from None
         self.migrate()
 
     # -- errors --------------------------------------------------------------------------
 
-    def _unavailable(self, exc: BaseException) -> BackendUnavailable:
-        # psycopg messages name host and port but never the password.
+    def _unavailable(self, exc: BaseException, *, startup: bool = False) -> BackendUnavailable:
+        # At start-up the driver's first line says why (refused, auth, no such database;
+        # psycopg names host and port, never the password); on a request the client gets
+        # a fixed text and the driver's goes to the log.
         text = str(exc).strip()
         first = text.splitlines()[0] if text else type(exc).__name__
-        return BackendUnavailable(
-            f"PostgreSQL at {self._where} is unavailable: {first}", where=self._where
-        )
+        if startup:
+            return BackendUnavailable(
+                f"PostgreSQL at {self._where} is unavailable: {first}", where=self._where
+            )
+        log.warning("PostgreSQL at %s: %s", self._where, first)
+        sqlstate = getattr(exc, "sqlstate", None) or ""
+        why = _UNAVAILABLE.get(sqlstate[:5]) or _UNAVAILABLE.get(sqlstate[:2], "unavailable")
+        return BackendUnavailable(f"PostgreSQL at {self._where} is {why}", where=self._where)
 
     def translate(self, exc: Exception) -> Exception:
+        """Driver errors become memstrata errors, without the driver's text."""
         if isinstance(exc, MemstrataError):
             return exc
-        if isinstance(exc, pg_errors.UniqueViolation | pg_errors.ExclusionViolation):
-            return Conflict(f"duplicate: {exc.diag.message_primary or exc}")
         if isinstance(exc, psycopg.IntegrityError):
-            return Conflict(f"constraint violated: {exc.diag.message_primary or exc}")
+            return Conflict("the write conflicts with a stored row")
         if isinstance(exc, psycopg.DataError):
-            return InvalidInput(f"invalid value: {exc.diag.message_primary or exc}")
+            return InvalidInput("a value cannot be stored (out of range, or not valid text)")
         if isinstance(exc, UnicodeEncodeError):  # a lone surrogate in a stored text
             return InvalidInput("a text value is not valid Unicode")
         if isinstance(exc, psycopg.OperationalError | pg_errors.AdminShutdown):
@@ -130,8 +147,8 @@ class PostgresEngine:
 
     @staticmethod
     def _sql(request: Request) -> str:
-        if isinstance(request, Query) and request.lock == "skip_locked":
-            return to_pyformat(request.sql + " FOR UPDATE SKIP LOCKED")
+        if isinstance(request, Query) and request.lock is not None:
+            return to_pyformat(request.sql + _LOCKS[request.lock])
         return to_pyformat(request.sql)
 
     def _execute(self, cur: psycopg.Cursor[Any], request: Request) -> Any:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import secrets
 import threading
 import time
@@ -17,6 +18,8 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 __all__ = ["RedisLock", "RedisWakeup", "connect", "ping"]
 
+log = logging.getLogger(__name__)
+
 _RELEASE = """
 if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end
 """
@@ -29,7 +32,8 @@ def ping(client: redis.Redis) -> None:
     try:
         client.ping()
     except redis.RedisError as exc:
-        raise BackendUnavailable(f"Redis is unavailable: {exc}") from None
+        log.warning("Redis ping failed: %s", exc)
+        raise BackendUnavailable(f"Redis is unavailable ({type(exc).__name__})") from None
 
 
 def connect(url: str) -> redis.Redis:
@@ -63,7 +67,8 @@ class RedisLock:
                 if self._r.set(self._prefix + name, token, nx=True, px=max(1, int(ttl_s * 1000))):
                     return token
             except redis.RedisError as exc:
-                raise BackendUnavailable(f"Redis lock failed: {exc}") from None
+                log.warning("Redis lock failed: %s", exc)
+                raise BackendUnavailable(f"Redis lock failed ({type(exc).__name__})") from None
             if time.monotonic() >= deadline:
                 return None
             time.sleep(pause)

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import logging
+import os
 import sqlite3
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -26,24 +29,87 @@ from memstrata.storage.schema import MIGRATIONS
 __all__ = ["SqliteEngine"]
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 _memory_ids = itertools.count()
 
 
+# Primary result codes an operator can act on; the driver's own text stays in the log,
+# never in an error a client sees.
+_UNAVAILABLE = {
+    5: "the database is locked by another writer",  # SQLITE_BUSY
+    6: "a table is locked",  # SQLITE_LOCKED
+    7: "sqlite ran out of memory",  # SQLITE_NOMEM
+    8: "the database is read-only (check the permissions of the file, its -wal and -shm)",
+    10: "a disk I/O error occurred",  # SQLITE_IOERR
+    13: "the disk holding the database is full",  # SQLITE_FULL
+    14: "the database file cannot be opened",  # SQLITE_CANTOPEN
+}
+
+
 def translate(exc: Exception) -> Exception:
-    """Driver errors become memstrata errors at this boundary."""
+    """Driver errors become memstrata errors at this boundary (without the driver's text)."""
     if isinstance(exc, MemstrataError):
         return exc
     if isinstance(exc, sqlite3.IntegrityError):
-        return Conflict(f"constraint violated: {exc}")
+        return Conflict("the write conflicts with a stored row")
     if isinstance(exc, sqlite3.DataError | OverflowError):
-        return InvalidInput(f"value out of range: {exc}")
+        return InvalidInput("a value is out of the range the database can store")
     if isinstance(exc, UnicodeEncodeError):  # a lone surrogate in a stored text
         return InvalidInput("a text value is not valid Unicode")
-    if isinstance(exc, sqlite3.DatabaseError) and "malformed" in str(exc):
-        return Corruption(f"sqlite database is damaged: {exc}")
-    if isinstance(exc, sqlite3.OperationalError):
-        return BackendUnavailable(f"sqlite: {exc}")
+    if isinstance(exc, sqlite3.Error):
+        code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
+        log.warning("sqlite error %s: %s", getattr(exc, "sqlite_errorname", "?"), exc)
+        if code in (11, 26) or "malformed" in str(exc):  # SQLITE_CORRUPT, SQLITE_NOTADB
+            return Corruption("the sqlite database is damaged")
+        if code in _UNAVAILABLE:
+            return BackendUnavailable(f"sqlite: {_UNAVAILABLE[code]}")
+        if isinstance(exc, sqlite3.OperationalError):
+            return BackendUnavailable("sqlite: the database cannot be used right now")
     return exc
+
+
+def check_store(db: Path, access: Callable[[Path, int], bool] = os.access) -> None:
+    """Refuse, naming the path, a store sqlite could not use.
+
+    WAL mode maps ``<db>-shm`` into memory: on a file the process cannot write
+    (read-only, or immutable) sqlite's first touch of the mapping can kill the
+    process with SIGBUS and no log line, and a read-only database fails deep in
+    a migration with a driver message that names no file. So the database, its
+    ``-wal`` and ``-shm`` must be readable and writable where they exist, and the
+    directory writable when sqlite has to create any of them. ``access`` is the
+    kernel's own answer (``os.access`` knows about immutable files, and that root
+    may write a read-only one); tests pass another to play other users.
+    """
+    directory = db.parent
+    if not access(directory, os.R_OK | os.X_OK):
+        raise _unusable(directory, "the store directory cannot be read")
+    files = [db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")]
+    for f in files:
+        if not f.exists():
+            continue
+        if not access(f, os.R_OK):
+            raise _unusable(f, "the file cannot be read")
+        if not access(f, os.W_OK):
+            raise _unusable(f, "the file is not writable (read-only or immutable)")
+    missing = [f.name for f in files if not f.exists()]
+    if missing and not access(directory, os.W_OK | os.X_OK):
+        raise _unusable(
+            directory, f"the store directory is not writable, and sqlite must create {missing[0]}"
+        )
+
+
+def _unusable(path: Path, why: str) -> BackendUnavailable:
+    return BackendUnavailable(f"cannot use the sqlite store at {path}: {why}", where=str(path))
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    """Roll back without hiding the error that made us roll back: after a full disk or an
+    I/O error sqlite may have rolled back already, or may fail to, and either must not
+    replace the original error."""
+    try:
+        conn.execute("ROLLBACK")
+    except sqlite3.Error as exc:
+        log.debug("sqlite rollback failed after an error: %s", exc)
 
 
 class SqliteEngine:
@@ -61,7 +127,12 @@ class SqliteEngine:
             self.location = ":memory:"
         else:
             p = Path(path)
-            p.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                p.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                why = f"the store directory cannot be created ({exc.strerror})"
+                raise _unusable(p.parent, why) from None
+            check_store(p)
             self._target = str(p)
             self._uri = False
             self.location = str(p)
@@ -74,8 +145,15 @@ class SqliteEngine:
         self._serial = threading.RLock() if self._uri else None
         self._limiter = CapacityLimiter(8)
         self._closed = False
-        self._anchor = self._connect()  # keeps an in-memory database alive
-        self.migrate()
+        try:
+            self._anchor = self._connect()  # keeps an in-memory database alive
+            self.migrate()
+        except (sqlite3.Error, MemstrataError) as exc:
+            self.close()
+            reason = translate(exc) if isinstance(exc, sqlite3.Error) else exc
+            raise BackendUnavailable(
+                f"cannot use the sqlite store at {self.location}: {reason}", where=self.location
+            ) from None
 
     # -- connections ---------------------------------------------------------------------
 
@@ -89,14 +167,16 @@ class SqliteEngine:
                 timeout=self._busy_ms / 1000,
             )
         except sqlite3.Error as exc:
-            raise BackendUnavailable(
-                f"cannot open sqlite database {self.location}: {exc}"
-            ) from None
-        conn.execute(f"PRAGMA busy_timeout = {int(self._busy_ms)}")
-        if not self._uri:
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute(f"PRAGMA synchronous = {self._synchronous}")
-        conn.execute("PRAGMA foreign_keys = ON")
+            raise translate(exc) from None
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(self._busy_ms)}")
+            if not self._uri:
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+            conn.execute("PRAGMA foreign_keys = ON")
+        except sqlite3.Error as exc:
+            conn.close()
+            raise translate(exc) from None
         with self._all_lock:
             self._all.append(conn)
         return conn
@@ -149,12 +229,12 @@ class SqliteEngine:
         try:
             result = drive(plan.make(), lambda r: self._execute(conn, r), translate)
         except BaseException:
-            conn.execute("ROLLBACK")
+            _rollback(conn)
             raise
         try:
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
-            conn.execute("ROLLBACK")
+            _rollback(conn)
             raise translate(exc) from None
         return result
 
@@ -187,7 +267,7 @@ class SqliteEngine:
                 applied.append(m.version)
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            _rollback(conn)
             raise
         return applied
 

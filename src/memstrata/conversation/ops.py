@@ -25,6 +25,7 @@ from memstrata.storage.plan import Exec, Op, Query, Row
 from memstrata.storage.records import (
     CONVERSATION_COLUMNS,
     MESSAGE_COLUMNS,
+    check_text,
     dump_json,
     to_conversation,
     to_message,
@@ -51,6 +52,7 @@ __all__ = [
     "get_conversation",
     "get_message",
     "history",
+    "hold_conversation",
     "list_conversations",
     "list_leaves",
     "list_messages",
@@ -83,16 +85,18 @@ def decode_cursor(cursor: str | None) -> str | None:
         value = base64.b64decode(padded, altchars=b"-_", validate=True).decode()
     except (ValueError, binascii.Error, UnicodeDecodeError):
         value = ""
-    if not value:
+    if not value or "\x00" in value:  # PostgreSQL cannot compare against a NUL
         raise InvalidInput("cursor is not one this server issued", field="cursor")
     return value
 
 
 def seq_cursor(cursor: str | None) -> int | None:
+    """The server order inside a cursor: a decimal that fits a 64-bit column (anything
+    else would reach the driver, whose message must not reach the client)."""
     value = decode_cursor(cursor)
     if value is None:
         return None
-    if not value.isdigit():
+    if not (value.isascii() and value.isdigit() and len(value) <= 19 and int(value) < 2**63):
         raise InvalidInput("cursor is not one this server issued", field="cursor")
     return int(value)
 
@@ -115,21 +119,10 @@ def _check_metadata(rt: Runtime, metadata: dict[str, Any] | None) -> None:
         )
 
 
-def _check_text(value: str | None, field: str) -> None:
-    # PostgreSQL text cannot hold NUL; refuse it everywhere so every backend agrees.
-    if value and "\x00" in value:
-        raise InvalidInput(f"{field} must not contain NUL characters", field=field)
-    if value and not value.isascii():
-        try:
-            value.encode()
-        except UnicodeEncodeError:  # a lone surrogate, e.g. from a JSON "\\ud800" escape
-            raise InvalidInput(f"{field} is not valid Unicode text", field=field) from None
-
-
 def _check_message(rt: Runtime, new: NewMessage | MessagePatch) -> None:
-    _check_text(new.content, "content")
+    check_text(new.content, "content")
     if isinstance(new, NewMessage):
-        _check_text(new.tool_call_id, "tool_call_id")
+        check_text(new.tool_call_id, "tool_call_id")
     size = len(new.content.encode())
     if size > rt.limits.max_content_bytes:
         raise InvalidInput(
@@ -159,7 +152,7 @@ def create_conversation(
     _check_metadata(rt, metadata)
     if title is not None and len(title) > 1000:
         raise InvalidInput("title is over 1000 characters", field="title")
-    _check_text(title, "title")
+    check_text(title, "title")
     cid = parse_id(conversation_id, field="id") if conversation_id else rt.make_id()
     now = rt.clock()
     yield from tenancy.ensure_user(scope.tenant, scope.user, now)
@@ -184,17 +177,34 @@ def get_conversation(scope: Scope, conversation_id: str) -> Op[Conversation]:
     return to_conversation(rows[0])
 
 
-def _lock_conversation(rt: Runtime, scope: Scope, conversation_id: str) -> Op[Conversation]:
-    """Touch the conversation row first: on PostgreSQL the update holds its row lock until
-    commit, so concurrent appends to one conversation queue up instead of racing for the
-    active leaf (SQLite's BEGIN IMMEDIATE already serialises writers)."""
-    n = yield Exec(
-        f"UPDATE conversations SET updated_at = ? WHERE id = ? AND {_OWNER}",
-        (rt.clock(), conversation_id, *_owner(scope)),
+def hold_conversation(
+    scope: Scope, conversation_id: str, *, exclusive: bool = False
+) -> Op[Conversation]:
+    """The conversation, its row locked until commit (on PostgreSQL; SQLite's
+    BEGIN IMMEDIATE already serialises writers).
+
+    Every write of rows under a conversation starts here, shared (``exclusive``
+    for appends and completions, which queue on one conversation so they never
+    race for its active leaf), and a delete takes the row exclusively first. So a
+    write either commits before the delete reads (and is deleted with it) or waits
+    and then finds no conversation (NotFound). A lock, not an UPDATE: a second
+    update of a row this transaction already updated re-checks its foreign key,
+    which would lock the user row after the conversation, against the lock order.
+
+    Parent locks rather than foreign keys: ``working_memory`` marks a user-wide
+    document with an empty conversation id, many derived tables name the
+    conversation, and SQLite cannot add a key to a table in place; and rather than
+    SERIALIZABLE, which would make every write in the store a retry candidate.
+    Lock order: user, then conversation, then the rows under it.
+    """
+    rows = yield Query(
+        f"SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE id = ? AND {_OWNER}",
+        (conversation_id, *_owner(scope)),
+        lock="update" if exclusive else "share",
     )
-    if not n:
+    if not rows:
         raise NotFound(f"conversation {conversation_id} not found", kind="conversation")
-    return (yield from get_conversation(scope, conversation_id))
+    return to_conversation(rows[0])
 
 
 def list_conversations(
@@ -224,7 +234,7 @@ def update_conversation(
 ) -> Op[Conversation]:
     """Change the title, the metadata and/or the active leaf, all in one transaction."""
     _check_metadata(rt, metadata)
-    _check_text(title, "title")
+    check_text(title, "title")
     yield from get_conversation(scope, conversation_id)
     sets: list[str] = []
     params: list[Any] = []
@@ -247,7 +257,9 @@ def update_conversation(
 
 
 def delete_conversation(rt: Runtime, scope: Scope, conversation_id: str) -> Op[None]:
-    yield from get_conversation(scope, conversation_id)
+    # Exclusive first: writes in flight under it finish (and are deleted), later ones
+    # wait and then find it gone (see hold_conversation).
+    yield from hold_conversation(scope, conversation_id, exclusive=True)
     yield from rt.cascade.delete_conversations([conversation_id])
 
 
@@ -333,7 +345,7 @@ def append_message(
         stored = yield from _existing(conversation_id, mid, new)
         if stored is not None:
             return stored, False
-    conv = yield from _lock_conversation(rt, scope, conversation_id)
+    conv = yield from hold_conversation(scope, conversation_id, exclusive=True)
     if new.id is not None:  # a concurrent append of the same id may have won the lock
         stored = yield from _existing(conv.id, mid, new)
         if stored is not None:
@@ -389,7 +401,9 @@ def patch_message(
 ) -> Op[Message]:
     """Complete a pending message: the only change a stored message accepts."""
     _check_message(rt, patch)
-    yield from get_conversation(scope, conversation_id)
+    # The conversation row first, exclusively: concurrent completions queue, and each
+    # reads the status only once the one before it has committed.
+    yield from hold_conversation(scope, conversation_id, exclusive=True)
     stored = to_message((yield from _require_message(conversation_id, message_id)))
     if stored.status is not Status.PENDING:
         raise Conflict(f"message {message_id} is complete; only pending messages can change")
@@ -398,7 +412,7 @@ def patch_message(
     tokens = rt.tokenizer.count_message(patch.content, calls)
     # A pending message has no children, so only its own branch total moves.
     branch = stored.branch_tokens - stored.token_count + tokens
-    yield Exec(
+    n = yield Exec(
         "UPDATE messages SET content = ?, status = ?, files = ?, tool_calls = ?, metadata = ?, "
         "token_count = ?, branch_tokens = ? WHERE id = ? AND status = ?",
         (
@@ -413,6 +427,8 @@ def patch_message(
             Status.PENDING.value,
         ),
     )
+    if not n:  # the status check in the WHERE clause is what decides the one winner
+        raise Conflict(f"message {message_id} is complete; only pending messages can change")
     yield Exec(
         "UPDATE conversations SET updated_at = ? WHERE id = ?", (rt.clock(), conversation_id)
     )
@@ -636,6 +652,7 @@ def list_users(
 
 
 def delete_user(rt: Runtime, tenant: str, user: str) -> Op[int]:
-    if not (yield from tenancy.user_exists(tenant, user)):
+    # The user's row exclusively before any read (see tenancy.ensure_user).
+    if not (yield from tenancy.lock_user(tenant, user)):
         raise NotFound(f"user {user} not found", kind="user")
     return (yield from rt.cascade.delete_user(tenant, user))

@@ -29,7 +29,7 @@ from memstrata.longterm.model import (
 from memstrata.runtime import Runtime
 from memstrata.storage import tenancy
 from memstrata.storage.plan import Exec, Op, Query, Row
-from memstrata.storage.records import dump_json, from_micros
+from memstrata.storage.records import check_text, dump_json, from_micros
 from memstrata.types import Page, Scope
 
 __all__ = [
@@ -125,6 +125,7 @@ def check_fact_input(
 ) -> FactInput:
     if not isinstance(content, str) or not content.strip():
         raise InvalidInput("content must be a non-empty string", field="content")
+    check_text(content, "content")
     text = " ".join(content.split())
     if len(text) > MAX_CONTENT:
         raise InvalidInput(f"content is over {MAX_CONTENT} characters", field="content")
@@ -143,6 +144,7 @@ def check_fact_input(
             f"source_error must be a string of at most {MAX_CONTENT} characters",
             field="source_error",
         )
+    check_text(source_error, "source_error")
     return FactInput(text, category, float(confidence), source_error or None)
 
 
@@ -432,6 +434,7 @@ def set_profile(
             raise InvalidInput(f"unknown profile section {name!r}", field=name)
         if len(summary) > MAX_SECTION:
             raise InvalidInput(f"profile {name} is over {MAX_SECTION} characters", field=name)
+        check_text(summary, name)
         yield Exec(
             "INSERT INTO profile_sections (tenant_id, user_id, agent_id, section, summary, updated_at) "
             "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (tenant_id, user_id, agent_id, section) "

@@ -21,15 +21,16 @@ from typing import Any, Literal
 from memstrata.conversation.ops import (
     encode_cursor,
     get_conversation,
+    hold_conversation,
     page_limit,
     seq_cursor,
 )
-from memstrata.errors import Conflict, Expired, InvalidInput, NotFound, PreconditionFailed
+from memstrata.errors import Expired, InvalidInput, NotFound, PreconditionFailed
 from memstrata.runtime import Runtime
 from memstrata.state.jsonschema import check_schema, validate
 from memstrata.storage import tenancy
 from memstrata.storage.plan import Exec, Op, Query, Row
-from memstrata.storage.records import from_micros
+from memstrata.storage.records import check_text, from_micros
 from memstrata.types import Page, Scope
 
 __all__ = [
@@ -65,16 +66,16 @@ def _dump(value: Any) -> str:
 
 
 def _sized(text: str, what: str) -> str:
-    if "\x00" in text:
-        raise InvalidInput(f"{what} must not contain NUL characters", field=what)
+    check_text(text, what)
     if len(text.encode()) > _MAX_DOC_BYTES:
         raise InvalidInput(f"{what} is over {_MAX_DOC_BYTES} bytes", field=what)
     return text
 
 
 def _name(value: str, what: str) -> str:
-    if not isinstance(value, str) or not 1 <= len(value) <= 255 or "\x00" in value:
+    if not isinstance(value, str) or not 1 <= len(value) <= 255:
         raise InvalidInput(f"{what} must be 1-255 characters", field=what)
+    check_text(value, what)
     return value
 
 
@@ -138,11 +139,14 @@ def _wm_key(scope: Scope, conversation_id: str | None) -> tuple[str, str, str, s
     return (scope.tenant, scope.user, scope.agent_key, conversation_id or "")
 
 
-def _wm_row(scope: Scope, conversation_id: str | None) -> Op[Row | None]:
+def _wm_row(
+    scope: Scope, conversation_id: str | None, lock: Literal["update"] | None = None
+) -> Op[Row | None]:
     rows = yield Query(
         f"SELECT {_WM_COLUMNS} FROM working_memory WHERE tenant_id = ? AND user_id = ? "
         "AND agent_id = ? AND conversation_id = ?",
         _wm_key(scope, conversation_id),
+        lock=lock,
     )
     return rows[0] if rows else None
 
@@ -181,12 +185,68 @@ def put_working_memory(
     template: Any = None,
     expected_version: int | None = None,
 ) -> Op[WorkingMemory]:
-    """Write the document; a schema or template given once is kept for later writes."""
+    """Write the document; a schema or template given once is kept for later writes.
+
+    Without ``expected_version`` the write creates or overwrites, so it never answers
+    PreconditionFailed: it reads the row locked, and a concurrent creation it loses
+    to (its insert does nothing) sends it round once more to overwrite that row.
+    """
     _expected(expected_version)
+    now = rt.clock()
+    yield from tenancy.ensure_user(scope.tenant, scope.user, now)  # user before conversation
     if conversation_id is not None:
-        yield from get_conversation(scope, conversation_id)
-    current = yield from _wm_row(scope, conversation_id)
-    old = None if current is None else _to_wm(current)
+        yield from hold_conversation(scope, conversation_id)
+    key = _wm_key(scope, conversation_id)
+    for _ in range(3):
+        current = yield from _wm_row(scope, conversation_id, lock="update")
+        old = None if current is None else _to_wm(current)
+        fmt, stored, schema_text, tmpl_text = _wm_document(
+            content, old, format=format, json_schema=json_schema, template=template
+        )
+        if old is None:
+            if expected_version not in (None, 0):
+                raise PreconditionFailed(
+                    "working memory changed (it does not exist)", current_version=0
+                )
+            n = yield Exec(
+                "INSERT INTO working_memory (tenant_id, user_id, agent_id, conversation_id, format, "
+                "content, json_schema, template, version, updated_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?) ON CONFLICT DO NOTHING",
+                (*key, fmt, stored, schema_text, tmpl_text, now),
+            )
+            if not n and expected_version == 0:
+                raise PreconditionFailed("working memory was created concurrently")
+        else:
+            if expected_version is not None and expected_version != old.version:
+                raise PreconditionFailed(
+                    f"working memory is at version {old.version}, not {expected_version}",
+                    current_version=old.version,
+                )
+            # The version in the WHERE clause makes the write atomic across processes.
+            n = yield Exec(
+                "UPDATE working_memory SET format = ?, content = ?, json_schema = ?, "
+                "template = ?, version = ?, updated_at = ? WHERE tenant_id = ? AND user_id = ? "
+                "AND agent_id = ? AND conversation_id = ? AND version = ?",
+                (fmt, stored, schema_text, tmpl_text, old.version + 1, now, *key, old.version),
+            )
+            if not n and expected_version is not None:
+                raise PreconditionFailed("working memory changed concurrently")
+        if n:
+            row = yield from _wm_row(scope, conversation_id)
+            assert row is not None
+            return _to_wm(row)
+    raise PreconditionFailed("working memory keeps changing concurrently; retry")
+
+
+def _wm_document(
+    content: Any,
+    old: WorkingMemory | None,
+    *,
+    format: Format | None,
+    json_schema: dict[str, Any] | None,
+    template: Any,
+) -> tuple[Format, str, str | None, str | None]:
+    """The checked document to store: format, text, schema text and template text."""
     fmt: Format = format or (
         old.format if old else ("markdown" if isinstance(content, str) else "json")
     )
@@ -203,44 +263,9 @@ def put_working_memory(
         raise InvalidInput("markdown working memory must be a string", field="content")
     _check_template(fmt, content, tmpl)
     stored = _sized(content if fmt == "markdown" else _dump(content), "content")
-    now = rt.clock()
-    schema_text = None if schema is None else _dump(schema)
-    tmpl_text = None if tmpl is None else _dump(tmpl)
-    key = _wm_key(scope, conversation_id)
-    version = (old.version if old else 0) + 1
-    if old is None:
-        if expected_version not in (None, 0):
-            raise PreconditionFailed(
-                "working memory changed (it does not exist)", current_version=0
-            )
-        yield from tenancy.ensure_user(scope.tenant, scope.user, now)
-        try:
-            yield Exec(
-                "INSERT INTO working_memory (tenant_id, user_id, agent_id, conversation_id, format, "
-                "content, json_schema, template, version, updated_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?)",
-                (*key, fmt, stored, schema_text, tmpl_text, now),
-            )
-        except Conflict:
-            raise PreconditionFailed("working memory was created concurrently") from None
-    else:
-        if expected_version is not None and expected_version != old.version:
-            raise PreconditionFailed(
-                f"working memory is at version {old.version}, not {expected_version}",
-                current_version=old.version,
-            )
-        # The version in the WHERE clause makes the write atomic across processes.
-        n = yield Exec(
-            "UPDATE working_memory SET format = ?, content = ?, json_schema = ?, template = ?, "
-            "version = ?, updated_at = ? WHERE tenant_id = ? AND user_id = ? AND agent_id = ? "
-            "AND conversation_id = ? AND version = ?",
-            (fmt, stored, schema_text, tmpl_text, version, now, *key, old.version),
-        )
-        if not n:
-            raise PreconditionFailed("working memory changed concurrently")
-    row = yield from _wm_row(scope, conversation_id)
-    assert row is not None
-    return _to_wm(row)
+    schema_text = None if schema is None else _sized(_dump(schema), "json_schema")
+    tmpl_text = None if tmpl is None else _sized(_dump(tmpl), "template")
+    return fmt, stored, schema_text, tmpl_text
 
 
 def delete_working_memory(scope: Scope, conversation_id: str | None = None) -> Op[None]:
@@ -307,35 +332,44 @@ def put_plan(
     *,
     expected_version: int | None = None,
 ) -> Op[PlanDoc]:
+    """Write the plan. Without ``expected_version`` it creates or overwrites in one
+    upsert, so concurrent unconditional writes all succeed (the last one stays)."""
     _expected(expected_version)
-    yield from get_conversation(scope, conversation_id)
     text = _sized(_dump(document), "document")
-    old = yield from _plan_row(conversation_id)
+    yield from hold_conversation(scope, conversation_id)
     now = rt.clock()
-    if old is None:
-        if expected_version not in (None, 0):
-            raise PreconditionFailed("the plan does not exist", current_version=0)
-        try:
-            yield Exec(
-                "INSERT INTO plans (conversation_id, document, version, updated_at) "
-                "VALUES (?, ?, 1, ?)",
-                (conversation_id, text, now),
+    if expected_version is None:
+        yield Exec(
+            "INSERT INTO plans (conversation_id, document, version, updated_at) VALUES (?, ?, 1, ?) "
+            "ON CONFLICT (conversation_id) DO UPDATE SET document = excluded.document, "
+            "version = plans.version + 1, updated_at = excluded.updated_at",
+            (conversation_id, text, now),
+        )
+    elif expected_version == 0:
+        n = yield Exec(
+            "INSERT INTO plans (conversation_id, document, version, updated_at) "
+            "VALUES (?, ?, 1, ?) ON CONFLICT DO NOTHING",
+            (conversation_id, text, now),
+        )
+        if not n:
+            old = yield from _plan_row(conversation_id)
+            raise PreconditionFailed(
+                "the plan exists already", current_version=0 if old is None else old.version
             )
-        except Conflict:
-            raise PreconditionFailed("the plan was created concurrently") from None
     else:
-        if expected_version is not None and expected_version != old.version:
+        n = yield Exec(
+            "UPDATE plans SET document = ?, version = ?, updated_at = ? "
+            "WHERE conversation_id = ? AND version = ?",
+            (text, expected_version + 1, now, conversation_id, expected_version),
+        )
+        if not n:
+            old = yield from _plan_row(conversation_id)
+            if old is None:
+                raise PreconditionFailed("the plan does not exist", current_version=0)
             raise PreconditionFailed(
                 f"the plan is at version {old.version}, not {expected_version}",
                 current_version=old.version,
             )
-        n = yield Exec(
-            "UPDATE plans SET document = ?, version = ?, updated_at = ? "
-            "WHERE conversation_id = ? AND version = ?",
-            (text, old.version + 1, now, conversation_id, old.version),
-        )
-        if not n:
-            raise PreconditionFailed("the plan changed concurrently")
     plan = yield from _plan_row(conversation_id)
     assert plan is not None
     return plan
@@ -394,7 +428,7 @@ def append_iteration(
     _name(outcome, "outcome")
     if error is not None:
         _sized(error, "error")
-    yield from get_conversation(scope, conversation_id)
+    yield from hold_conversation(scope, conversation_id)
     if attempt is None:
         rows = yield Query(
             "SELECT max(attempt) FROM iteration_logs WHERE conversation_id = ? AND task = ?",
@@ -493,12 +527,12 @@ def save_checkpoint(
     # A checkpoint lives at most ten years; anything longer (or not finite) is a mistake.
     if ttl_s is not None and not 0 < ttl_s <= MAX_TTL_S:
         raise InvalidInput(f"ttl_s must be > 0 and at most {MAX_TTL_S} (ten years)", field="ttl_s")
-    if conversation_id is not None:
-        yield from get_conversation(scope, conversation_id)
     text = _sized(_dump(state), "state")
     now = rt.clock()
     expires = None if ttl_s is None else now + int(ttl_s * 1_000_000)
-    yield from tenancy.ensure_user(scope.tenant, scope.user, now)
+    yield from tenancy.ensure_user(scope.tenant, scope.user, now)  # user before conversation
+    if conversation_id is not None:
+        yield from hold_conversation(scope, conversation_id)
     yield Exec(
         "INSERT INTO checkpoints (tenant_id, user_id, agent_id, name, run_id, conversation_id, "
         "state, expires_at, expired_at, created_at, updated_at) "
@@ -585,8 +619,8 @@ def put_snapshot(
 ) -> Op[RunSnapshot]:
     """Store (overwrite) the opaque snapshot a UI keeps for one run."""
     _name(run_id, "run_id")
-    yield from get_conversation(scope, conversation_id)
     text = _sized(_dump(data), "data")
+    yield from hold_conversation(scope, conversation_id)
     now = rt.clock()
     yield Exec(
         "INSERT INTO run_snapshots (conversation_id, run_id, data, created_at, updated_at) "

@@ -55,9 +55,15 @@ class Cascade:
             yield from _delete_messages(batch)
 
     def delete_user(self, tenant: str, user: str) -> Op[int]:
-        """Delete a user's conversations (through the conversation cascade), then the user."""
+        """Delete a user's conversations (through the conversation cascade), then the user.
+
+        The caller holds the user's row exclusively already; the conversations are
+        locked too, so writes in flight under them finish (and are deleted) first.
+        """
         rows = yield Query(
-            "SELECT id FROM conversations WHERE tenant_id = ? AND user_id = ?", (tenant, user)
+            "SELECT id FROM conversations WHERE tenant_id = ? AND user_id = ?",
+            (tenant, user),
+            lock="update",
         )
         yield from self.delete_conversations([r[0] for r in rows])
         for step in self._user:

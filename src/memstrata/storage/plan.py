@@ -33,12 +33,16 @@ class Query:
 
     ``lock="skip_locked"`` asks for the selected rows to be locked for this
     transaction, skipping rows another transaction holds (PostgreSQL appends
-    ``FOR UPDATE SKIP LOCKED``; SQLite needs nothing, as its writers are serialised).
+    ``FOR UPDATE SKIP LOCKED``). ``lock="share"`` and ``lock="update"`` lock the
+    selected rows until commit, waiting for other holders (``FOR SHARE`` /
+    ``FOR UPDATE``): a write under a parent row holds it shared, a delete of the
+    parent holds it exclusively, so no write can land under a deleted parent.
+    SQLite needs none of these, as its writers are serialised.
     """
 
     sql: str
     params: Sequence[Any] = ()
-    lock: Literal["skip_locked"] | None = None
+    lock: Literal["skip_locked", "share", "update"] | None = None
 
 
 @dataclass(frozen=True, slots=True)

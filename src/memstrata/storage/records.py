@@ -6,12 +6,14 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+from memstrata.errors import InvalidInput
 from memstrata.storage.plan import Row
 from memstrata.types import Conversation, FileRef, Message, Role, Status, ToolCall
 
 __all__ = [
     "CONVERSATION_COLUMNS",
     "MESSAGE_COLUMNS",
+    "check_text",
     "dump_json",
     "from_micros",
     "load_json",
@@ -31,6 +33,20 @@ CONVERSATION_COLUMNS = (
 
 _ROLES = {r.value: r for r in Role}
 _STATUSES = {s.value: s for s in Status}
+
+
+def check_text(value: str | None, field: str) -> None:
+    """The one text rule of every backend: no NUL (PostgreSQL text cannot hold one, so
+    SQLite refuses it too) and no lone surrogate (not encodable as UTF-8)."""
+    if not value:
+        return
+    if "\x00" in value:
+        raise InvalidInput(f"{field} must not contain NUL characters", field=field)
+    if not value.isascii():
+        try:
+            value.encode()
+        except UnicodeEncodeError:  # e.g. from a JSON "\ud800" escape
+            raise InvalidInput(f"{field} is not valid Unicode text", field=field) from None
 
 
 def to_micros(value: datetime) -> int:

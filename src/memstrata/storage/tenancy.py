@@ -7,7 +7,7 @@ import secrets
 from dataclasses import dataclass
 from datetime import datetime
 
-from memstrata.errors import InvalidInput, NotFound
+from memstrata.errors import Conflict, InvalidInput, NotFound
 from memstrata.storage.plan import Exec, Op, Query
 from memstrata.storage.records import from_micros
 
@@ -20,6 +20,7 @@ __all__ = [
     "hash_secret",
     "list_keys",
     "list_users",
+    "lock_user",
     "revoke_key",
     "user_exists",
 ]
@@ -55,13 +56,36 @@ def hash_secret(secret: str) -> str:
 
 
 def ensure_user(tenant: str, user: str, now: int) -> Op[None]:
+    """Create the user if absent, and hold its row shared until commit.
+
+    A user delete holds the row exclusively before it reads anything (see
+    :func:`lock_user`), so a write that creates rows under a user either commits
+    before the delete starts its reads (and is deleted with the user) or waits
+    for it and then finds the row gone; it then creates the user afresh, as a
+    write after the delete. Lock order: user, then conversation, then the rest.
+    """
     yield Exec(
         "INSERT INTO tenants (id, created_at) VALUES (?, ?) ON CONFLICT DO NOTHING", (tenant, now)
     )
-    yield Exec(
-        "INSERT INTO users (tenant_id, id, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
-        (tenant, user, now),
+    for _ in range(3):
+        yield Exec(
+            "INSERT INTO users (tenant_id, id, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+            (tenant, user, now),
+        )
+        rows = yield Query(
+            "SELECT 1 FROM users WHERE tenant_id = ? AND id = ?", (tenant, user), lock="share"
+        )
+        if rows:
+            return
+    raise Conflict(f"user {user} is being deleted and created at once; retry")
+
+
+def lock_user(tenant: str, user: str) -> Op[bool]:
+    """Hold the user's row exclusively until commit (a delete's first step); False if absent."""
+    rows = yield Query(
+        "SELECT 1 FROM users WHERE tenant_id = ? AND id = ?", (tenant, user), lock="update"
     )
+    return bool(rows)
 
 
 def user_exists(tenant: str, user: str) -> Op[bool]:
