@@ -6,6 +6,7 @@ lists them under "Hardening (issue 21): edge".
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 import string
@@ -460,3 +461,157 @@ async def test_finding_16_trailing_newline_fails_the_id_rule(
     from memstrata.logs import valid_request_id
 
     assert valid_request_id("abc\n") != "abc\n"
+
+
+# -- finding 14: no working key in a PostgreSQL first start's log ----------------------------
+
+
+def _first_start_output(db: str, monkeypatch: pytest.MonkeyPatch, home: Path) -> str:
+    import uvicorn
+    from typer.testing import CliRunner
+
+    from memstrata.cli import app as cli_app
+
+    monkeypatch.setattr(uvicorn, "run", lambda *a, **k: None)  # start-up only, no serving
+    monkeypatch.setenv("MEMSTRATA_HOME", str(home))
+    done = CliRunner().invoke(cli_app, ["serve", "--db", db])
+    assert done.exit_code == 0, done.output
+    return done.output
+
+
+def test_finding_14_postgres_first_start_prints_a_hint_not_a_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with postgres_schema() as schema:
+        url = postgres_url_for(schema)
+        out = _first_start_output(url, monkeypatch, tmp_path)
+        assert "msk_" not in out
+        assert "memstrata keys create --tenant" in out
+        with Memory.open(url, settings=Settings(home=tmp_path, worker="off")) as mem:
+            assert mem.keys.list(None) == []
+    # The embedded default keeps DESIGN's promise: a key for the local user on first start.
+    out = _first_start_output(f"sqlite:///{tmp_path / 'local.db'}", monkeypatch, tmp_path)
+    assert "msk_" in out
+    assert "keys create" not in out
+
+
+# -- finding 10 (and 15 at the HTTP level): a live `memstrata serve` -------------------------
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """One server for the module's live tests (each leaves no connection open)."""
+    from support import memstrata_serve, server_env
+
+    tmp_path = tmp_path_factory.mktemp("live")
+    env = server_env(
+        home=str(tmp_path),
+        serve_header_timeout_s="3",
+        serve_body_timeout_s="3",
+        serve_max_connections="4",
+        log_format="text",
+    )
+    log = tmp_path / "serve.log"
+    with memstrata_serve(f"sqlite:///{tmp_path / 'live.db'}", env, log, 90) as (_, base):
+        yield base, log
+
+
+def _closed_by_server(sock: Any, wait_s: float = 30.0) -> bytes:
+    """Read until the server closes; fails if it keeps the connection open ``wait_s``."""
+    sock.settimeout(wait_s)
+    got = b""
+    while True:
+        chunk = sock.recv(65536)  # socket.timeout here means the server held it open
+        if not chunk:
+            return got
+        got += chunk
+
+
+def _connect(base: str) -> Any:
+    import socket
+
+    host, port = base.removeprefix("http://").split(":")
+    return socket.create_connection((host, int(port)), timeout=10)
+
+
+@pytest.mark.server
+def test_finding_10_half_sent_requests_are_dropped(live: tuple[str, Path]) -> None:
+    base, log = live
+    silent = _connect(base)  # connects and says nothing
+    half_headers = _connect(base)
+    half_headers.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+    half_body = _connect(base)
+    half_body.sendall(
+        b"POST /v1/conversations HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b'Content-Length: 100\r\n\r\n{"title":'
+    )
+    for sock in (silent, half_headers, half_body):
+        with sock:
+            assert _closed_by_server(sock) == b""
+    text = log.read_text()
+    assert "its request headers did not arrive in time" in text
+    assert "its request body did not arrive in time" in text
+    assert httpx.get(base + "/healthz", trust_env=False).status_code == 200
+
+
+@pytest.mark.server
+def test_finding_10_over_the_connection_cap_gets_503_then_recovers(live: tuple[str, Path]) -> None:
+    base, _ = live
+    idle = [_connect(base) for _ in range(4)]
+    try:
+        r = httpx.get(base + "/healthz", trust_env=False, timeout=10)
+        assert r.status_code == 503, r.text
+        assert r.headers["content-type"].startswith("application/problem+json")
+        assert r.headers["x-request-id"]
+        assert r.json()["code"] == "over_capacity"
+    finally:
+        for sock in idle:
+            sock.close()
+    for _ in range(100):  # the server notices the closes on its next loop turns
+        r = httpx.get(base + "/healthz", trust_env=False, timeout=10)
+        if r.status_code == 200:
+            break
+    assert r.status_code == 200, r.text
+
+
+@pytest.mark.server
+def test_finding_15_malformed_http_is_problem_json_with_request_id(live: tuple[str, Path]) -> None:
+    base, _ = live
+    for raw in (
+        b"POST /v1/conversations HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n{}",
+        b"GET / HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n",
+    ):
+        with _connect(base) as sock:
+            sock.sendall(raw)
+            answer = _closed_by_server(sock)
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 400"), answer
+        assert b"content-type: application/problem+json" in head.lower()
+        assert b"x-request-id: " in head.lower()
+        assert json.loads(body)["code"] == "bad_request"
+
+
+def test_finding_10_repeated_accept_errors_are_logged_once_per_interval(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import time
+
+    from memstrata.server.serving import RepeatFilter
+
+    logger = logging.getLogger("asyncio.test-h21")
+    limiter = RepeatFilter(interval_s=0.2)
+    logger.addFilter(limiter)
+    try:
+        with caplog.at_level(logging.ERROR, logger=logger.name):
+            for _ in range(1000):
+                logger.error(
+                    "socket.accept() out of system resource\nsocket: <listening>\n"
+                    "exception: [Errno 24] Too many open files"
+                )
+            assert len(caplog.records) == 1
+            time.sleep(0.3)
+            logger.error("socket.accept() out of system resource\nsocket: <listening>")
+            assert len(caplog.records) == 2
+            assert "999 more like it held back" in caplog.records[1].getMessage()
+    finally:
+        logger.removeFilter(limiter)
