@@ -21,7 +21,6 @@ connection-level log lines (uvicorn's, asyncio's "out of system resource" on acc
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import threading
 import time
@@ -33,7 +32,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from memstrata.config import Settings
 from memstrata.logs import valid_request_id
-from memstrata.server.problems import PROBLEM_JSON
+from memstrata.server.problems import problem
 from memstrata.server.requests import HEADER
 
 __all__ = ["GuardedH11Protocol", "RepeatFilter", "ServeLimits", "install_log_limits"]
@@ -60,22 +59,11 @@ class ServeLimits:
 
 
 def _problem(status: int, code: str, detail: str) -> tuple[list[tuple[bytes, bytes]], bytes]:
-    body = json.dumps(
-        {
-            "type": f"urn:memstrata:problem:{code}",
-            "title": code.replace("_", " ").capitalize(),
-            "status": status,
-            "detail": detail,
-            "code": code,
-        }
-    ).encode()
-    headers = [
-        (b"content-type", PROBLEM_JSON.encode()),
-        (b"content-length", str(len(body)).encode()),
-        (b"connection", b"close"),
-        (HEADER.lower().encode(), valid_request_id(None).encode()),
-    ]
-    return headers, body
+    """A problem answer sent below the application: it closes the connection and carries a
+    fresh request id (the application's middleware, which would add one, never runs)."""
+    response = problem(status, code, detail, headers={"Connection": "close"})
+    headers = [*response.raw_headers, (HEADER.lower().encode(), valid_request_id(None).encode())]
+    return headers, bytes(response.body)
 
 
 async def _over_capacity(scope: Any, receive: Any, send: Any) -> None:
@@ -145,7 +133,7 @@ class GuardedH11Protocol(H11Protocol):
             h11.Data(data=body),
             h11.EndOfMessage(),
         ):
-            self.transport.write(self.conn.send(event))  # type: ignore[arg-type]
+            self.transport.write(self.conn.send(event))
         self.transport.close()
 
     # -- deadlines -------------------------------------------------------------------------
