@@ -85,6 +85,12 @@ def _json_routes(cid: str, poison: str) -> list[tuple[str, str, str]]:
         ("POST", f"/v1/conversations/{cid}/context", f'{{"budget":{poison}}}'),
         ("POST", "/v1/recall/search", f'{{"query":"q","k":{poison}}}'),
         ("POST", "/v1/facts", f'{{"content":"likes tea","confidence":{poison}}}'),
+        (
+            "POST",
+            "/mcp",
+            '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":'
+            f'"update_working_memory","arguments":{{"content":"x","expected_version":{poison}}}}}}}',
+        ),
     ]
 
 
@@ -139,8 +145,10 @@ def test_finding_01_python_api_refuses_non_finite(tmp_path: Path) -> None:
 
 async def test_finding_01_mcp_update_working_memory_refuses_non_finite(tmp_path: Path) -> None:
     from mcp import Client
+    from mcp.server.mcpserver.exceptions import ToolError
 
     from memstrata.mcpserver.server import build_server, fixed_scope
+    from memstrata.mcpserver.tools import MemoryTools
 
     mem = AsyncMemory.open(
         f"sqlite:///{(tmp_path / 'mcp.db').as_posix()}",
@@ -155,14 +163,30 @@ async def test_finding_01_mcp_update_working_memory_refuses_non_finite(tmp_path:
                     "update_working_memory", {"content": f'{{"a": {constant}}}'}
                 )
                 assert bad.is_error
-            # An argument that is itself non-finite (stdio has no HTTP edge to refuse it).
-            bad = await client.call_tool("search_memory", {"query": "\ud800"})
-            assert bad.is_error
             ok = await client.call_tool("get_working_memory", {})
             assert not ok.is_error
         assert (await mem.working.get(scope)).content == {"task": "pack"}
+        # Arguments that reach a tool past the SDK's own validation are checked too (stdio
+        # has no HTTP edge): a non-finite number, a lone surrogate, over-deep nesting.
+        tools = MemoryTools(mem, fixed_scope(scope))
+        for bad_args, why in (
+            ({"content": "likes tea", "confidence": float("nan")}, "not a JSON number"),
+            ({"content": "likes \ud800"}, "lone UTF-16 surrogate"),
+        ):
+            with pytest.raises(ToolError, match=why):
+                await tools.add_fact(None, **bad_args)  # type: ignore[arg-type]
+        with pytest.raises(ToolError, match="nested deeper"):
+            await tools.search_memory(None, query="x", conversation_id=_deep(70))  # type: ignore[arg-type]
+        assert (await mem.facts.list(scope)).items == []
     finally:
         await mem.close()
+
+
+def _deep(depth: int) -> list[Any]:
+    value: list[Any] = []
+    for _ in range(depth):
+        value = [value]
+    return value
 
 
 # Rows written before the checks existed: planted straight into the tables.
