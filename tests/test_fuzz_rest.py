@@ -7,10 +7,16 @@ with ``type``, ``title``, ``status``, ``detail`` and memstrata's ``code``).
 
 A seeded conversation, message and fact let path parameters sometimes name real data,
 so the fuzzer reaches past the 404 of an unknown id into the handlers themselves.
+
+schemathesis only generates finite numbers and shallow values, so about half of the JSON
+object bodies get one top-level value replaced by what JSON parsers disagree on: ``NaN``,
+``Infinity``, ``-Infinity``, a lone surrogate, or arrays nested 65 and 5,000 deep. They
+are sent as raw bytes (the client's own encoder refuses NaN) and must answer 4xx.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,6 +111,32 @@ def real_or_generated(path_ids: dict[str, str], params: dict[str, Any] | None) -
 ADMIN_HEADERS = ("X-Memstrata-User", "X-Memstrata-Agent")
 
 
+# Raw JSON texts of the values a strict decoder refuses (issue 21, findings 1 and 4).
+POISONS = (
+    "NaN",
+    "Infinity",
+    "-Infinity",
+    '"\\ud800"',
+    "[" * 65 + "0" + "]" * 65,
+    "[" * 5000 + "]" * 5000,
+)
+_MARK = "__memstrata_fuzz_poison__"
+
+
+def with_poison(body: dict[str, Any], key: str, raw: str) -> bytes:
+    """``body`` as JSON bytes with the value of ``key`` replaced by the raw text ``raw``."""
+    return json.dumps({**body, key: _MARK}).replace(json.dumps(_MARK), raw, 1).encode()
+
+
+def sometimes_poisoned(body: Any) -> Any:
+    """A strategy keeping a JSON object body or poisoning one of its top-level values."""
+    if not isinstance(body, dict) or not body:
+        return st.just(body)
+    return st.tuples(st.booleans(), st.sampled_from(sorted(body)), st.sampled_from(POISONS)).map(
+        lambda pick: with_poison(body, pick[1], pick[2]) if pick[0] else body
+    )
+
+
 def mostly_without_admin_headers(headers: dict[str, Any] | None) -> Any:
     """A strategy that usually drops the admin-only headers from ``headers``."""
     if not headers or not any(name in headers for name in ADMIN_HEADERS):
@@ -181,8 +213,12 @@ def load_schema() -> Any:
     def flatmap_headers(context: Any, headers: dict[str, Any] | None) -> Any:
         return mostly_without_admin_headers(headers)
 
+    def flatmap_body(context: Any, body: Any) -> Any:
+        return sometimes_poisoned(body)
+
     loaded.hook(flatmap_path_parameters)
     loaded.hook(flatmap_headers)
+    loaded.hook(flatmap_body)
     return loaded
 
 
@@ -263,3 +299,14 @@ def test_checkpoint_with_a_huge_ttl_is_a_problem_not_a_server_error(tmp_path: Pa
         amem.core.close()
     assert response.status_code == 422, response.text
     assert problem_shape_errors(422, response.headers["content-type"], response.json()) == []
+
+
+def test_poisoned_bodies_are_what_the_strict_decoder_refuses() -> None:
+    from memstrata import strictjson
+    from memstrata.errors import InvalidInput
+
+    for raw in POISONS:
+        text = with_poison({"title": "t", "metadata": {}}, "metadata", raw)
+        assert raw.encode() in text
+        with pytest.raises(InvalidInput):
+            strictjson.loads(text)

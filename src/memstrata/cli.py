@@ -120,31 +120,27 @@ def serve(
             import uvicorn
 
             from memstrata.server import create_app
+            from memstrata.server.serving import GuardedH11Protocol, ServeLimits
         except ImportError as exc:
             raise MissingDependency(
                 f"the server needs its extra: pip install 'memstrata[server]' ({exc})"
             ) from None
         with Memory.open(settings.database_url(), settings=settings) as mem:
             if not mem.keys.list(settings.local_tenant):
-                _, secret = mem.keys.create(
-                    settings.local_tenant, user=settings.local_user, label="first start"
-                )
-                typer.echo(
-                    f"\nFirst start: created an API key for tenant {settings.local_tenant!r}, "
-                    f"user {settings.local_user!r}.\n"
-                    "It is shown only this once; keep it:\n\n"
-                    f"    {secret}\n\n"
-                    "Send it as: Authorization: Bearer <key>\n"
-                )
+                _first_start(mem, settings)
         _note(f"memstrata serving {redact(settings.database_url())} on http://{host}:{port}")
         configure_logging(json_logs=settings.log_format == "json", level=settings.log_level)
         # memstrata's access log (with request ids) replaces uvicorn's.
+        GuardedH11Protocol.use(ServeLimits.from_settings(settings))
         options: dict[str, Any] = {
             "host": host,
             "port": port,
             "log_level": settings.log_level.lower(),
             "access_log": False,
             "log_config": None,
+            # Header and body deadlines, a connection cap, problem JSON for bad HTTP.
+            "http": GuardedH11Protocol,
+            "timeout_keep_alive": settings.serve_keepalive_s,
         }
         if processes == 1:
             uvicorn.run(create_app(settings=settings), **options)
@@ -158,6 +154,29 @@ def serve(
             workers=processes,
             **options,
         )
+
+
+def _first_start(mem: Memory, settings: Settings) -> None:
+    """No key yet. The embedded SQLite store is one person's: print a key for its local
+    user. A PostgreSQL store is shared and its log is read by others: print how to make
+    a key instead of a working one."""
+    if settings.database_url().split(":", 1)[0].lower() != "sqlite":
+        typer.echo(
+            "\nNo API key exists yet. Create one (shown only once) with:\n\n"
+            f"    memstrata keys create --tenant {settings.local_tenant} "
+            f"--user {settings.local_user}\n"
+        )
+        return
+    _, secret = mem.keys.create(
+        settings.local_tenant, user=settings.local_user, label="first start"
+    )
+    typer.echo(
+        f"\nFirst start: created an API key for tenant {settings.local_tenant!r}, "
+        f"user {settings.local_user!r}.\n"
+        "It is shown only this once; keep it:\n\n"
+        f"    {secret}\n\n"
+        "Send it as: Authorization: Bearer <key>\n"
+    )
 
 
 def _check_shareable(settings: Settings) -> None:

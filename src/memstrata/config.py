@@ -62,6 +62,44 @@ class Settings(BaseSettings):
         description="Requests per second per API key, on average (0: no limit).",
     )
     rate_limit_burst: int = Field(default=50, ge=1, description="Requests a key may make at once.")
+    auth_failure_rate_per_second: float = Field(
+        default=0.5,
+        ge=0,
+        description="Failed authentications per second per client address, on average, "
+        "once the burst is spent; more are answered 429 without a key lookup (0: no limit).",
+    )
+    auth_failure_burst: int = Field(
+        default=20, ge=1, description="Failed authentications a client address may make at once."
+    )
+    serve_header_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="memstrata serve: seconds a connection may take to send a request's "
+        "headers (from connect, or from the previous answer); then it is closed.",
+    )
+    serve_body_timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="memstrata serve: seconds a request may take to send its body after its "
+        "headers; then the connection is closed.",
+    )
+    serve_keepalive_s: int = Field(
+        default=5,
+        ge=1,
+        description="memstrata serve: seconds an idle keep-alive connection stays open.",
+    )
+    serve_max_connections: int = Field(
+        default=1000,
+        ge=1,
+        description="memstrata serve: open connections per process; a request on one more is "
+        "answered 503 and its connection closed.",
+    )
+    serve_log_interval_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="memstrata serve: a repeated connection-level error (such as 'Too many open "
+        "files' on accept) is logged at most once per this many seconds, with a count.",
+    )
     log_format: Literal["json", "text"] = Field(
         default="json", description="memstrata serve / worker logs: JSON lines or plain text."
     )

@@ -41,7 +41,7 @@ def current_request_id() -> str | None:
 
 def valid_request_id(value: str | None) -> str:
     """The caller's id when it is safe to log and echo, else a fresh one."""
-    if value is not None and _VALID.match(value):
+    if value is not None and _VALID.fullmatch(value):
         return value
     return new_id()
 

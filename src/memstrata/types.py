@@ -66,7 +66,7 @@ class Scope:
             value = getattr(self, name)
             if value is None and name == "agent":
                 continue
-            if not isinstance(value, str) or not _NAME.match(value):
+            if not isinstance(value, str) or not _NAME.fullmatch(value):
                 raise InvalidInput(
                     f"scope {name} must be 1-128 characters of letters, digits and ._:@+- "
                     f"starting with a letter or digit, got {value!r}",

@@ -25,6 +25,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
+from memstrata import strictjson
 from memstrata.api import AsyncMemory
 from memstrata.context import Context as MemoryContext
 from memstrata.errors import InvalidInput, MemstrataError, NotFound, PreconditionFailed
@@ -76,6 +77,9 @@ def _reported(fn: Callable[P, Awaitable[Result]]) -> Callable[P, Awaitable[Resul
     @functools.wraps(fn)
     async def wrapper(*args: P.args, **kwargs: P.kwargs) -> Result:
         with tool_errors():
+            # The REST edge refuses these in the body; stdio has no such edge, so every
+            # tool's arguments are checked here too (NaN, lone surrogates, deep nesting).
+            strictjson.check(kwargs, what="an argument")
             return await fn(*args, **kwargs)
 
     return wrapper

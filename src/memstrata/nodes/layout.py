@@ -29,7 +29,7 @@ _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@+\-]{0,127}$")
 
 
 def check_id(value: object, field: str) -> str:
-    if not isinstance(value, str) or not _ID.match(value) or ".." in value:
+    if not isinstance(value, str) or not _ID.fullmatch(value) or ".." in value:
         raise InvalidInput(
             f"{field} must be 1-128 characters of letters, digits and ._:@+- starting with a "
             f"letter or digit (no '/', '..' or NUL), got {value!r}",

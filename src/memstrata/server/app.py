@@ -29,8 +29,9 @@ from memstrata.server.limits import BodyLimit
 from memstrata.server.metrics import Metrics, MetricsMiddleware
 from memstrata.server.openapi import install_openapi
 from memstrata.server.problems import install_problem_handlers
-from memstrata.server.ratelimit import rate_limiter
+from memstrata.server.ratelimit import auth_failures, rate_limiter
 from memstrata.server.requests import RequestMiddleware
+from memstrata.server.responses import JSONResponse
 
 __all__ = ["app_from_environment", "create_app"]
 
@@ -72,11 +73,13 @@ def create_app(memory: AsyncMemory | None = None, settings: Settings | None = No
         openapi_url="/openapi.json",
         docs_url=None,  # the interactive docs page loads assets from the network
         redoc_url=None,
+        default_response_class=JSONResponse,  # never fails on a value stored before checks
     )
     app.state.memory = mem
     app.state.settings = settings
     app.state.metrics = Metrics()
     app.state.limiter = rate_limiter(settings, mem.core.redis_url)
+    app.state.auth_failures = auth_failures(settings)
 
     install_problem_handlers(app)
     app.include_router(health.router)

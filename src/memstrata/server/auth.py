@@ -16,7 +16,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from memstrata.api import AsyncMemory
 from memstrata.errors import Forbidden, InvalidInput, Unauthorized
-from memstrata.server.ratelimit import LocalBuckets, check
+from memstrata.server.ratelimit import AuthFailures, LocalBuckets, check
 from memstrata.storage.tenancy import Principal
 from memstrata.types import Scope
 
@@ -48,8 +48,14 @@ async def principal(
 ) -> Principal:
     if credentials is None or not credentials.credentials:
         raise Unauthorized("send an API key as 'Authorization: Bearer <key>'")
+    failures = getattr(request.app.state, "auth_failures", None)
+    address = request.client.host if request.client is not None else "unknown"
+    if isinstance(failures, AuthFailures):
+        failures.check(address)  # before the lookup: a limited address costs the store nothing
     found = await mem.keys.authenticate(credentials.credentials)
     if found is None:
+        if isinstance(failures, AuthFailures):
+            failures.failed(address)
         raise Unauthorized("unknown or revoked API key")
     limiter = getattr(request.app.state, "limiter", None)
     if isinstance(limiter, LocalBuckets):

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.responses import PlainTextResponse
 
 from memstrata.errors import BackendUnavailable, MemstrataError
 from memstrata.server.auth import Mem
 from memstrata.server.metrics import Metrics, render_state
+from memstrata.server.responses import JSONResponse
 
 __all__ = ["router"]
 

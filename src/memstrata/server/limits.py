@@ -1,18 +1,36 @@
-"""The request body size limit, enforced before any handler reads the body.
+"""The request body limits, enforced before any handler reads the body.
 
 A declared ``Content-Length`` over the limit is refused without reading; a
 body without one (chunked) is counted as it streams and refused as soon as it
 passes the limit. A body under the limit is buffered (at most the limit) and
 replayed to the application.
+
+A JSON body (any ``application/json`` or ``+json`` type, or no type at all, which
+FastAPI reads as JSON) is decoded once here by :func:`memstrata.strictjson.loads`: a
+body with ``NaN``/``Infinity``, a lone surrogate, nesting deeper than
+:data:`~memstrata.strictjson.MAX_DEPTH` or malformed JSON is answered 422 before any
+route runs, so no route can store such a value (REST and ``/mcp`` alike).
 """
 
 from __future__ import annotations
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from memstrata.errors import InvalidInput
 from memstrata.server.problems import problem
+from memstrata.strictjson import loads
 
-__all__ = ["BodyLimit"]
+__all__ = ["BodyLimit", "is_json"]
+
+
+def is_json(content_type: bytes | None) -> bool:
+    """Whether FastAPI (or the MCP SDK) would read a body of this type as JSON."""
+    if not content_type:
+        return True
+    media = content_type.split(b";", 1)[0].strip().lower()
+    return media == b"application/json" or (
+        media.startswith(b"application/") and media.endswith(b"+json")
+    )
 
 
 class BodyLimit:
@@ -33,7 +51,8 @@ class BodyLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        declared = dict(scope["headers"]).get(b"content-length")
+        headers = dict(scope["headers"])
+        declared = headers.get(b"content-length")
         if declared is not None:
             try:
                 length = int(declared)
@@ -60,6 +79,12 @@ class BodyLimit:
             if not message.get("more_body", False):
                 break
         body = b"".join(chunks)
+        if body and is_json(headers.get(b"content-type")):
+            try:
+                loads(body)
+            except InvalidInput as exc:
+                await problem(422, exc.code, exc.message)(scope, receive, send)
+                return
         replayed = False
 
         async def replay() -> Message:

@@ -2,7 +2,9 @@
 
 Requests are counted and timed by method, route template (``/v1/conversations/{cid}``,
 never the raw path, so the label set stays small) and status. Requests that
-match no route share the template ``unmatched``.
+match no route share the template ``unmatched``; a method outside the HTTP ones
+the API answers (any token is a valid method name on the wire) shares the method
+``other``, so no request, authenticated or not, can add series without bound.
 """
 
 from __future__ import annotations
@@ -18,6 +20,12 @@ __all__ = ["Metrics", "MetricsMiddleware", "render_state"]
 
 Key = tuple[str, str, str]
 
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+
+def method_label(method: str) -> str:
+    return method if method in METHODS else "other"
+
 
 def _label(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
@@ -32,7 +40,7 @@ class Metrics:
         self._seconds: defaultdict[Key, float] = defaultdict(float)
 
     def observe(self, method: str, route: str, status: int, seconds: float) -> None:
-        key = (method, route, str(status))
+        key = (method_label(method), route, str(status))
         with self._lock:
             self._count[key] += 1
             self._seconds[key] += seconds

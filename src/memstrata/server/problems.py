@@ -13,13 +13,13 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from memstrata.errors import MemstrataError
+from memstrata.server.responses import JSONResponse
 
-__all__ = ["PROBLEM_JSON", "Problem", "install_problem_handlers", "problem"]
+__all__ = ["PROBLEM_JSON", "Problem", "install_problem_handlers", "printable", "problem"]
 
 PROBLEM_JSON = "application/problem+json"
 
@@ -39,6 +39,11 @@ class Problem(BaseModel):
     status: int
     detail: str
     code: str
+
+
+def printable(path: str) -> str:
+    """A request path fit for one log line: control characters (a decoded ``%0A``) escaped."""
+    return path if path.isprintable() else path.encode("unicode_escape").decode("ascii")
 
 
 def _slug(status: int) -> str:
@@ -92,7 +97,13 @@ def _memstrata_error(request: Request, exc: Exception) -> JSONResponse:
         headers["WWW-Authenticate"] = "Bearer"
     if exc.status >= 500:
         # Server-side failures are logged in full and answered without internals.
-        log.error("%s %s failed: %s: %s", request.method, request.url.path, exc.code, exc.message)
+        log.error(
+            "%s %s failed: %s: %s",
+            request.method,
+            printable(request.url.path),
+            exc.code,
+            exc.message,
+        )
         detail = (
             "a backend is unavailable; try again later"
             if exc.status == 503
@@ -127,6 +138,9 @@ def _validation_error(request: Request, exc: Exception) -> JSONResponse:
 def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     status = exc.status_code
+    if status == 400:
+        # FastAPI's "error parsing the body": a body problem, which the table answers 422.
+        return problem(422, "invalid_input", "the request body could not be read")
     phrase = HTTPStatus(status).phrase if status in HTTPStatus._value2member_map_ else "Error"
     if status == 404:
         detail = f"no route {request.url.path}"
@@ -138,7 +152,7 @@ def _http_error(request: Request, exc: Exception) -> JSONResponse:
 
 
 def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-    log.exception("%s %s raised", request.method, request.url.path, exc_info=exc)
+    log.exception("%s %s raised", request.method, printable(request.url.path), exc_info=exc)
     return problem(500, "internal", "internal server error")
 
 

@@ -1,10 +1,16 @@
-"""Per-key rate limits: a token bucket per API key.
+"""Per-key rate limits (a token bucket per API key), and failed-authentication limits
+(a bucket per client address).
 
 Each key may make ``rate`` requests per second on average, and ``burst`` at once.
 On the embedded default the buckets live in the process; with Redis configured
 they live in Redis (one small hash per key, updated by one atomic script), so every
 replica behind a load balancer draws from the same bucket. A request over the
 limit is answered 429 with ``Retry-After``.
+
+Failed authentications (an unknown or revoked key) draw from a bucket of the client's
+address, in the process (:class:`AuthFailures`): once it is empty, every request from that
+address is answered 429 before its key is looked up, so guessing keys costs the store
+nothing and gains one guess per refill. A key that authenticates takes nothing from it.
 """
 
 from __future__ import annotations
@@ -18,7 +24,15 @@ from typing import Any, Protocol
 from memstrata.config import Settings
 from memstrata.errors import BackendUnavailable, RateLimited
 
-__all__ = ["LocalBuckets", "RateLimiter", "RedisBuckets", "check", "rate_limiter"]
+__all__ = [
+    "AuthFailures",
+    "LocalBuckets",
+    "RateLimiter",
+    "RedisBuckets",
+    "auth_failures",
+    "check",
+    "rate_limiter",
+]
 
 
 class RateLimiter(Protocol):
@@ -51,6 +65,16 @@ class LocalBuckets:
             if len(self._buckets) > self._max:
                 self._buckets.popitem(last=False)
             return wait
+
+    def wait(self, key: str, now: float | None = None) -> float:
+        """Seconds until ``key`` has a token, without taking one (0.0: it has one now)."""
+        t = time.monotonic() if now is None else now
+        with self._lock:
+            found = self._buckets.get(key)
+        if found is None:
+            return 0.0
+        tokens = min(float(self.burst), found[0] + (t - found[1]) * self.rate)
+        return 0.0 if tokens >= 1.0 else (1.0 - tokens) / self.rate
 
 
 # KEYS[1] the bucket; ARGV rate, burst, now (s). Returns the wait in ms (0: granted).
@@ -106,3 +130,28 @@ def rate_limiter(settings: Settings, redis_url: str | None) -> RateLimiter | Non
     from memstrata.backends import redis as redis_backend
 
     return RedisBuckets(redis_backend.connect(redis_url), rate, burst)
+
+
+class AuthFailures:
+    """Failed authentications per client address (see the module's docstring)."""
+
+    def __init__(self, rate: float, burst: int) -> None:
+        self._buckets = LocalBuckets(rate, burst, max_keys=10_000)
+
+    def check(self, address: str) -> None:
+        """Raise :class:`RateLimited` while ``address`` has used up its failures."""
+        wait = self._buckets.wait(address)
+        if wait > 0:
+            raise RateLimited(
+                f"too many failed authentications from this address; retry in {wait:.0f} s",
+                retry_after=max(1, math.ceil(wait)),
+            )
+
+    def failed(self, address: str) -> None:
+        self._buckets.take(address)
+
+
+def auth_failures(settings: Settings) -> AuthFailures | None:
+    if settings.auth_failure_rate_per_second <= 0:
+        return None
+    return AuthFailures(settings.auth_failure_rate_per_second, settings.auth_failure_burst)

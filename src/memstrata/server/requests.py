@@ -15,11 +15,14 @@ from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memstrata.logs import bound_request_id, valid_request_id
+from memstrata.server.problems import PROBLEM_JSON, printable, problem
 
 __all__ = ["HEADER", "RequestMiddleware"]
 
 HEADER = "X-Request-Id"
 log = logging.getLogger("memstrata.access")
+errors = logging.getLogger("memstrata.server")
+_INTERNAL = problem(500, "internal", "internal server error").body
 
 
 def _incoming(scope: Scope) -> str | None:
@@ -42,11 +45,14 @@ class RequestMiddleware:
             return
         rid = valid_request_id(_incoming(scope))
         status = 500
+        started = False
         start = time.perf_counter()
 
         async def send_with_id(message: Message) -> None:
             nonlocal status
+            nonlocal started
             if message["type"] == "http.response.start":
+                started = True
                 status = int(message["status"])
                 MutableHeaders(scope=message)[HEADER] = rid
             await send(message)
@@ -54,12 +60,32 @@ class RequestMiddleware:
         with bound_request_id(rid):
             try:
                 await self.app(scope, receive, send_with_id)
+            except Exception as exc:
+                # Outermost handler of the app's own middleware: a bug anywhere inside is
+                # answered here (problem JSON carrying the id), not by Starlette's
+                # plain-text fallback that runs outside this middleware.
+                errors.error(
+                    "%s %s raised", scope["method"], printable(scope["path"]), exc_info=exc
+                )
+                if started:
+                    raise
+                await send_with_id(
+                    {
+                        "type": "http.response.start",
+                        "status": 500,
+                        "headers": [
+                            (b"content-type", PROBLEM_JSON.encode()),
+                            (b"content-length", str(len(_INTERNAL)).encode()),
+                        ],
+                    }
+                )
+                await send_with_id({"type": "http.response.body", "body": _INTERNAL})
             finally:
                 route = getattr(scope.get("route"), "path", None)
                 log.info(
                     "%s %s %d",
                     scope["method"],
-                    route if isinstance(route, str) else scope.get("path", ""),
+                    route if isinstance(route, str) else printable(scope["path"]),
                     status,
                     extra={
                         "request_id": rid,

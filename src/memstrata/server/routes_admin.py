@@ -6,11 +6,11 @@ from datetime import datetime
 from typing import Any
 
 from fastapi import APIRouter, Response
-from fastapi.responses import JSONResponse
 
 from memstrata.errors import InvalidInput, NotFound
 from memstrata.server.auth import AdminKey, Mem
 from memstrata.server.pagination import Cursor, Limit, page_body
+from memstrata.server.responses import JSONResponse
 from memstrata.server.schemas import UserPage
 from memstrata.types import Scope
 

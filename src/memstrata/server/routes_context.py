@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Response
-from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from memstrata.context import COMPACT_JOB
 from memstrata.server.auth import CallerScope, Mem
+from memstrata.server.responses import JSONResponse
 
 __all__ = ["router"]
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Response
-from fastapi.responses import JSONResponse
 
 from memstrata.errors import InvalidInput
 from memstrata.server.auth import CallerScope, Mem
 from memstrata.server.pagination import Cursor, Limit, page_body
+from memstrata.server.responses import JSONResponse
 from memstrata.server.schemas import (
     ConversationCreate,
     ConversationOut,

@@ -6,7 +6,6 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Query, Response
-from fastapi.responses import JSONResponse
 
 from memstrata.api._async import AsyncMemory
 from memstrata.errors import Forbidden
@@ -14,6 +13,7 @@ from memstrata.jobs import Job
 from memstrata.jobs.ops import JobStatus
 from memstrata.server.auth import AGENT_HEADER, USER_HEADER, Mem, principal
 from memstrata.server.pagination import Cursor, Limit, page_body
+from memstrata.server.responses import JSONResponse
 from memstrata.server.schemas import JobOut, JobPage
 from memstrata.storage.tenancy import Principal
 from memstrata.types import Scope

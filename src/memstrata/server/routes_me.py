@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Response
-from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from memstrata.server.auth import principal
+from memstrata.server.responses import JSONResponse
 from memstrata.storage.tenancy import Principal
 
 __all__ = ["router"]

@@ -6,11 +6,11 @@ import json
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
-from fastapi.responses import JSONResponse
 
 from memstrata.errors import InvalidInput
 from memstrata.server.auth import CallerScope, Mem
 from memstrata.server.pagination import Cursor, Limit, page_body
+from memstrata.server.responses import JSONResponse
 from memstrata.server.schemas import HistoryOut, MessageOut, MessagePage
 from memstrata.types import Message, MessagePatch
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
-from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from memstrata.server.auth import CallerScope, Mem
+from memstrata.server.responses import JSONResponse
 from memstrata.server.schemas import HistoryMessageOut
 from memstrata.types import FileRef
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter
-from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from memstrata.recall.service import MAX_K, MAX_RANGE
 from memstrata.server.auth import CallerScope, Mem
+from memstrata.server.responses import JSONResponse
 
 __all__ = ["router"]
 

@@ -13,12 +13,12 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Response
-from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from memstrata.errors import InvalidInput, NotFound, PreconditionFailed
 from memstrata.server.auth import CallerScope, Mem
 from memstrata.server.pagination import Cursor, Limit, page_body
+from memstrata.server.responses import JSONResponse
 from memstrata.state.ops import Format
 
 __all__ = ["router"]

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
+from memstrata import strictjson
 from memstrata.conversation.ops import (
     encode_cursor,
     get_conversation,
@@ -62,7 +63,8 @@ _MAX_DOC_BYTES = 256_000
 
 
 def _dump(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
+    # Strict: NaN, Infinity or a lone surrogate is refused (InvalidInput), never stored.
+    return strictjson.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
 
 
 def _sized(text: str, what: str) -> str:

@@ -6,6 +6,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+from memstrata import strictjson
 from memstrata.errors import InvalidInput
 from memstrata.storage.plan import Row
 from memstrata.types import Conversation, FileRef, Message, Role, Status, ToolCall
@@ -63,7 +64,8 @@ def dump_json(value: Any) -> str | None:
     """Empty containers are stored as NULL: most rows have none, and NULL costs nothing to read."""
     if not value:
         return None
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
+    # Strict: NaN, Infinity or a lone surrogate is refused (InvalidInput), never stored.
+    return strictjson.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
 
 
 def load_json(value: str | None, empty: Any) -> Any:

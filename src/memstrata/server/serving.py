@@ -1,0 +1,204 @@
+"""How ``memstrata serve`` holds connections: uvicorn's h11 protocol with timeouts and a cap.
+
+uvicorn by itself waits forever for a request's headers or body, accepts any number of
+connections, answers malformed HTTP in plain text and logs every failed ``accept()``.
+:class:`GuardedH11Protocol` adds, per connection:
+
+- a header deadline: a connection must send a request's complete headers within
+  ``serve_header_timeout_s`` of connecting (or of its previous answer), else it is closed;
+- a body deadline: the body must arrive within ``serve_body_timeout_s`` of the headers,
+  else the connection is closed (the application sees the client go away);
+- a connection cap: a request on a connection over ``serve_max_connections`` is answered
+  503 problem JSON and the connection closed (past twice the cap, connections are closed
+  at once, so a flood cannot take the process's file descriptors);
+- problem JSON with an ``X-Request-Id`` for malformed HTTP (400), instead of plain text.
+
+Deadlines are counted once per request, never reset by a trickle of bytes. Repeated
+connection-level log lines (uvicorn's, asyncio's "out of system resource" on accept) pass
+:class:`RepeatFilter`: each distinct message at most once per interval, with a count.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import h11
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from memstrata.config import Settings
+from memstrata.logs import valid_request_id
+from memstrata.server.problems import problem
+from memstrata.server.requests import HEADER
+
+__all__ = ["GuardedH11Protocol", "RepeatFilter", "ServeLimits", "install_log_limits"]
+
+# Connection-level events: a flood makes many, so this logger is rate-limited too.
+conn_log = logging.getLogger("memstrata.server.connections")
+
+
+@dataclass(frozen=True)
+class ServeLimits:
+    header_timeout_s: float = 10.0
+    body_timeout_s: float = 30.0
+    max_connections: int = 1000
+    log_interval_s: float = 10.0
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ServeLimits:
+        return cls(
+            header_timeout_s=settings.serve_header_timeout_s,
+            body_timeout_s=settings.serve_body_timeout_s,
+            max_connections=settings.serve_max_connections,
+            log_interval_s=settings.serve_log_interval_s,
+        )
+
+
+def _problem(status: int, code: str, detail: str) -> tuple[list[tuple[bytes, bytes]], bytes]:
+    """A problem answer sent below the application: it closes the connection and carries a
+    fresh request id (the application's middleware, which would add one, never runs)."""
+    response = problem(status, code, detail, headers={"Connection": "close"})
+    headers = [*response.raw_headers, (HEADER.lower().encode(), valid_request_id(None).encode())]
+    return headers, bytes(response.body)
+
+
+async def _over_capacity(scope: Any, receive: Any, send: Any) -> None:
+    """The application of a connection over the cap: 503, and the connection closes."""
+    headers, body = _problem(
+        503, "over_capacity", "the server has too many open connections; try again shortly"
+    )
+    await send({"type": "http.response.start", "status": 503, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+class GuardedH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol with deadlines and a connection cap (see the module's docstring)."""
+
+    _limits: ClassVar[ServeLimits | None] = None
+
+    @classmethod
+    def use(cls, limits: ServeLimits) -> None:
+        cls._limits = limits
+        install_log_limits(limits.log_interval_s)
+
+    @classmethod
+    def limits(cls) -> ServeLimits:
+        # A process started by ``--processes N`` reads its settings from the environment.
+        if cls._limits is None:
+            cls.use(ServeLimits.from_settings(Settings()))
+        assert cls._limits is not None
+        return cls._limits
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._deadline: asyncio.TimerHandle | None = None
+        self._phase: str | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        cap = self.limits().max_connections
+        if len(self.connections) > 2 * cap:
+            conn_log.warning("closed a connection at once: over twice the connection cap")
+            transport.close()
+            return
+        if len(self.connections) > cap:
+            conn_log.warning("answered 503: over the connection cap")
+            self.app = _over_capacity
+        self._watch()
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        self._watch()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        self._watch()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cancel()
+        super().connection_lost(exc)
+
+    def send_400_response(self, msg: str) -> None:
+        headers, body = _problem(
+            400,
+            "bad_request",
+            "the HTTP request is malformed (request line, headers or message framing)",
+        )
+        for event in (
+            h11.Response(status_code=400, headers=headers, reason=b"Bad Request"),
+            h11.Data(data=body),
+            h11.EndOfMessage(),
+        ):
+            self.transport.write(self.conn.send(event))
+        self.transport.close()
+
+    # -- deadlines -------------------------------------------------------------------------
+
+    def _watch(self) -> None:
+        """Arm the deadline of what the client owes now: headers, a body, or nothing."""
+        if self.transport.is_closing():
+            self._cancel()
+            return
+        state = self.conn.their_state
+        phase = "headers" if state is h11.IDLE else "body" if state is h11.SEND_BODY else None
+        if phase == self._phase:
+            return  # the deadline of this phase is already running: a trickle never extends it
+        self._cancel()
+        self._phase = phase
+        if phase is not None:
+            limits = self.limits()
+            seconds = limits.header_timeout_s if phase == "headers" else limits.body_timeout_s
+            self._deadline = self.loop.call_later(seconds, self._expired, phase)
+
+    def _cancel(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+        self._phase = None
+
+    def _expired(self, phase: str) -> None:
+        self._deadline = None
+        if not self.transport.is_closing():
+            conn_log.warning("closed a connection: its request %s did not arrive in time", phase)
+            self.transport.close()
+
+
+class RepeatFilter(logging.Filter):
+    """A log filter letting each distinct message through at most once per ``interval_s``;
+    the line that passes says how many were held back since the last one."""
+
+    def __init__(self, interval_s: float) -> None:
+        super().__init__()
+        self.interval_s = interval_s
+        self._lock = threading.Lock()
+        self._last: dict[str, float] = {}
+        self._held: dict[str, int] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        # The first line names the event (asyncio adds socket and traceback lines after it).
+        key = f"{record.name}:{str(record.msg).partition(chr(10))[0]}:{record.args!r}"
+        now = time.monotonic()
+        with self._lock:
+            if now - self._last.get(key, float("-inf")) < self.interval_s:
+                self._held[key] = self._held.get(key, 0) + 1
+                return False
+            if len(self._last) > 1000:
+                self._last.clear()
+                self._held.clear()
+            self._last[key] = now
+            held = self._held.pop(key, 0)
+        if held:
+            record.msg = f"{record.msg} ({held} more like it held back in the last interval)"
+        return True
+
+
+def install_log_limits(interval_s: float) -> None:
+    """Rate-limit the loggers of connection-level errors (idempotent)."""
+    for name in ("asyncio", "uvicorn.error", conn_log.name):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, RepeatFilter) for f in logger.filters):
+            logger.addFilter(RepeatFilter(interval_s))
