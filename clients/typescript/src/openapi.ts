@@ -566,7 +566,7 @@ export interface components {
              * @description Compact now and answer 200 with the outcome; default: queue a job (202).
              * @default false
              */
-            wait: boolean;
+            wait?: boolean;
         };
         /** ContextIn */
         ContextIn: {
@@ -574,7 +574,7 @@ export interface components {
              * Budget
              * @default 8000
              */
-            budget: number;
+            budget?: number;
             /** Leaf Id */
             leaf_id?: string | null;
             /** Model */
@@ -652,12 +652,12 @@ export interface components {
              * @description preference, knowledge, context, behavior, goal or correction.
              * @default context
              */
-            category: string;
+            category?: string;
             /**
              * Confidence
              * @default 1
              */
-            confidence: number;
+            confidence?: number;
             /** Content */
             content: string;
             /**
@@ -775,7 +775,7 @@ export interface components {
              * @default user
              * @enum {string}
              */
-            belongs_to: "user" | "assistant";
+            belongs_to?: "user" | "assistant";
             /** Filename */
             filename?: string | null;
             /** Mime Type */
@@ -1019,7 +1019,7 @@ export interface components {
              * Content
              * @default
              */
-            content: string;
+            content?: string;
             /** Files */
             files?: components["schemas"]["FileRef"][] | null;
             /** Metadata */
@@ -1031,7 +1031,7 @@ export interface components {
              * @default complete
              * @constant
              */
-            status: "complete";
+            status?: "complete";
             /** Tool Calls */
             tool_calls?: components["schemas"]["ToolCall"][] | null;
         };
@@ -1048,14 +1048,14 @@ export interface components {
              * Content
              * @default
              */
-            content: string;
+            content?: string;
             /** Files */
             files?: components["schemas"]["FileRef"][];
             /**
              * Id
              * @default null
              */
-            id: string | null;
+            id?: string | null;
             /** Metadata */
             metadata?: {
                 [key: string]: unknown;
@@ -1064,7 +1064,7 @@ export interface components {
              * Occurred At
              * @default null
              */
-            occurred_at: string | null;
+            occurred_at?: string | null;
             /**
              * Parent Id
              * @description Left out: after the active leaf. null: a new root. An id: a child of that message.
@@ -1072,12 +1072,12 @@ export interface components {
             parent_id?: string | null;
             role: components["schemas"]["Role"];
             /** @default complete */
-            status: components["schemas"]["Status"];
+            status?: components["schemas"]["Status"];
             /**
              * Tool Call Id
              * @default null
              */
-            tool_call_id: string | null;
+            tool_call_id?: string | null;
             /** Tool Calls */
             tool_calls?: components["schemas"]["ToolCall"][];
         };
@@ -1153,14 +1153,14 @@ export interface components {
              * K
              * @default 10
              */
-            k: number;
+            k?: number;
             /** Leaf Id */
             leaf_id?: string | null;
             /**
              * Message Range
              * @default 0
              */
-            message_range: number;
+            message_range?: number;
             /** Query */
             query: string;
         };
@@ -1195,7 +1195,7 @@ export interface components {
              * @default function
              * @constant
              */
-            type: "function";
+            type?: "function";
         };
         /** ToolCallFunction */
         ToolCallFunction: {
@@ -1203,7 +1203,7 @@ export interface components {
              * Arguments
              * @default
              */
-            arguments: string;
+            arguments?: string;
             /** Name */
             name: string;
         };
@@ -1213,7 +1213,7 @@ export interface components {
              * Assistant Content
              * @default
              */
-            assistant_content: string;
+            assistant_content?: string;
             /** Assistant Files */
             assistant_files?: components["schemas"]["FileRef"][];
             /**
@@ -1230,7 +1230,7 @@ export interface components {
              * User Content
              * @default
              */
-            user_content: string;
+            user_content?: string;
             /** User Files */
             user_files?: components["schemas"]["FileRef"][];
         };
