@@ -19,10 +19,9 @@ import type { MemstrataClient, Message, ToolCall } from "./client.js";
 import { Expired, NotFound } from "./errors.js";
 import { sha256, uuid7From } from "./ids.js";
 import { canonical, fromJson, orMissing, toJson } from "./json.js";
+import { KeyedConversations } from "./keyed.js";
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-/** Where a thread's conversation id is kept: a checkpoint per thread, read in one GET. */
-const THREAD_INDEX = "n8n.thread";
 
 interface Stored {
   /** The n8n message as it was saved (bytes as tagged base64). */
@@ -126,14 +125,16 @@ export function fromMemstrata(m: Message): AgentDbMessage | null {
 }
 
 export class MemstrataMemory implements BuiltMemory {
-  private readonly conversations = new Map<string, string>();
+  private readonly threads: KeyedConversations;
   /** memstrata message id → conversation id, for `deleteMessages` (which names no thread). */
   private readonly owners = new Map<string, string>();
 
   constructor(
     readonly client: MemstrataClient,
     private readonly options: MemstrataMemoryOptions = {},
-  ) {}
+  ) {
+    this.threads = new KeyedConversations(client, "n8n.thread");
+  }
 
   describe(): MemoryDescriptor {
     return {
@@ -144,13 +145,8 @@ export class MemstrataMemory implements BuiltMemory {
   }
 
   /** The conversation that holds a thread, or null. */
-  async conversationOf(threadId: string): Promise<string | null> {
-    const known = this.conversations.get(threadId);
-    if (known) return known;
-    const cp = await orMissing(this.client.checkpoints.load(THREAD_INDEX, threadId), null, NotFound, Expired);
-    const cid = (cp?.state as { conversation_id?: string } | undefined)?.conversation_id ?? null;
-    if (cid) this.conversations.set(threadId, cid);
-    return cid;
+  conversationOf(threadId: string): Promise<string | null> {
+    return this.threads.find(threadId);
   }
 
   async getThread(threadId: string): Promise<Thread | null> {
@@ -179,24 +175,15 @@ export class MemstrataMemory implements BuiltMemory {
     if (cid) {
       await this.client.conversations.update(cid, { title: thread.title ?? null, metadata });
     } else {
-      const created = await this.client.conversations.create({
-        ...(thread.title ? { title: thread.title } : {}),
-        metadata,
-      });
-      await this.client.checkpoints.save(THREAD_INDEX, thread.id, { conversation_id: created.id }, { conversationId: created.id });
-      this.conversations.set(thread.id, created.id);
+      await this.threads.ensure(thread.id, { ...(thread.title ? { title: thread.title } : {}), metadata });
     }
     const saved = await this.getThread(thread.id);
     if (!saved) throw new NotFound(`thread ${thread.id} vanished while it was saved`);
     return saved;
   }
 
-  async deleteThread(threadId: string): Promise<void> {
-    const cid = await this.conversationOf(threadId);
-    if (!cid) return;
-    await orMissing(this.client.conversations.delete(cid), undefined, NotFound);
-    await orMissing(this.client.checkpoints.delete(THREAD_INDEX, threadId), undefined, NotFound, Expired);
-    this.conversations.delete(threadId);
+  deleteThread(threadId: string): Promise<void> {
+    return this.threads.remove(threadId);
   }
 
   /** Oldest first; `before` keeps messages made earlier than it, `limit` the newest of those. */

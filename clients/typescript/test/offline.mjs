@@ -7,3 +7,5 @@ globalThis.fetch = async (input, init) => {
   if (!LOOPBACK.has(url.hostname)) throw new TypeError(`offline test: refused ${url.origin}`);
   return real(input, init);
 };
+// The Agents SDK would export traces to its vendor: off.
+process.env.OPENAI_AGENTS_DISABLE_TRACING = "1";
