@@ -7,7 +7,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
 
-.PHONY: run test lint typecheck services browser bench clean
+.PHONY: run test lint typecheck services browser typescript bench clean
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "memstrata needs Python >= 3.11"'
@@ -27,11 +27,12 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 run: $(VENV)/.installed-server
 	$(BIN)/memstrata serve
 
-lint: $(VENV)/.installed-dev
+lint: $(VENV)/.installed-dev typescript
 	$(BIN)/ruff check src tests scripts
 	$(BIN)/ruff format --check src tests scripts
 	$(BIN)/python scripts/unasync.py --check
 	$(BIN)/python scripts/gen_docs.py --check
+	cd clients/typescript && PYTHON=$(abspath $(BIN)/python) node scripts/gen-types.mjs --check
 
 typecheck: $(VENV)/.installed-dev
 	$(BIN)/mypy src
@@ -46,7 +47,17 @@ browser:
 	  $$SUDO apt-get update -qq && \
 	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
 
-test: lint typecheck services browser
+# The TypeScript client: node and npm from Debian when missing, then npm ci (no install
+# scripts: nothing the client or its tests use needs one) and the build that
+# tests/test_typescript_client.py runs against a live server.
+typescript:
+	@command -v npm >/dev/null || { \
+	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  $$SUDO apt-get update -qq && \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm; }
+	cd clients/typescript && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error && npm run build
+
+test: lint typecheck services browser typescript
 	$(BIN)/pytest -n 2 --cov=memstrata --cov-report=term --cov-report=xml:coverage.xml
 
 bench: $(VENV)/.installed-server
