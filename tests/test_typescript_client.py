@@ -35,7 +35,9 @@ def _key(db: str, env: dict[str, str], *who: str) -> str:
 @pytest.mark.skipif(shutil.which("npm") is None, reason="needs node and npm for the server test")
 def test_typescript_suite_against_a_live_server(tmp_path: Path) -> None:
     if not (PACKAGE / "node_modules").is_dir() or not (PACKAGE / "dist" / "index.js").is_file():
-        subprocess.run(["npm", "ci", "--ignore-scripts", "--no-audit", "--no-fund"], cwd=PACKAGE, check=True)
+        subprocess.run(
+            ["npm", "ci", "--ignore-scripts", "--no-audit", "--no-fund"], cwd=PACKAGE, check=True
+        )
         subprocess.run(["npm", "run", "build"], cwd=PACKAGE, check=True)
     db = f"sqlite:///{tmp_path / 'ts.db'}"
     env = server_env(home=str(tmp_path / "home"), log_level="WARNING")

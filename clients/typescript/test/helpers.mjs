@@ -12,3 +12,7 @@ export const clientA = () => createClient({ baseUrl: url(), apiKey: env("MEMSTRA
 export const clientB = () => createClient({ baseUrl: url(), apiKey: env("MEMSTRATA_KEY_B") });
 export const admin = () => createClient({ baseUrl: url(), apiKey: env("MEMSTRATA_ADMIN_KEY") });
 export const unique = (label) => `${label}-${Math.random().toString(36).slice(2, 10)}`;
+
+/** A history's messages as [role, content, first tool call's name, tool_call_id] rows. */
+export const rows = (history) =>
+  history.messages.map((m) => [m.role, m.content, m.tool_calls?.[0]?.function?.name ?? null, m.tool_call_id ?? null]);

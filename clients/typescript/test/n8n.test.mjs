@@ -6,7 +6,7 @@ import { promisify } from "node:util";
 import { Expired } from "../dist/index.js";
 import { MemstrataCheckpointStore, MemstrataMemory } from "../dist/n8n.js";
 import { buildAgent } from "./n8n-agent.mjs";
-import { admin, clientA, clientB, env, unique, url } from "./helpers.mjs";
+import { admin, clientA, clientB, rows, unique, url } from "./helpers.mjs";
 
 const run = promisify(execFile);
 
@@ -55,7 +55,7 @@ test("an n8n agent runs two turns, suspends, resumes in a new process; the threa
   const cid = await memory.conversationOf(threadId);
   const history = await a.history(cid);
   assert.deepEqual(
-    history.messages.map((m) => [m.role, m.content, m.tool_calls?.[0]?.function?.name ?? null, m.tool_call_id ?? null]),
+    rows(history),
     [
       ["user", "hi", null, null],
       ["assistant", "Hello, how can I help?", null, null],
@@ -112,5 +112,4 @@ test("deleteMessages removes a message (and its tool results) over REST", async 
   assert.deepEqual((await memory.getMessages(threadId)).map((m) => m.id), [m1.id, m2.id]);
   await memory.deleteMessages([m2.id]);
   assert.deepEqual((await memory.getMessages(threadId)).map((m) => m.id), [m1.id]);
-  void env;
 });

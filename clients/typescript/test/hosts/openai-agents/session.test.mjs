@@ -6,7 +6,7 @@ import { Agent, run, tool } from "@openai/agents-core";
 import { ScriptedModel, assistantMessage, functionCall } from "@openai/agents-core/testing";
 import { z } from "zod";
 import { MemstrataSession } from "../../../dist/openai-agents.js";
-import { clientA, clientB, unique, url } from "../../helpers.mjs";
+import { clientA, clientB, rows, unique, url } from "../../helpers.mjs";
 
 const weather = tool({
   name: "weather",
@@ -42,7 +42,7 @@ test("an Agents JS run keeps its history in a memstrata session", async () => {
   const cid = await again.conversationId();
   const history = await clientA().history(cid);
   assert.deepEqual(
-    history.messages.map((m) => [m.role, m.content, m.tool_calls?.[0]?.function?.name ?? null, m.tool_call_id ?? null]),
+    rows(history),
     [
       ["user", "hello", null, null],
       ["assistant", "Hi! Ask me about the weather.", null, null],
