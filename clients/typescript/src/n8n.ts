@@ -16,7 +16,7 @@ import type {
   Thread,
 } from "@n8n/agents";
 import type { MemstrataClient, Message, ToolCall } from "./client.js";
-import { Expired, NotFound } from "./errors.js";
+import { Conflict, Expired, NotFound } from "./errors.js";
 import { sha256, uuid7From } from "./ids.js";
 import { canonical, fromJson, orMissing, toJson } from "./json.js";
 import { KeyedConversations } from "./keyed.js";
@@ -221,7 +221,7 @@ export class MemstrataMemory implements BuiltMemory {
     try {
       await this.client.messages.append(cid, body);
     } catch (error) {
-      if (!(error instanceof Error && error.name === "Conflict")) throw error;
+      if (!(error instanceof Conflict)) throw error;
       // saved before: n8n re-saves a suspended tool call's message once it resolves
       const stored = await this.client.messages.get(cid, id);
       if (stored.status !== "pending") throw error;
