@@ -20,6 +20,9 @@ import { Conflict, Expired, NotFound } from "./errors.js";
 import { sha256, uuid7From } from "./ids.js";
 import { canonical, fromJson, orMissing, toJson } from "./json.js";
 import { KeyedConversations } from "./keyed.js";
+import { MemstrataEpisodicMemory } from "./n8n-episodic.js";
+
+export { MemstrataEpisodicMemory };
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -39,6 +42,8 @@ interface N8nMetadata {
 export interface MemstrataMemoryOptions {
   /** Name in `describe()`; default "memstrata". */
   name?: string;
+  /** Offer n8n's episodic memory on memstrata's long-term facts (see MemstrataEpisodicMemory). */
+  episodic?: boolean;
 }
 
 type Role = "system" | "user" | "assistant" | "tool";
@@ -126,6 +131,7 @@ export function fromMemstrata(m: Message): AgentDbMessage | null {
 
 export class MemstrataMemory implements BuiltMemory {
   private readonly threads: KeyedConversations;
+  readonly episodic?: MemstrataEpisodicMemory;
   /** memstrata message id → conversation id, for `deleteMessages` (which names no thread). */
   private readonly owners = new Map<string, string>();
 
@@ -134,6 +140,7 @@ export class MemstrataMemory implements BuiltMemory {
     private readonly options: MemstrataMemoryOptions = {},
   ) {
     this.threads = new KeyedConversations(client, "n8n.thread");
+    if (options.episodic) this.episodic = new MemstrataEpisodicMemory(client);
   }
 
   describe(): MemoryDescriptor {

@@ -113,3 +113,32 @@ test("deleteMessages removes a message (and its tool results) over REST", async 
   await memory.deleteMessages([m2.id]);
   assert.deepEqual((await memory.getMessages(threadId)).map((m) => m.id), [m1.id]);
 });
+
+test("episodic memory on facts: save, search, sources, reflection", async () => {
+  const { hasEpisodicMemoryStore } = await import("@n8n/agents");
+  const memory = new MemstrataMemory(clientB(), { episodic: true });
+  assert.equal(hasEpisodicMemoryStore(memory), true);
+  const ep = memory.episodic;
+  const scope = { resourceId: "bob", threadId: unique("thread") };
+  const tag = unique("tea");
+  const e1 = await ep.saveEntryWithSources({ resourceId: "bob", content: `Bob drinks ${tag} every morning` }, []);
+  const e2 = await ep.saveEntryWithSources({ resourceId: "bob", content: `Bob lives in Lyon ${tag}` }, []);
+  assert.equal((await ep.saveEntryWithSources({ resourceId: "bob", content: e1.content }, [])).id, e1.id, "a repeat finds the fact");
+  assert.equal(e1.status, "active");
+
+  const found = await ep.searchEntries(scope, `what does Bob drink ${tag} morning`, { topK: 2 });
+  assert.equal(found[0].id, e1.id);
+  assert.ok(found[0].finalScore > (found[1]?.finalScore ?? 0));
+  assert.deepEqual(await ep.getEntrySources([e1.id]), []); // made over REST: no source messages
+
+  const merged = await ep.applyReflection(scope, {
+    drop: [e2.id],
+    merge: [{ supersedes: [e1.id], entry: { resourceId: "bob", content: `Bob drinks ${tag} twice a day` } }],
+  });
+  assert.deepEqual(merged.droppedIds, [e2.id]);
+  assert.deepEqual(merged.supersededIds, [e1.id]);
+  const active = (await clientB().facts.list().all()).map((f) => f.content).filter((c) => c.includes(tag));
+  assert.deepEqual(active, [`Bob drinks ${tag} twice a day`]);
+  // alice's episodic search never sees bob's facts
+  assert.deepEqual(await new MemstrataMemory(clientA(), { episodic: true }).episodic.searchEntries(scope, tag), []);
+});
