@@ -1,11 +1,17 @@
 /** UUIDv7 (RFC 9562) made on the client, so a retried append names the same message. */
 
+// Browsers and Node >= 19 have Web Crypto as a global; Node 18 has it as node:crypto's webcrypto
+// (the name is in a variable so browser bundlers do not try to resolve it).
+const NODE_CRYPTO = "node:crypto";
+const webcrypto: Crypto =
+  globalThis.crypto ?? ((await import(/* @vite-ignore */ NODE_CRYPTO)) as { webcrypto: Crypto }).webcrypto;
+
 let lastMs = 0;
 let seq = 0;
 
 function randomBytes(n: number): Uint8Array {
   const out = new Uint8Array(n);
-  globalThis.crypto.getRandomValues(out);
+  webcrypto.getRandomValues(out);
   return out;
 }
 
@@ -50,7 +56,7 @@ export function uuid7(): string {
  */
 export async function uuid7From(key: string, ms: number): Promise<string> {
   const digest = new Uint8Array(
-    await globalThis.crypto.subtle.digest("SHA-256", new TextEncoder().encode(key)),
+    await webcrypto.subtle.digest("SHA-256", new TextEncoder().encode(key)),
   );
   const b = digest.slice(0, 16);
   stamp(b, Math.max(0, Math.floor(ms)));
@@ -59,6 +65,6 @@ export async function uuid7From(key: string, ms: number): Promise<string> {
 
 /** Hex SHA-256 of a string. */
 export async function sha256(text: string): Promise<string> {
-  const digest = await globalThis.crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
+  const digest = await webcrypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
   return Array.from(new Uint8Array(digest), (x) => x.toString(16).padStart(2, "0")).join("");
 }
