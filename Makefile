@@ -6,8 +6,9 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
+TS     := clients/typescript
 
-.PHONY: run test lint typecheck services browser bench clean
+.PHONY: run test lint typecheck services browser typescript bench clean
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "memstrata needs Python >= 3.11"'
@@ -27,11 +28,12 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 run: $(VENV)/.installed-server
 	$(BIN)/memstrata serve
 
-lint: $(VENV)/.installed-dev
+lint: $(VENV)/.installed-dev $(TS)/node_modules/.installed
 	$(BIN)/ruff check src tests scripts
 	$(BIN)/ruff format --check src tests scripts
 	$(BIN)/python scripts/unasync.py --check
 	$(BIN)/python scripts/gen_docs.py --check
+	cd $(TS) && PYTHON=$(abspath $(BIN)/python) node scripts/gen-types.mjs --check
 
 typecheck: $(VENV)/.installed-dev
 	$(BIN)/mypy src
@@ -46,7 +48,21 @@ browser:
 	  $$SUDO apt-get update -qq && \
 	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
 
-test: lint typecheck services browser
+# The TypeScript client: node and npm from Debian when missing, npm ci when the lockfile
+# changed (no install scripts: nothing the client or its tests use needs one), and the build
+# that tests/test_typescript_client.py runs against a live server.
+$(TS)/node_modules/.installed: $(TS)/package-lock.json
+	@command -v npm >/dev/null || { \
+	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  $$SUDO apt-get update -qq && \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm; }
+	cd $(TS) && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+	touch $@
+
+typescript: $(TS)/node_modules/.installed
+	cd $(TS) && npm run build
+
+test: lint typecheck services browser typescript
 	$(BIN)/pytest -n 2 --cov=memstrata --cov-report=term --cov-report=xml:coverage.xml
 
 bench: $(VENV)/.installed-server

@@ -1,0 +1,145 @@
+/**
+ * The Vercel AI SDK with memstrata memory: `prepare` stores the user's message and returns the
+ * conversation's context (`client.context`, within a token budget) as `messages` for
+ * `generateText`/`streamText` (its system parts, such as a summary or working memory, as
+ * `instructions`: the SDK takes system text there); `save` (or `onFinish`) stores the model's turn.
+ *
+ * ```ts
+ * const chat = memstrataChat({ client, conversationId });
+ * const { messages } = await chat.prepare("What did I say my name was?");
+ * const result = await generateText({ model, messages });
+ * await chat.save(result.responseMessages);   // or streamText({ ..., onFinish: chat.onFinish })
+ * ```
+ */
+
+import type { AssistantModelMessage, ModelMessage, ToolModelMessage } from "ai";
+import type { AppendInput, HistoryMessage, MemstrataClient, ToolCall } from "./client.js";
+
+export interface MemstrataChatOptions {
+  client: MemstrataClient;
+  conversationId: string;
+  /** Token budget of the context; default 8000 (the server's). */
+  budget?: number;
+  /** Model name for token counting. */
+  model?: string;
+}
+
+type Part = { type: string; [k: string]: unknown };
+
+function partsOf(content: unknown): Part[] {
+  if (typeof content === "string") return [{ type: "text", text: content }];
+  return Array.isArray(content) ? (content as Part[]) : [];
+}
+
+function outputText(output: unknown): string {
+  const o = output as { type?: string; value?: unknown } | undefined;
+  if (!o || typeof o !== "object") return String(output ?? "");
+  if (o.type === "text" || o.type === "error-text") return String(o.value ?? "");
+  return JSON.stringify(o.value ?? null);
+}
+
+/** AI SDK messages as memstrata appends: text, tool calls, and one `tool` message per result. */
+export function toAppends(messages: ModelMessage[]): AppendInput[] {
+  const out: AppendInput[] = [];
+  for (const m of messages) {
+    const parts = partsOf(m.content);
+    const text = parts.filter((p) => p.type === "text").map((p) => String(p.text)).join("");
+    if (m.role === "tool") {
+      for (const p of parts) {
+        if (p.type !== "tool-result") continue;
+        out.push({
+          role: "tool",
+          content: outputText(p.output) || "(empty)",
+          tool_call_id: String(p.toolCallId),
+          metadata: { ai_sdk_part: p },
+        });
+      }
+      continue;
+    }
+    const calls: ToolCall[] = parts
+      .filter((p) => p.type === "tool-call")
+      .map((p) => ({
+        id: String(p.toolCallId),
+        type: "function",
+        function: { name: String(p.toolName), arguments: JSON.stringify(p.input ?? {}) },
+      }));
+    if (!text && !calls.length) continue; // reasoning-only steps carry nothing to replay
+    out.push({ role: m.role, content: text, ...(calls.length ? { tool_calls: calls } : {}) });
+  }
+  return out;
+}
+
+/** memstrata's context (OpenAI chat shape) as AI SDK `ModelMessage`s. */
+export function toModelMessages(messages: HistoryMessage[]): ModelMessage[] {
+  const names = new Map<string, string>();
+  const out: ModelMessage[] = [];
+  for (const m of messages) {
+    if (m.role === "tool") {
+      const id = m.tool_call_id ?? "";
+      const msg: ToolModelMessage = {
+        role: "tool",
+        content: [{ type: "tool-result", toolCallId: id, toolName: names.get(id) ?? "", output: { type: "text", value: m.content } }],
+      };
+      out.push(msg);
+    } else if (m.role === "assistant" && m.tool_calls?.length) {
+      const content: Exclude<AssistantModelMessage["content"], string> = m.content ? [{ type: "text", text: m.content }] : [];
+      for (const c of m.tool_calls) {
+        names.set(c.id, c.function.name);
+        let input: unknown = {};
+        try {
+          input = JSON.parse(c.function.arguments ?? "{}");
+        } catch {
+          input = c.function.arguments;
+        }
+        content.push({ type: "tool-call", toolCallId: c.id, toolName: c.function.name, input });
+      }
+      out.push({ role: "assistant", content });
+    } else {
+      out.push({ role: m.role, content: m.content } as ModelMessage);
+    }
+  }
+  return out;
+}
+
+export interface Prepared {
+  /** The context's system messages, joined (absent when it has none). */
+  instructions?: string;
+  messages: ModelMessage[];
+}
+
+export interface MemstrataChat {
+  /**
+   * Store the user's message, then answer the context to send (it ends with that message):
+   * spread it into `generateText`/`streamText`. Add your own instructions in front of
+   * `instructions` when you have some.
+   */
+  prepare(input: string | ModelMessage): Promise<Prepared>;
+  /** Store the model's turn: every step's messages (`result.responseMessages`). */
+  save(responseMessages: ModelMessage[]): Promise<void>;
+  /** For `generateText`/`streamText`'s `onFinish`: saves `event.responseMessages` (all steps). */
+  onFinish: (event: { responseMessages: ModelMessage[] }) => Promise<void>;
+}
+
+export function memstrataChat(options: MemstrataChatOptions): MemstrataChat {
+  const { client, conversationId } = options;
+  const save = async (responseMessages: ModelMessage[]) => {
+    for (const m of toAppends(responseMessages)) await client.messages.append(conversationId, m);
+  };
+  return {
+    async prepare(input) {
+      const message: ModelMessage = typeof input === "string" ? { role: "user", content: input } : input;
+      await save([message]);
+      const query = partsOf(message.content).filter((p) => p.type === "text").map((p) => String(p.text)).join(" ");
+      const ctx = await client.context(conversationId, {
+        ...(options.budget !== undefined ? { budget: options.budget } : {}),
+        ...(options.model !== undefined ? { model: options.model } : {}),
+        ...(query ? { query } : {}),
+      });
+      const system = ctx.messages.filter((m) => m.role === "system").map((m) => m.content);
+      const messages = toModelMessages(ctx.messages.filter((m) => m.role !== "system"));
+      return system.length ? { instructions: system.join("\n\n"), messages } : { messages };
+    },
+    save,
+    onFinish: (event) => save(event.responseMessages),
+  };
+}
