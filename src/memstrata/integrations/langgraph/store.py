@@ -52,24 +52,23 @@ Needs ``pip install 'memstrata[langgraph]'``; importing this module without it r
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import re
-from collections.abc import Callable, Generator, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from itertools import takewhile
-from typing import Any, Literal, TypeVar, cast
+from typing import Any, Literal, TypeVar
 
 import anyio.to_thread
 
 from memstrata.api import AsyncMemory, Memory
 from memstrata.errors import InvalidInput, MissingDependency, NotFound
 from memstrata.ids import parse_id
-from memstrata.longterm import store as fact_store
-from memstrata.longterm.model import Fact, FactOrigin
-from memstrata.runtime import Runtime
+from memstrata.integrations.langgraph._steps import Steps as _Steps
+from memstrata.integrations.langgraph._steps import call as _call
+from memstrata.integrations.langgraph._steps import run_async, run_sync
+from memstrata.longterm.model import Fact
 from memstrata.state.ops import WorkingMemory
-from memstrata.storage.plan import Op, Plan, write
 from memstrata.types import Scope
 
 try:
@@ -290,91 +289,6 @@ def _status_pushdown(conditions: Mapping[str, Any]) -> tuple[str, dict[str, Any]
     return "all", rest  # an operator: fetch every status, filter here
 
 
-# -- the sans-IO plumbing --------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class _Call:
-    """Call ``memory.<path>(*args, **kwargs)`` (the same path on Memory and AsyncMemory)."""
-
-    path: str
-    args: tuple[Any, ...] = ()
-    kwargs: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class _Write:
-    """Run an operation in a write transaction of the memory's engine."""
-
-    make: Callable[[Runtime], Op[Any]]
-
-
-_Request = _Call | _Write
-_Steps = Generator[_Request, Any, T]
-
-
-def _call(path: str, *args: Any, **kwargs: Any) -> _Call:
-    return _Call(path, args, kwargs)
-
-
-def _resolve(memory: Memory | AsyncMemory, path: str) -> Any:
-    target: Any = memory
-    for part in path.split("."):
-        target = getattr(target, part)
-    return target
-
-
-def _runtime_issuing(rt: Runtime, first_id: str) -> Runtime:
-    """A copy of ``rt`` whose next new id is ``first_id`` (then the usual ids)."""
-    pending = [first_id]
-
-    def make_id() -> str:
-        return pending.pop() if pending else rt.make_id()
-
-    return dataclasses.replace(rt, make_id=make_id)
-
-
-def _plan(memory: Memory | AsyncMemory, request: _Write) -> Plan[Any]:
-    rt = memory.core.rt
-    return write(lambda: request.make(rt))
-
-
-def _run_sync(memory: Memory, steps: _Steps[T]) -> T:
-    reply: Any = None
-    error: Exception | None = None
-    while True:
-        try:
-            request = steps.send(reply) if error is None else steps.throw(error)
-        except StopIteration as done:
-            return cast(T, done.value)
-        reply, error = None, None
-        try:
-            if isinstance(request, _Write):
-                reply = memory.core.engine.run(_plan(memory, request))
-            else:
-                reply = _resolve(memory, request.path)(*request.args, **request.kwargs)
-        except Exception as exc:  # handed to the step, which may expect it (NotFound)
-            error = exc
-
-
-async def _run_async(memory: AsyncMemory, steps: _Steps[T]) -> T:
-    reply: Any = None
-    error: Exception | None = None
-    while True:
-        try:
-            request = steps.send(reply) if error is None else steps.throw(error)
-        except StopIteration as done:
-            return cast(T, done.value)
-        reply, error = None, None
-        try:
-            if isinstance(request, _Write):
-                reply = await memory.core.engine.arun(_plan(memory, request))
-            else:
-                reply = await _resolve(memory, request.path)(*request.args, **request.kwargs)
-        except Exception as exc:
-            error = exc
-
-
 # -- the store -------------------------------------------------------------------------------
 
 
@@ -467,13 +381,13 @@ class MemstrataStore(BaseStore):
         self.agent = agent
 
     def batch(self, ops: Iterable[StoreOp]) -> list[Result]:
-        return _run_sync(self._mem, self._batch(list(ops)))
+        return run_sync(self._mem, self._batch(list(ops)))
 
     async def abatch(self, ops: Iterable[StoreOp]) -> list[Result]:
         todo = list(ops)
         if self._amem is None:
             return await anyio.to_thread.run_sync(self.batch, todo)
-        return await _run_async(self._amem, self._batch(todo))
+        return await run_async(self._amem, self._batch(todo))
 
     # -- dispatch --
 
@@ -582,18 +496,14 @@ class MemstrataStore(BaseStore):
             if changes:
                 yield _call("facts.edit", scope, fid, **changes)
             return
-        data = fact_store.check_fact_input(
+        yield _call(
+            "facts.add",
+            scope,
             fields.get("content"),
-            fields.get("category", "context"),
-            fields.get("confidence", 1.0),
-            fields.get("source_error"),
-        )
-        # memstrata picks fact ids itself; issuing the key as the next id keeps put/get
-        # symmetric (the same insert, events and checks as mem.facts.add).
-        yield _Write(
-            lambda rt: fact_store.add_fact(
-                _runtime_issuing(rt, fid), scope, data, FactOrigin.MANUAL
-            )
+            category=fields.get("category", "context"),
+            confidence=fields.get("confidence", 1.0),
+            source_error=fields.get("source_error"),
+            id=fid,
         )
 
     def _delete_working(self, target: _Target, key: str) -> _Steps[None]:

@@ -1,0 +1,144 @@
+"""Graph storage sub-API of the async facade (``_sync_graph.py`` is generated from it).
+
+``mem.graphs``: the checkpoints and pending writes a graph framework's checkpointer
+keeps (see :mod:`memstrata.graph.checkpoints`). Values are the framework's own
+serialised bytes; ``memstrata.integrations.langgraph`` is the LangGraph side.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+from memstrata.api.core import Core
+from memstrata.api.core import checked_scope as _scope
+from memstrata.graph import checkpoints as ops
+from memstrata.graph.checkpoints import GraphCheckpoint, GraphWrite
+from memstrata.storage.plan import read, write
+from memstrata.types import Page, Scope
+
+__all__ = ["AsyncGraphs"]
+
+
+class AsyncGraphs:
+    """Checkpoints of agent graphs, per scope and thread (any string thread id)."""
+
+    def __init__(self, core: Core) -> None:
+        self._core = core
+
+    async def put_checkpoint(
+        self,
+        scope: Scope,
+        *,
+        thread_id: str,
+        checkpoint_ns: str,
+        checkpoint_id: str,
+        parent_id: str | None,
+        type: str,
+        checkpoint: bytes,
+        metadata_type: str,
+        metadata: bytes,
+        run_id: str | None = None,
+    ) -> None:
+        rt = self._core.rt
+        await self._core.engine.arun(
+            write(
+                lambda: ops.put_checkpoint(
+                    rt,
+                    _scope(scope),
+                    thread_id=thread_id,
+                    checkpoint_ns=checkpoint_ns,
+                    checkpoint_id=checkpoint_id,
+                    parent_id=parent_id,
+                    run_id=run_id,
+                    type=type,
+                    checkpoint=checkpoint,
+                    metadata_type=metadata_type,
+                    metadata=metadata,
+                )
+            )
+        )
+
+    async def put_writes(
+        self,
+        scope: Scope,
+        *,
+        thread_id: str,
+        checkpoint_ns: str,
+        checkpoint_id: str,
+        writes: Sequence[GraphWrite],
+    ) -> None:
+        await self._core.engine.arun(
+            write(
+                lambda: ops.put_writes(
+                    _scope(scope),
+                    thread_id=thread_id,
+                    checkpoint_ns=checkpoint_ns,
+                    checkpoint_id=checkpoint_id,
+                    writes=writes,
+                )
+            )
+        )
+
+    async def get_checkpoint(
+        self,
+        scope: Scope,
+        thread_id: str,
+        checkpoint_ns: str = "",
+        checkpoint_id: str | None = None,
+    ) -> GraphCheckpoint | None:
+        """That checkpoint, or the latest of the thread's namespace; None if there is none."""
+        return await self._core.engine.arun(
+            read(lambda: ops.get_checkpoint(_scope(scope), thread_id, checkpoint_ns, checkpoint_id))
+        )
+
+    async def list_checkpoints(
+        self,
+        scope: Scope,
+        *,
+        thread_id: str | None = None,
+        checkpoint_ns: str | None = None,
+        checkpoint_id: str | None = None,
+        before: str | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> Page[GraphCheckpoint]:
+        """By thread, then namespace, newest first; ``before`` keeps older ids only."""
+        return await self._core.engine.arun(
+            read(
+                lambda: ops.list_checkpoints(
+                    _scope(scope),
+                    thread_id=thread_id,
+                    checkpoint_ns=checkpoint_ns,
+                    checkpoint_id=checkpoint_id,
+                    before=before,
+                    limit=limit,
+                    cursor=cursor,
+                )
+            )
+        )
+
+    async def delete_thread(self, scope: Scope, thread_id: str) -> None:
+        await self._core.engine.arun(write(lambda: ops.delete_thread(_scope(scope), thread_id)))
+
+    async def delete_runs(self, scope: Scope, run_ids: Sequence[str]) -> None:
+        await self._core.engine.arun(
+            write(lambda: ops.delete_for_runs(_scope(scope), list(run_ids)))
+        )
+
+    async def copy_thread(self, scope: Scope, source: str, target: str) -> None:
+        rt = self._core.rt
+        await self._core.engine.arun(
+            write(lambda: ops.copy_thread(rt, _scope(scope), source, target))
+        )
+
+    async def prune(
+        self,
+        scope: Scope,
+        thread_ids: Sequence[str],
+        *,
+        strategy: Literal["keep_latest", "delete"] = "keep_latest",
+    ) -> None:
+        await self._core.engine.arun(
+            write(lambda: ops.prune(_scope(scope), list(thread_ids), strategy))
+        )
