@@ -1,20 +1,24 @@
 """Graph storage sub-API of the async facade (``_sync_graph.py`` is generated from it).
 
 ``mem.graphs``: the checkpoints and pending writes a graph framework's checkpointer
-keeps (see :mod:`memstrata.graph.checkpoints`). Values are the framework's own
-serialised bytes; ``memstrata.integrations.langgraph`` is the LangGraph side.
+keeps (see :mod:`memstrata.graph.checkpoints`), and the namespaced items of its
+key-value store (:mod:`memstrata.graph.items`). Checkpoint values are the framework's
+own serialised bytes; ``memstrata.integrations.langgraph`` is the LangGraph side.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Literal
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 
 from memstrata.api.core import Core
 from memstrata.api.core import checked_scope as _scope
+from memstrata.errors import ConfigurationError
 from memstrata.graph import checkpoints as ops
+from memstrata.graph import items
 from memstrata.graph.checkpoints import GraphCheckpoint, GraphWrite
-from memstrata.storage.plan import read, write
+from memstrata.graph.items import GraphItem
+from memstrata.storage.plan import Op, read, write
 from memstrata.types import Page, Scope
 
 __all__ = ["AsyncGraphs"]
@@ -142,3 +146,88 @@ class AsyncGraphs:
         await self._core.engine.arun(
             write(lambda: ops.prune(_scope(scope), list(thread_ids), strategy))
         )
+
+    # -- store items (per tenant and agent: a store is shared by the tenant's users) --
+
+    async def put_item(
+        self,
+        tenant: str,
+        namespace: Sequence[str],
+        key: str,
+        value: Mapping[str, Any],
+        *,
+        agent: str | None = None,
+        ttl_s: float | None = None,
+        vectors: Mapping[str, Sequence[float]] | None = None,
+    ) -> None:
+        """Store (replace) an item, with one vector per indexed field path."""
+        rt, a = self._core.rt, _agent(tenant, agent)
+        await self._core.engine.arun(
+            write(
+                lambda: items.put_item(
+                    rt, tenant, a, namespace, key, value, ttl_s=ttl_s, vectors=vectors
+                )
+            )
+        )
+
+    async def get_items(
+        self,
+        tenant: str,
+        keys: Sequence[tuple[Sequence[str], str]],
+        *,
+        agent: str | None = None,
+        refresh_ttl: bool = False,
+    ) -> list[GraphItem | None]:
+        """The live items at each ``(namespace, key)`` (None where there is none)."""
+        rt, a = self._core.rt, _agent(tenant, agent)
+
+        def make() -> Op[list[GraphItem | None]]:
+            return items.get_items(rt, tenant, a, keys, refresh_ttl=refresh_ttl)
+
+        return await self._core.engine.arun(write(make) if refresh_ttl else read(make))
+
+    async def delete_item(
+        self, tenant: str, namespace: Sequence[str], key: str, *, agent: str | None = None
+    ) -> None:
+        a = _agent(tenant, agent)
+        await self._core.engine.arun(write(lambda: items.delete_item(tenant, a, namespace, key)))
+
+    async def search_items(
+        self,
+        tenant: str,
+        prefix: Sequence[str] = (),
+        *,
+        agent: str | None = None,
+        with_vectors: bool = False,
+        refresh_ttl: bool = False,
+    ) -> list[GraphItem]:
+        """Every live item under ``prefix``, newest first (the caller filters and ranks)."""
+        rt, a = self._core.rt, _agent(tenant, agent)
+
+        def make() -> Op[list[GraphItem]]:
+            return items.search_items(
+                rt, tenant, a, prefix, with_vectors=with_vectors, refresh_ttl=refresh_ttl
+            )
+
+        return await self._core.engine.arun(write(make) if refresh_ttl else read(make))
+
+    async def list_namespaces(
+        self, tenant: str, *, agent: str | None = None
+    ) -> list[tuple[str, ...]]:
+        """Every namespace holding a live item, sorted."""
+        rt, a = self._core.rt, _agent(tenant, agent)
+        return await self._core.engine.arun(read(lambda: items.list_item_namespaces(rt, tenant, a)))
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """Vectors of ``texts`` by this memory's embedder (the one recall uses)."""
+        embedder = self._core.recall.embedder
+        if embedder is None:
+            raise ConfigurationError(
+                "this memory has no embedder (MEMSTRATA_EMBEDDER=none, or the default "
+                "model is not installed); semantic search needs one"
+            )
+        return await embedder.aembed(list(texts))
+
+
+def _agent(tenant: str, agent: str | None) -> str:
+    return Scope(tenant, "store", agent).agent_key  # checks the names

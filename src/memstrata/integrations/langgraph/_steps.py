@@ -1,21 +1,22 @@
 """Write an integration's logic once for the sync and the async facade.
 
 A step is a generator that yields :class:`Call` requests (``memory.<path>(...)``,
-the same path on :class:`~memstrata.Memory` and :class:`~memstrata.AsyncMemory`)
-and receives each reply, or has the call's exception thrown into it, so it may
+the same path on :class:`~memstrata.Memory` and :class:`~memstrata.AsyncMemory`), or
+:class:`Local` ones (a function with a sync and an async form, such as an embedding
+model's), and receives each reply, or has the call's exception thrown into it, so it may
 catch, say, :class:`~memstrata.errors.NotFound`. :func:`run_sync` and
 :func:`run_async` drive it on one facade or the other.
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator, Mapping
+from collections.abc import Awaitable, Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
 from memstrata.api import AsyncMemory, Memory
 
-__all__ = ["Call", "Steps", "call", "run_async", "run_sync"]
+__all__ = ["Call", "Local", "Steps", "call", "run_async", "run_sync"]
 
 T = TypeVar("T")
 
@@ -29,7 +30,16 @@ class Call:
     kwargs: Mapping[str, Any] = field(default_factory=dict)
 
 
-Steps = Generator[Call, Any, T]
+@dataclass(frozen=True, slots=True)
+class Local:
+    """Call ``sync(*args)`` on the sync facade, ``await async_(*args)`` on the async one."""
+
+    sync: Callable[..., Any]
+    async_: Callable[..., Awaitable[Any]]
+    args: tuple[Any, ...] = ()
+
+
+Steps = Generator[Call | Local, Any, T]
 
 
 def call(path: str, *args: Any, **kwargs: Any) -> Call:
@@ -53,7 +63,10 @@ def run_sync(memory: Memory, steps: Steps[T]) -> T:
             return cast(T, done.value)
         reply, error = None, None
         try:
-            reply = _resolve(memory, request.path)(*request.args, **request.kwargs)
+            if isinstance(request, Local):
+                reply = request.sync(*request.args)
+            else:
+                reply = _resolve(memory, request.path)(*request.args, **request.kwargs)
         except Exception as exc:  # handed to the step, which may expect it (NotFound)
             error = exc
 
@@ -68,6 +81,9 @@ async def run_async(memory: AsyncMemory, steps: Steps[T]) -> T:
             return cast(T, done.value)
         reply, error = None, None
         try:
-            reply = await _resolve(memory, request.path)(*request.args, **request.kwargs)
+            if isinstance(request, Local):
+                reply = await request.async_(*request.args)
+            else:
+                reply = await _resolve(memory, request.path)(*request.args, **request.kwargs)
         except Exception as exc:
             error = exc
