@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from langgraph.store.base import IndexConfig, Item, PutOp
+from langgraph.store.base import IndexConfig, PutOp
 from langgraph.store.base.embed import ensure_embeddings, get_text_at_path, tokenize_path
 
 from memstrata.errors import InvalidInput
@@ -77,25 +77,18 @@ class Embedding:
         return got
 
 
-def _as_item(found: GraphItem) -> Item:
-    return Item(
-        value=found.value,
-        key=found.key,
-        namespace=found.namespace,
-        created_at=found.created_at,
-        updated_at=found.updated_at,
-    )
-
-
 def get_item(
     tenant: str, agent: str | None, namespace: tuple[str, ...], key: str, refresh: bool
-) -> Steps[Item | None]:
-    (found,) = yield call("graphs.get_items", tenant, [(namespace, key)], agent=agent)
+) -> Steps[GraphItem | None]:
+    got: list[GraphItem | None] = yield call(
+        "graphs.get_items", tenant, [(namespace, key)], agent=agent
+    )
+    found = got[0]
     if found is None:
         return None
     if refresh and found.expires_at is not None:
         yield call("graphs.get_items", tenant, [(namespace, key)], agent=agent, refresh_ttl=True)
-    return _as_item(found)
+    return found
 
 
 def put_item(tenant: str, agent: str | None, op: PutOp, embedding: Embedding | None) -> Steps[None]:

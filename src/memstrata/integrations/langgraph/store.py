@@ -477,7 +477,7 @@ class MemstrataStore(BaseStore):
                 got = yield from get_item(
                     self.tenant, self.agent, op.namespace, op.key, op.refresh_ttl
                 )
-                results.append(got)
+                results.append(None if got is None else _found_item(got).item())
             elif isinstance(op, GetOp):
                 found = yield from self._get(op.namespace, op.key)
                 results.append(None if found is None else found.item())
