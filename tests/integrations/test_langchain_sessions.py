@@ -23,7 +23,7 @@ from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
 from langchain_core.runnables import RunnableLambda
 from langchain_core.runnables.history import RunnableWithMessageHistory
 
-from memstrata import InvalidInput, Memory, Scope
+from memstrata import AsyncMemory, InvalidInput, Memory, Scope
 from memstrata.config import Settings
 from memstrata.integrations.langchain import MemstrataChatMessageHistory
 from memstrata.integrations.langgraph import MemstrataSaver
@@ -117,3 +117,30 @@ def test_create_agent_with_the_memstrata_checkpointer_keeps_the_thread(tmp_path:
             ("user", "Who am I?"),
             ("assistant", "Ada."),
         ]
+
+
+@pytest.mark.anyio
+async def test_a_swallowed_async_write_fails_the_next_async_turn(
+    mem: Memory, amem: AsyncMemory
+) -> None:
+    replies = iter(
+        [AIMessage(content=[{"type": "image", "url": "https://example.invalid/a.png"}])]
+        + [AIMessage(content="fine")]
+    )
+    prompt = ChatPromptTemplate.from_messages(
+        [MessagesPlaceholder("history"), ("human", "{question}")]
+    )
+    with pytest.warns(LangChainDeprecationWarning):
+        chain = RunnableWithMessageHistory(
+            prompt | RunnableLambda(lambda value: next(replies)),
+            lambda session_id: MemstrataChatMessageHistory(
+                mem, SCOPE, session_id, async_memory=amem
+            ),
+            input_messages_key="question",
+            history_messages_key="history",
+        )
+    config: Any = {"configurable": {"session_id": "async-chat"}}
+    await chain.ainvoke({"question": "draw"}, config=config)
+    with pytest.raises(InvalidInput):
+        await chain.ainvoke({"question": "again"}, config=config)
+    assert (await chain.ainvoke({"question": "again"}, config=config)).content == "fine"
