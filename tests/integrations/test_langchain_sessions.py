@@ -31,16 +31,20 @@ from memstrata.integrations.threads import conversation_id_for
 
 SCOPE = Scope("acme", "u42")
 SESSION = "user-42-chat"
+# A reply memstrata refuses to store (it keeps text, not images).
+UNSTORABLE = AIMessage(content=[{"type": "image", "url": "https://example.invalid/a.png"}])
 
 
-def _chain(mem: Memory, model: Any) -> RunnableWithMessageHistory:
+def _chain(mem: Memory, model: Any, amem: AsyncMemory | None = None) -> RunnableWithMessageHistory:
     prompt = ChatPromptTemplate.from_messages(
         [MessagesPlaceholder("history"), ("human", "{question}")]
     )
     with pytest.warns(LangChainDeprecationWarning):
         return RunnableWithMessageHistory(
             prompt | RunnableLambda(model),
-            lambda session_id: MemstrataChatMessageHistory(mem, SCOPE, session_id),
+            lambda session_id: MemstrataChatMessageHistory(
+                mem, SCOPE, session_id, async_memory=amem
+            ),
             input_messages_key="question",
             history_messages_key="history",
         )
@@ -71,12 +75,7 @@ def test_a_non_uuid_session_id_stores_and_reads_back_its_turns(mem: Memory) -> N
 
 
 def test_a_write_langchain_swallowed_fails_the_next_turn(mem: Memory) -> None:
-    replies = iter(
-        [
-            AIMessage(content=[{"type": "image", "url": "https://example.invalid/a.png"}]),
-            AIMessage(content="fine"),
-        ]
-    )
+    replies = iter([UNSTORABLE, AIMessage(content="fine")])
     chain = _chain(mem, lambda value: next(replies))
     config: Any = {"configurable": {"session_id": SESSION}}
     chain.invoke({"question": "draw"}, config=config)  # LangChain logs the failed write
@@ -123,22 +122,8 @@ def test_create_agent_with_the_memstrata_checkpointer_keeps_the_thread(tmp_path:
 async def test_a_swallowed_async_write_fails_the_next_async_turn(
     mem: Memory, amem: AsyncMemory
 ) -> None:
-    replies = iter(
-        [AIMessage(content=[{"type": "image", "url": "https://example.invalid/a.png"}])]
-        + [AIMessage(content="fine")]
-    )
-    prompt = ChatPromptTemplate.from_messages(
-        [MessagesPlaceholder("history"), ("human", "{question}")]
-    )
-    with pytest.warns(LangChainDeprecationWarning):
-        chain = RunnableWithMessageHistory(
-            prompt | RunnableLambda(lambda value: next(replies)),
-            lambda session_id: MemstrataChatMessageHistory(
-                mem, SCOPE, session_id, async_memory=amem
-            ),
-            input_messages_key="question",
-            history_messages_key="history",
-        )
+    replies = iter([UNSTORABLE, AIMessage(content="fine")])
+    chain = _chain(mem, lambda value: next(replies), amem)
     config: Any = {"configurable": {"session_id": "async-chat"}}
     await chain.ainvoke({"question": "draw"}, config=config)
     with pytest.raises(InvalidInput):
