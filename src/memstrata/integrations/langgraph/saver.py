@@ -38,6 +38,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from memstrata.api import AsyncMemory, Memory
+from memstrata.errors import InvalidInput
 from memstrata.graph.checkpoints import GraphCheckpoint, GraphWrite
 from memstrata.integrations.langgraph._steps import Steps, call, run_async, run_sync
 from memstrata.integrations.langgraph.mirror import mirror_messages
@@ -91,6 +92,7 @@ class _Saver(BaseCheckpointSaver[str]):
         messages_key: str = "messages",
     ) -> None:
         super().__init__(serde=serde)
+        Scope(scope.tenant, scope.user, scope.agent)  # a Scope, with valid names
         self._mem = memory
         self._amem = async_memory
         self.scope = scope
@@ -343,6 +345,12 @@ class MemstrataSaver(_Saver):
         mirror_messages: bool = True,
         messages_key: str = "messages",
     ) -> None:
+        if not isinstance(memory, Memory):
+            raise InvalidInput(
+                "MemstrataSaver needs an embedded Memory (graph checkpoints are not served "
+                "over REST)",
+                field="memory",
+            )
         super().__init__(
             memory,
             AsyncMemory(memory.core),
@@ -367,6 +375,12 @@ class AsyncMemstrataSaver(_Saver):
         mirror_messages: bool = True,
         messages_key: str = "messages",
     ) -> None:
+        if not isinstance(async_memory, AsyncMemory):
+            raise InvalidInput(
+                "AsyncMemstrataSaver needs an embedded AsyncMemory (graph checkpoints are "
+                "not served over REST)",
+                field="async_memory",
+            )
         super().__init__(
             Memory(async_memory.core),
             async_memory,
