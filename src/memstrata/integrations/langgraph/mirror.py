@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import logging
 import uuid
 from collections.abc import Sequence
@@ -30,53 +29,72 @@ from memstrata.integrations.langgraph._steps import Steps, call
 from memstrata.integrations.threads import conversation_id_for
 from memstrata.types import Scope
 
-__all__ = ["message_rows", "mirror_messages"]
+__all__ = ["chained_ids", "mirror_messages"]
 
 log = logging.getLogger(__name__)
 
 
-def _digest(message: BaseMessage, fields: dict[str, Any]) -> str:
-    text = json.dumps(fields, sort_keys=True, default=str, ensure_ascii=False)
-    return hashlib.sha256(f"{message.id or ''}\x1f{text}".encode()).hexdigest()
+def _identity(message: BaseMessage) -> str:
+    """What makes a message the same message: its LangChain id, type and text."""
+    text = message.content if isinstance(message.content, str) else repr(message.content)
+    return f"{message.id or ''}\x1f{message.type}\x1f{text}"
 
 
-def message_rows(conversation_id: str, messages: Sequence[Any]) -> list[dict[str, Any]]:
-    """The ``messages.put`` fields of each message, with chained ids (pure).
+def _as_uuid(raw: bytes) -> str:
+    """16 hash bytes as a UUID string (version 8, "custom"): cheaper than ``uuid.uuid5``,
+    which matters because every checkpoint walks the whole message list."""
+    b = bytearray(raw)
+    b[6] = (b[6] & 0x0F) | 0x80
+    b[8] = (b[8] & 0x3F) | 0x80
+    h = b.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def chained_ids(conversation_id: str, messages: Sequence[Any]) -> list[tuple[str, BaseMessage]]:
+    """Each LangChain message with its memstrata id, chained on its predecessor's (pure)."""
+    previous = uuid.UUID(conversation_id).bytes
+    out: list[tuple[str, BaseMessage]] = []
+    for message in messages:
+        if isinstance(message, BaseMessage):
+            previous = hashlib.blake2b(
+                previous + _identity(message).encode(), digest_size=16
+            ).digest()
+            out.append((_as_uuid(previous), message))
+    return out
+
+
+def _fields(message: BaseMessage) -> dict[str, Any] | None:
+    """The ``messages.put`` fields, or None for a message the conversation leaves out.
 
     A message memstrata cannot keep (say, an image block) is left out with a warning:
-    the graph's own state still has it, and the checkpoint write must not fail for
-    the sake of its mirror.
+    the graph's own state still has it, and the checkpoint write must not fail for the
+    sake of its mirror. An empty turn has nothing to show.
     """
-    base = uuid.UUID(conversation_id)
-    rows: list[dict[str, Any]] = []
-    previous = ""
-    for message in messages:
-        if not isinstance(message, BaseMessage):
-            continue
-        try:
-            fields = from_langchain(message)
-        except InvalidInput as exc:
-            log.warning("not mirrored into the conversation: %s", exc)
-            continue
-        if not fields["content"] and not fields.get("tool_calls"):
-            continue  # an empty turn has nothing to show
-        mid = str(uuid.uuid5(base, f"{previous}\x1f{_digest(message, fields)}"))
-        rows.append({**fields, "id": mid})
-        previous = mid
-    return rows
+    try:
+        fields = from_langchain(message)
+    except InvalidInput as exc:
+        log.warning("not mirrored into the conversation: %s", exc)
+        return None
+    if not fields["content"] and not fields.get("tool_calls"):
+        return None
+    return fields
 
 
 def mirror_messages(scope: Scope, thread_id: str, messages: Sequence[Any]) -> Steps[None]:
     """Write the branch ``messages`` into the thread's conversation (see the module doc)."""
     conversation_id = conversation_id_for(scope, thread_id)
-    rows = message_rows(conversation_id, messages)
+    rows = chained_ids(conversation_id, messages)
+    # Only the newest messages are converted: the stored prefix is found by id alone.
     stored = len(rows)
     while stored > 0:
-        try:
-            yield call("messages.get", scope, conversation_id, rows[stored - 1]["id"])
-            break
-        except NotFound:
-            stored -= 1
+        mid, message = rows[stored - 1]
+        if _fields(message) is not None:
+            try:
+                yield call("messages.get", scope, conversation_id, mid)
+                break
+            except NotFound:
+                pass
+        stored -= 1
     if stored == len(rows):
         return
     if stored == 0:
@@ -88,7 +106,9 @@ def mirror_messages(scope: Scope, thread_id: str, messages: Sequence[Any]) -> St
                 title=f"LangGraph thread {thread_id}"[:200],
                 metadata={"langgraph_thread_id": thread_id},
             )
-    parent = rows[stored - 1]["id"] if stored else None
-    for row in rows[stored:]:
-        yield call("messages.put", scope, conversation_id, parent_id=parent, **row)
-        parent = row["id"]
+    parent = rows[stored - 1][0] if stored else None
+    for mid, message in rows[stored:]:
+        fields = _fields(message)
+        if fields is not None:
+            yield call("messages.put", scope, conversation_id, id=mid, parent_id=parent, **fields)
+            parent = mid
