@@ -255,11 +255,17 @@ def test_another_scope_neither_reads_nor_writes_the_conversation(mem: Memory) ->
     assert [m.content for m in mine.messages] == ["secret"]
 
 
-def test_a_given_id_must_be_a_uuid_to_be_created(mem: Memory) -> None:
+def test_any_string_names_a_conversation_of_its_scope(mem: Memory) -> None:
     history = MemstrataChatMessageHistory(mem, SCOPE, "not-a-uuid")
     assert history.messages == []
-    with pytest.raises(InvalidInput):
-        history.add_messages([HumanMessage("q")])
+    history.add_messages([HumanMessage("q")])
+    assert history.session_id == "not-a-uuid"
+    again = MemstrataChatMessageHistory(mem, SCOPE, "not-a-uuid")
+    assert again.conversation_id == history.conversation_id
+    assert [m.content for m in again.messages] == ["q"]
+    other_user = MemstrataChatMessageHistory(mem, Scope("acme", "u2"), "not-a-uuid")
+    assert other_user.conversation_id != history.conversation_id
+    assert other_user.messages == []
 
 
 # -- async -------------------------------------------------------------------------------------

@@ -150,11 +150,9 @@ def test_bad_fact_values_are_refused(
     assert info.value.detail.get("field") == field
 
 
-def test_unsupported_store_features_say_so(store: MemstrataStore) -> None:
+def test_facts_take_no_ttl_and_no_index_fields(store: MemstrataStore) -> None:
     ns = facts_namespace("u1")
-    with pytest.raises(InvalidInput, match="TTL"):
-        store.batch([PutOp(ns, key(), {"content": "x"}, ttl=5.0)])
-    with pytest.raises(NotImplementedError):  # LangGraph's own check, before the batch
+    with pytest.raises(InvalidInput, match="expire"):
         store.put(ns, key(), {"content": "x"}, ttl=5.0)
     with pytest.raises(InvalidInput, match="index"):
         store.put(ns, key(), {"content": "x"}, index=["content"])
@@ -293,12 +291,15 @@ def test_list_namespaces(mem: Memory, store: MemstrataStore) -> None:
     assert store.list_namespaces(prefix=("assistants",)) == []
 
 
-def test_namespaces_outside_the_mapping_hold_nothing(store: MemstrataStore) -> None:
-    with pytest.raises(InvalidInput, match="namespace"):
-        store.put(("memories", "u1"), key(), {"content": "x"})
+def test_namespaces_outside_the_mapping_are_free_items(store: MemstrataStore) -> None:
+    store.put(("memories", "u1"), "k", {"content": "x"})
+    item = store.get(("memories", "u1"), "k")
+    assert item is not None
+    assert item.value == {"content": "x"}
+    assert [i.key for i in store.search(("memories",))] == ["k"]
+    store.delete(("memories", "u1"), "k")
     assert store.get(("memories", "u1"), "k") is None
     assert store.search(("memories",)) == []
-    store.delete(("memories", "u1"), "k")
 
 
 def test_users_and_tenants_are_isolated(mem: Memory, store: MemstrataStore) -> None:

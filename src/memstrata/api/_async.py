@@ -12,6 +12,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, overload
 
 from memstrata.api._async_context import AsyncCompaction
+from memstrata.api._async_graph import AsyncGraphs
 from memstrata.api._async_longterm import AsyncFacts, AsyncLongTerm
 from memstrata.api._async_nodes import AsyncNodes
 from memstrata.api._async_recall import AsyncRecall
@@ -420,6 +421,7 @@ class AsyncMemory:
         self.longterm = AsyncLongTerm(core)
         self.transfer = AsyncTransfer(core)
         self.retention = AsyncRetention(core)
+        self.graphs = AsyncGraphs(core)
 
     @classmethod
     @overload

@@ -8,6 +8,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, overload
 
 from memstrata.api._sync_context import Compaction
+from memstrata.api._sync_graph import Graphs
 from memstrata.api._sync_longterm import Facts, LongTerm
 from memstrata.api._sync_nodes import Nodes
 from memstrata.api._sync_recall import Recall
@@ -416,6 +417,7 @@ class Memory:
         self.longterm = LongTerm(core)
         self.transfer = Transfer(core)
         self.retention = Retention(core)
+        self.graphs = Graphs(core)
 
     @classmethod
     @overload

@@ -12,6 +12,7 @@ from typing import Any
 from memstrata.api.core import Core
 from memstrata.api.core import checked_scope as _scope
 from memstrata.errors import ConfigurationError, InvalidInput
+from memstrata.ids import parse_id
 from memstrata.jobs import ops as jobs_ops
 from memstrata.jobs.ops import Job
 from memstrata.llm import LLM
@@ -31,6 +32,7 @@ from memstrata.longterm.parse import parse_update
 from memstrata.longterm.prompt import build_messages, repair_messages
 from memstrata.longterm.scrub import mentions_upload, scrub_uploads
 from memstrata.longterm.service import EXTRACT_JOB, LongTermKit, job_key
+from memstrata.runtime import Runtime
 from memstrata.storage.plan import read, write
 from memstrata.types import Page, Scope
 
@@ -47,6 +49,16 @@ def _status(value: str | None) -> FactStatus | None:
     if value not in _STATUSES:
         raise InvalidInput(f"status must be all or one of {', '.join(_STATUSES)}", field="status")
     return _STATUSES[value]
+
+
+def _issuing(rt: Runtime, first_id: str) -> Runtime:
+    """A copy of ``rt`` whose next new id is ``first_id`` (the fact's), then the usual ids."""
+    pending = [first_id]
+
+    def make_id() -> str:
+        return pending.pop() if pending else rt.make_id()
+
+    return replace(rt, make_id=make_id)
 
 
 class Facts:
@@ -83,10 +95,17 @@ class Facts:
         category: str = "context",
         confidence: float = 1.0,
         source_error: str | None = None,
+        id: str | None = None,
     ) -> Fact:
-        """Add a fact by hand (409 when an active fact already says the same)."""
+        """Add a fact by hand (409 when an active fact already says the same).
+
+        ``id``: the fact's id (a UUID) when the caller keeps its own key, as a
+        key-value store does; 409 when a fact already has it.
+        """
         s, rt = _scope(scope), self._core.rt
         data = store.check_fact_input(content, category, confidence, source_error)
+        if id is not None:
+            rt = _issuing(rt, parse_id(id, field="id"))
         return self._core.engine.run(
             write(lambda: store.add_fact(rt, s, data, FactOrigin.MANUAL))
         )

@@ -14,6 +14,7 @@ from memstrata.config import Settings
 from memstrata.context.kit import COMPACT_JOB, ContextKit, compact_job
 from memstrata.embeddings.port import Embedder
 from memstrata.errors import ConfigurationError, InvalidInput, MemstrataError
+from memstrata.graph import checkpoints as graph_checkpoints
 from memstrata.jobs import ops as jobs_ops
 from memstrata.jobs.worker import JobRegistry, LocalWakeup, Wakeup, Worker
 from memstrata.llm import LLM, llm_from_settings
@@ -113,6 +114,7 @@ class Core:
         self.jobs.register(nodes_ops.COMPACT_JOB, nodes_service.compact_job, lease_s=120.0)
         runtime.cascade.on_conversation_delete(state_ops.delete_for_conversations)
         runtime.cascade.on_user_delete(state_ops.delete_for_user)
+        runtime.cascade.on_user_delete(graph_checkpoints.delete_for_user)
         self.usage = UsageMeter()
         self.redactor = Redactor.build(
             [k.strip() for k in settings.redact.split(",") if k.strip()], settings.redact_patterns

@@ -17,11 +17,17 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sys
+import weakref
 from collections.abc import Sequence
+from types import FrameType
 from typing import Any
+
+import anyio.to_thread
 
 from memstrata.api import AsyncMemory, Memory
 from memstrata.errors import Conflict, InvalidInput, MissingDependency, NotFound
+from memstrata.integrations.threads import conversation_id_for
 from memstrata.types import Message, Role, Scope, Status
 
 try:
@@ -193,6 +199,15 @@ def _visible(path: list[Message]) -> list[BaseMessage]:
     return [to_langchain(m) for m in path if m.status is not Status.PENDING]
 
 
+# The callbacks of RunnableWithMessageHistory that write the turn (their errors are logged).
+_SWALLOWING_CALLBACKS = frozenset({"_exit_history", "_aexit_history"})
+
+# Writes that failed, by store and conversation, until the next read raises them.
+_FAILED_WRITES: weakref.WeakKeyDictionary[Memory, dict[str, Exception]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
 def _is_missing_conversation(exc: NotFound) -> bool:
     return exc.detail.get("kind") == "conversation"
 
@@ -203,10 +218,18 @@ def _is_missing_conversation(exc: NotFound) -> bool:
 class MemstrataChatMessageHistory(BaseChatMessageHistory):
     """LangChain's ``BaseChatMessageHistory`` over one branch of a memstrata conversation.
 
-    ``conversation_id``: the conversation to use; None creates one now (titled
-    ``title``) and the new id is in :attr:`conversation_id`. A given id that does not
-    exist yet is created on the first write, under that id (it must be a UUID), which
-    suits ``RunnableWithMessageHistory`` session ids.
+    ``conversation_id``: the conversation to use, or any session id: a UUID is the
+    conversation's own id, any other string (``"user-42-chat"``) maps to a stable
+    conversation of this scope (:func:`~memstrata.integrations.threads.conversation_id_for`;
+    the id given is kept in :attr:`session_id`, the conversation's in
+    :attr:`conversation_id`). A conversation that does not exist yet is created on the
+    first write, which suits ``RunnableWithMessageHistory`` session ids. None creates a
+    new conversation now (titled ``title``).
+
+    Storage errors raise. ``RunnableWithMessageHistory`` writes the turn from an
+    end-of-run callback whose errors LangChain only logs, so a write that failed there is
+    raised again by the next read of this conversation through this class (the next
+    turn), instead of leaving a silent gap.
 
     ``leaf_id``: None (default) follows the conversation's active leaf: reads show the
     active branch and writes append after it, so a regeneration or a
@@ -248,14 +271,31 @@ class MemstrataChatMessageHistory(BaseChatMessageHistory):
         self._title = title
         if conversation_id is None:
             conversation_id = memory.conversations.create(scope, title=title).id
-        self.conversation_id: str = conversation_id
+        self.session_id: str = conversation_id
+        self.conversation_id: str = conversation_id_for(scope, conversation_id)
         self.leaf_id: str | None = leaf_id
+
+    def _raise_failed_write(self) -> None:
+        failed = _FAILED_WRITES.get(self._mem, {}).pop(self.conversation_id, None)
+        if failed is not None:
+            raise failed
+
+    def _remember_failure(self, exc: Exception, caller: FrameType | None) -> None:
+        # Only a write from RunnableWithMessageHistory's end-of-run callback, whose errors
+        # LangChain logs and drops; a direct caller already got the exception.
+        if caller is None or caller.f_code.co_name not in _SWALLOWING_CALLBACKS:
+            return
+        # Kept per store, not per object: RunnableWithMessageHistory makes a new history
+        # object for every turn, and the next turn's read is where this must surface.
+        exc.add_note(f"an earlier write to conversation {self.conversation_id} failed")
+        _FAILED_WRITES.setdefault(self._mem, {})[self.conversation_id] = exc
 
     # -- reading --
 
     @property
     def messages(self) -> list[BaseMessage]:
         """The branch from its root to the leaf, oldest first, as LangChain messages."""
+        self._raise_failed_write()
         try:
             path = self._mem.messages.path(self.scope, self.conversation_id, self.leaf_id)
         except NotFound as exc:
@@ -274,6 +314,7 @@ class MemstrataChatMessageHistory(BaseChatMessageHistory):
         self.add_messages(rows)
 
     async def aget_messages(self) -> list[BaseMessage]:
+        self._raise_failed_write()
         if self._amem is None:
             return await super().aget_messages()
         try:
@@ -292,6 +333,13 @@ class MemstrataChatMessageHistory(BaseChatMessageHistory):
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
         """Append the messages in order along the branch, as one chain."""
+        try:
+            self._add(messages)
+        except Exception as exc:
+            self._remember_failure(exc, sys._getframe(1))
+            raise
+
+    def _add(self, messages: Sequence[BaseMessage]) -> None:
         rows = [from_langchain(m) for m in messages]  # refuse bad input before writing
         if not rows:
             return
@@ -320,8 +368,15 @@ class MemstrataChatMessageHistory(BaseChatMessageHistory):
             self._mem.conversations.create(self.scope, title=self._title, id=self.conversation_id)
 
     async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
+        try:
+            await self._aadd(messages)
+        except Exception as exc:
+            self._remember_failure(exc, sys._getframe(1))
+            raise
+
+    async def _aadd(self, messages: Sequence[BaseMessage]) -> None:
         if self._amem is None:
-            await super().aadd_messages(messages)
+            await anyio.to_thread.run_sync(self._add, messages)
             return
         amem = self._amem
         rows = [from_langchain(m) for m in messages]

@@ -397,6 +397,67 @@ _RETENTION_TABLES = (
     )""",
 )
 
+# LangGraph graphs (migration 13): checkpoints and pending writes of a checkpointer (the
+# values are LangGraph's own serialisation, kept as bytes with its type tag), and the
+# items of a LangGraph store with the vectors of their indexed fields.
+_GRAPH_TABLES = (
+    """CREATE TABLE graph_checkpoints (
+        tenant_id TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        agent_id TEXT NOT NULL DEFAULT '',
+        thread_id TEXT NOT NULL,
+        checkpoint_ns TEXT NOT NULL,
+        checkpoint_id TEXT NOT NULL,
+        parent_id TEXT,
+        run_id TEXT,
+        type TEXT NOT NULL,
+        checkpoint {blob} NOT NULL,
+        metadata_type TEXT NOT NULL,
+        metadata {blob} NOT NULL,
+        created_at {time} NOT NULL,
+        PRIMARY KEY (tenant_id, user_id, agent_id, thread_id, checkpoint_ns, checkpoint_id)
+    )""",
+    "CREATE INDEX graph_checkpoints_run ON graph_checkpoints (tenant_id, user_id, run_id)",
+    """CREATE TABLE graph_writes (
+        tenant_id TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        agent_id TEXT NOT NULL DEFAULT '',
+        thread_id TEXT NOT NULL,
+        checkpoint_ns TEXT NOT NULL,
+        checkpoint_id TEXT NOT NULL,
+        task_id TEXT NOT NULL,
+        idx INTEGER NOT NULL,
+        task_path TEXT NOT NULL,
+        channel TEXT NOT NULL,
+        type TEXT NOT NULL,
+        value {blob} NOT NULL,
+        PRIMARY KEY (tenant_id, user_id, agent_id, thread_id, checkpoint_ns, checkpoint_id,
+                     task_id, idx)
+    )""",
+    """CREATE TABLE graph_items (
+        tenant_id TEXT NOT NULL,
+        agent_id TEXT NOT NULL DEFAULT '',
+        namespace TEXT NOT NULL,
+        item_key TEXT NOT NULL,
+        value TEXT NOT NULL,
+        created_at {time} NOT NULL,
+        updated_at {time} NOT NULL,
+        ttl_s {real},
+        expires_at {time},
+        PRIMARY KEY (tenant_id, agent_id, namespace, item_key)
+    )""",
+    "CREATE INDEX graph_items_expiry ON graph_items (expires_at)",
+    """CREATE TABLE graph_item_vectors (
+        tenant_id TEXT NOT NULL,
+        agent_id TEXT NOT NULL DEFAULT '',
+        namespace TEXT NOT NULL,
+        item_key TEXT NOT NULL,
+        field_path TEXT NOT NULL,
+        vector {blob} NOT NULL,
+        PRIMARY KEY (tenant_id, agent_id, namespace, item_key, field_path)
+    )""",
+)
+
 _TYPES = {
     "sqlite": {
         "serial": "INTEGER PRIMARY KEY AUTOINCREMENT",
@@ -453,6 +514,11 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
             9,
             "retention: how long each kind of data is kept, per tenant",
             _render(dialect, _RETENTION_TABLES),
+        ),
+        Migration(
+            13,
+            "graphs: LangGraph checkpoints, pending writes and store items",
+            _render(dialect, _GRAPH_TABLES),
         ),
     )
     for dialect in _TYPES

@@ -1223,11 +1223,13 @@ class AsyncParityConformance:
 
 
 # Feature mixins import the helpers above, so they are imported after them.
+from memstrata.testing.conformance_graph import GraphConformance  # noqa: E402
 from memstrata.testing.conformance_state import StateConformance  # noqa: E402
 
 
 class BackendConformance(
     StateConformance,
+    GraphConformance,
     ConversationConformance,
     AppendConformance,
     HistoryConformance,

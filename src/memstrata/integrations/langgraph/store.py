@@ -1,7 +1,10 @@
-"""A LangGraph store over one tenant's long-term facts and working memory.
+"""A LangGraph store for one tenant: free items, long-term facts and working memory.
 
-LangGraph nodes read and write a ``BaseStore`` by namespace and key. This store maps
-that onto memstrata, so what a graph remembers is what ``mem.context`` injects:
+LangGraph nodes read and write a ``BaseStore`` by namespace and key. Any namespace (a
+tuple of labels without periods, such as LangGraph's ``("memories", user_id)``) holds
+free items under string keys: JSON-object values, kept on ``mem.graphs``. Three shapes
+are memstrata's own memory instead, so what a graph remembers there is what
+``mem.context`` injects:
 
 ==========================================  ===========  =============================
 namespace                                   key          item value
@@ -29,21 +32,22 @@ Facts:
 - ``delete`` erases the fact and its history.
 
 Search: ``filter`` matches item values field by field (equality, or ``$eq``, ``$ne``,
-``$gt``, ``$gte``, ``$lt``, ``$lte``). ``query`` is keyword overlap, not semantic
-search: an item's score is the share of the query's words found in its text, items
-without any are left out, and results come best first (then newest). Without a query
-they come newest first with no score. For semantic recall over conversations use
-``mem.recall``.
+``$gt``, ``$gte``, ``$lt``, ``$lte``). With an ``index`` (LangGraph's ``IndexConfig``),
+``query`` is semantic: free items are embedded on put (the config's ``fields``, or
+``index=[...]`` per put; ``index=False`` for none), facts and working memory by their
+text at query time, and results come by cosine similarity, best first, items without a
+vector last. Without an index, ``query`` is keyword overlap: an item's score is the
+share of the query's words found in its text, and items without any are left out.
+Without a query results come newest first with no score.
 
-Other namespaces hold nothing: ``put`` there raises
-:class:`~memstrata.errors.InvalidInput`, while ``get``, ``search`` and ``delete`` find
-nothing, as in any store. LangGraph refuses periods in namespace labels, so a user
-whose memstrata name has one cannot be reached through a store.
+TTLs (LangGraph's ``TTLConfig``, minutes) apply to free items; facts and working memory
+do not expire, and a TTL or per-item index fields on them raise
+:class:`~memstrata.errors.InvalidInput`. LangGraph refuses periods in namespace labels,
+so a user whose memstrata name has one cannot be reached through those shapes.
 
-Every op runs as its own memstrata call (a batch is not one transaction). Item TTLs and
-per-item index fields are not supported and raise
-:class:`~memstrata.errors.InvalidInput`. Listing or searching above one namespace
-reads each of the user's conversations for its working memory (one read each).
+Every op runs as its own memstrata call (a batch is not one transaction). Listing or
+searching above one user's namespaces reads each of the user's conversations for its
+working memory (one read each), and a search reads every item under its prefix.
 
 Needs ``pip install 'memstrata[langgraph]'``; importing this module without it raises
 :class:`~memstrata.errors.MissingDependency`.
@@ -52,30 +56,31 @@ Needs ``pip install 'memstrata[langgraph]'``; importing this module without it r
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import re
-from collections.abc import Callable, Generator, Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import takewhile
-from typing import Any, Literal, TypeVar, cast
+from typing import Any, Literal, TypeVar
 
 import anyio.to_thread
 
 from memstrata.api import AsyncMemory, Memory
 from memstrata.errors import InvalidInput, MissingDependency, NotFound
+from memstrata.graph.items import GraphItem
 from memstrata.ids import parse_id
-from memstrata.longterm import store as fact_store
-from memstrata.longterm.model import Fact, FactOrigin
-from memstrata.runtime import Runtime
+from memstrata.integrations.langgraph._steps import Steps as _Steps
+from memstrata.integrations.langgraph._steps import call as _call
+from memstrata.integrations.langgraph._steps import run_async, run_sync
+from memstrata.longterm.model import Fact
 from memstrata.state.ops import WorkingMemory
-from memstrata.storage.plan import Op, Plan, write
 from memstrata.types import Scope
 
 try:
     from langgraph.store.base import (
         BaseStore,
         GetOp,
+        IndexConfig,
         Item,
         ListNamespacesOp,
         MatchCondition,
@@ -83,12 +88,23 @@ try:
         Result,
         SearchItem,
         SearchOp,
+        TTLConfig,
     )
     from langgraph.store.base import Op as StoreOp
 except ImportError:
     raise MissingDependency(
         "the LangGraph integration needs langgraph: pip install 'memstrata[langgraph]'"
     ) from None
+
+from memstrata.integrations.langgraph.items import (
+    Embedding,
+    cosine,
+    get_item,
+    item_namespaces,
+    put_item,
+    refresh,
+    search_items,
+)
 
 __all__ = ["MemstrataStore", "facts_namespace", "working_namespace"]
 
@@ -290,91 +306,6 @@ def _status_pushdown(conditions: Mapping[str, Any]) -> tuple[str, dict[str, Any]
     return "all", rest  # an operator: fetch every status, filter here
 
 
-# -- the sans-IO plumbing --------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class _Call:
-    """Call ``memory.<path>(*args, **kwargs)`` (the same path on Memory and AsyncMemory)."""
-
-    path: str
-    args: tuple[Any, ...] = ()
-    kwargs: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class _Write:
-    """Run an operation in a write transaction of the memory's engine."""
-
-    make: Callable[[Runtime], Op[Any]]
-
-
-_Request = _Call | _Write
-_Steps = Generator[_Request, Any, T]
-
-
-def _call(path: str, *args: Any, **kwargs: Any) -> _Call:
-    return _Call(path, args, kwargs)
-
-
-def _resolve(memory: Memory | AsyncMemory, path: str) -> Any:
-    target: Any = memory
-    for part in path.split("."):
-        target = getattr(target, part)
-    return target
-
-
-def _runtime_issuing(rt: Runtime, first_id: str) -> Runtime:
-    """A copy of ``rt`` whose next new id is ``first_id`` (then the usual ids)."""
-    pending = [first_id]
-
-    def make_id() -> str:
-        return pending.pop() if pending else rt.make_id()
-
-    return dataclasses.replace(rt, make_id=make_id)
-
-
-def _plan(memory: Memory | AsyncMemory, request: _Write) -> Plan[Any]:
-    rt = memory.core.rt
-    return write(lambda: request.make(rt))
-
-
-def _run_sync(memory: Memory, steps: _Steps[T]) -> T:
-    reply: Any = None
-    error: Exception | None = None
-    while True:
-        try:
-            request = steps.send(reply) if error is None else steps.throw(error)
-        except StopIteration as done:
-            return cast(T, done.value)
-        reply, error = None, None
-        try:
-            if isinstance(request, _Write):
-                reply = memory.core.engine.run(_plan(memory, request))
-            else:
-                reply = _resolve(memory, request.path)(*request.args, **request.kwargs)
-        except Exception as exc:  # handed to the step, which may expect it (NotFound)
-            error = exc
-
-
-async def _run_async(memory: AsyncMemory, steps: _Steps[T]) -> T:
-    reply: Any = None
-    error: Exception | None = None
-    while True:
-        try:
-            request = steps.send(reply) if error is None else steps.throw(error)
-        except StopIteration as done:
-            return cast(T, done.value)
-        reply, error = None, None
-        try:
-            if isinstance(request, _Write):
-                reply = await memory.core.engine.arun(_plan(memory, request))
-            else:
-                reply = await _resolve(memory, request.path)(*request.args, **request.kwargs)
-        except Exception as exc:
-            error = exc
-
-
 # -- the store -------------------------------------------------------------------------------
 
 
@@ -388,6 +319,8 @@ class _Found:
     created_at: datetime
     updated_at: datetime
     text: str
+    vectors: Mapping[str, list[float]] = field(default_factory=dict)
+    free: bool = False  # a free item: its vectors are stored (or it has none)
 
     def item(self) -> Item:
         return Item(
@@ -422,11 +355,57 @@ def _found_working(target: _Target, wm: WorkingMemory) -> _Found:
     )
 
 
+def _found_item(item: GraphItem) -> _Found:
+    return _Found(
+        item.namespace,
+        item.key,
+        item.value,
+        item.created_at,
+        item.updated_at,
+        " ".join(_strings(item.value)),
+        item.vectors,
+        free=True,
+    )
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """The string leaves of a JSON value (what keyword search reads of a free item)."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, Mapping):
+        for v in value.values():
+            yield from _strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings(v)
+
+
+def _newest_first(found: list[_Found]) -> list[_Found]:
+    return sorted(found, key=lambda f: f.updated_at, reverse=True)
+
+
+def _by_similarity(
+    found: list[_Found], query: list[float], text_vectors: Mapping[str, list[float]]
+) -> list[SearchItem]:
+    """Best cosine first (an item's best field); items with no vector after, newest first."""
+    scored: list[tuple[float, _Found]] = []
+    scoreless: list[_Found] = []
+    for f in found:
+        vectors = list(f.vectors.values()) if f.free else [text_vectors[f.text]]
+        if vectors:
+            scored.append((max(cosine(query, v) for v in vectors), f))
+        else:
+            scoreless.append(f)
+    scored.sort(key=lambda sf: (sf[0], sf[1].updated_at), reverse=True)
+    return [f.search_item(s) for s, f in scored] + [
+        f.search_item(None) for f in _newest_first(scoreless)
+    ]
+
+
 def _ranked(found: list[_Found], query: str | None) -> list[SearchItem]:
     """Best keyword overlap first (then newest); without a query, newest first."""
     if not query:
-        ordered = sorted(found, key=lambda f: f.updated_at, reverse=True)
-        return [f.search_item(None) for f in ordered]
+        return [f.search_item(None) for f in _newest_first(found)]
     words = _words(query)
     scored = [(s, f) for f in found if (s := _score(words, f.text)) > 0]
     scored.sort(key=lambda sf: (sf[0], sf[1].updated_at), reverse=True)
@@ -442,15 +421,21 @@ def _leading_labels(conditions: tuple[MatchCondition, ...]) -> tuple[str, ...]:
 
 
 class MemstrataStore(BaseStore):
-    """LangGraph's ``BaseStore`` over the facts and working memory of one tenant.
+    """LangGraph's ``BaseStore`` for one tenant: facts, working memory and free items.
 
     ``memory`` serves :meth:`batch`; :meth:`abatch` uses ``async_memory`` when given
     (the same store, e.g. ``AsyncMemory(mem.core)``), else runs :meth:`batch` in a
     worker thread. ``agent`` scopes every user's data to that agent, as
     ``Scope(tenant, user, agent)`` does. See the module doc for the namespace mapping.
+
+    ``index`` (LangGraph's ``IndexConfig``) turns on semantic search: ``fields`` (default
+    the whole value) are embedded on put, by ``embed`` when given (LangChain embeddings
+    or a function), else by the memory's own embedder (the default, offline MiniLM
+    model); ``dims`` is checked when given. ``ttl`` (LangGraph's ``TTLConfig``:
+    ``default_ttl`` in minutes, ``refresh_on_read``) applies to free items.
     """
 
-    supports_ttl = False
+    supports_ttl = True
 
     def __init__(
         self,
@@ -459,21 +444,26 @@ class MemstrataStore(BaseStore):
         *,
         agent: str | None = None,
         async_memory: AsyncMemory | None = None,
+        index: IndexConfig | None = None,
+        ttl: TTLConfig | None = None,
     ) -> None:
         Scope(tenant, "probe", agent)  # refuse bad names now rather than on first use
         self._mem = memory
         self._amem = async_memory
         self.tenant = tenant
         self.agent = agent
+        self.index_config = index
+        self.ttl_config = ttl
+        self._embedding = None if index is None else Embedding.of(index)
 
     def batch(self, ops: Iterable[StoreOp]) -> list[Result]:
-        return _run_sync(self._mem, self._batch(list(ops)))
+        return run_sync(self._mem, self._batch(list(ops)))
 
     async def abatch(self, ops: Iterable[StoreOp]) -> list[Result]:
         todo = list(ops)
         if self._amem is None:
             return await anyio.to_thread.run_sync(self.batch, todo)
-        return await _run_async(self._amem, self._batch(todo))
+        return await run_async(self._amem, self._batch(todo))
 
     # -- dispatch --
 
@@ -483,7 +473,12 @@ class MemstrataStore(BaseStore):
     def _batch(self, ops: list[StoreOp]) -> _Steps[list[Result]]:
         results: list[Result] = []
         for op in ops:
-            if isinstance(op, GetOp):
+            if isinstance(op, GetOp) and _parse(op.namespace) is None:
+                got = yield from get_item(
+                    self.tenant, self.agent, op.namespace, op.key, op.refresh_ttl
+                )
+                results.append(None if got is None else _found_item(got).item())
+            elif isinstance(op, GetOp):
                 found = yield from self._get(op.namespace, op.key)
                 results.append(None if found is None else found.item())
             elif isinstance(op, PutOp):
@@ -536,17 +531,18 @@ class MemstrataStore(BaseStore):
     # -- put / delete --
 
     def _put(self, op: PutOp) -> _Steps[None]:
+        target = _parse(op.namespace)
+        if target is None:
+            yield from put_item(self.tenant, self.agent, op, self._embedding)
+            return
         if op.ttl is not None:
-            raise InvalidInput("MemstrataStore does not support item TTLs", field="ttl")
+            raise InvalidInput("facts and working memory do not expire", field="ttl")
         if op.index not in (None, False):
             raise InvalidInput(
-                "MemstrataStore does not support per-item index fields (its search is "
-                "keyword overlap; semantic recall over conversations is mem.recall)",
+                "facts and working memory take no per-item index fields (their text is "
+                "what semantic search reads)",
                 field="index",
             )
-        if op.value is None and _parse(op.namespace) is None:
-            return  # deleting from a namespace that cannot hold items: nothing to do
-        target = _required(op.namespace)
         if target.kind == "facts":
             if op.value is None:
                 yield from self._delete_fact(target.user, op.key)
@@ -582,18 +578,14 @@ class MemstrataStore(BaseStore):
             if changes:
                 yield _call("facts.edit", scope, fid, **changes)
             return
-        data = fact_store.check_fact_input(
+        yield _call(
+            "facts.add",
+            scope,
             fields.get("content"),
-            fields.get("category", "context"),
-            fields.get("confidence", 1.0),
-            fields.get("source_error"),
-        )
-        # memstrata picks fact ids itself; issuing the key as the next id keeps put/get
-        # symmetric (the same insert, events and checks as mem.facts.add).
-        yield _Write(
-            lambda rt: fact_store.add_fact(
-                _runtime_issuing(rt, fid), scope, data, FactOrigin.MANUAL
-            )
+            category=fields.get("category", "context"),
+            confidence=fields.get("confidence", 1.0),
+            source_error=fields.get("source_error"),
+            id=fid,
         )
 
     def _delete_working(self, target: _Target, key: str) -> _Steps[None]:
@@ -627,9 +619,30 @@ class MemstrataStore(BaseStore):
         if op.limit < 0 or op.offset < 0:
             raise InvalidInput("limit and offset must be >= 0", field="limit")
         prefix = tuple(op.namespace_prefix)
-        if not _enumerable(prefix):
-            return []
         conditions = dict(op.filter or {})
+        semantic = bool(op.query) and self._embedding is not None
+        items = yield from search_items(self.tenant, self.agent, prefix, semantic)
+        found = [f for f in map(_found_item, items) if _passes(f.value, conditions)]
+        if _enumerable(prefix):
+            found.extend((yield from self._reserved_matching(prefix, conditions)))
+        if semantic and op.query and self._embedding is not None:
+            # Facts and working memory have no stored vectors: embedded here, by text.
+            texts = sorted({f.text for f in found if not f.free})
+            got = yield from self._embedding.vectors([op.query, *texts], "documents")
+            ranked = _by_similarity(found, got[0], dict(zip(texts, got[1:], strict=True)))
+        else:
+            ranked = _ranked(found, op.query)
+        shown = ranked[op.offset : op.offset + op.limit]
+        if op.refresh_ttl:
+            keys = {(f.namespace, f.key) for f in shown}
+            yield from refresh(
+                self.tenant, self.agent, [i for i in items if (i.namespace, i.key) in keys]
+            )
+        return shown
+
+    def _reserved_matching(
+        self, prefix: tuple[str, ...], conditions: Mapping[str, Any]
+    ) -> _Steps[list[_Found]]:
         found: list[_Found] = []
         for target in (yield from self._targets(prefix)):
             if target.kind == "facts":
@@ -640,7 +653,7 @@ class MemstrataStore(BaseStore):
                 candidate = _found_working(target, wm)
                 if _passes(candidate.value, conditions):
                     found.append(candidate)
-        return _ranked(found, op.query)[op.offset : op.offset + op.limit]
+        return found
 
     def _facts_matching(
         self, target: _Target, conditions: Mapping[str, Any]
@@ -691,12 +704,15 @@ class MemstrataStore(BaseStore):
         lead = _leading_labels(conditions)
         while not _enumerable(lead):
             lead = lead[:-1]  # the conditions below still drop what does not match
-        names: set[tuple[str, ...]] = set()
+        candidates = list((yield from item_namespaces(self.tenant, self.agent)))
         for target in (yield from self._targets(lead)):
-            ns = target.namespace
-            if not all(_matches_condition(ns, c) for c in conditions):
-                continue
-            if (yield from self._has_items(target)):
+            if all(_matches_condition(target.namespace, c) for c in conditions) and (
+                yield from self._has_items(target)
+            ):
+                candidates.append(target.namespace)
+        names: set[tuple[str, ...]] = set()
+        for ns in candidates:
+            if all(_matches_condition(ns, c) for c in conditions):
                 names.add(ns if op.max_depth is None else ns[: op.max_depth])
         return sorted(names)[op.offset : op.offset + op.limit]
 

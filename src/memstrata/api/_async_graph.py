@@ -1,0 +1,233 @@
+"""Graph storage sub-API of the async facade (``_sync_graph.py`` is generated from it).
+
+``mem.graphs``: the checkpoints and pending writes a graph framework's checkpointer
+keeps (see :mod:`memstrata.graph.checkpoints`), and the namespaced items of its
+key-value store (:mod:`memstrata.graph.items`). Checkpoint values are the framework's
+own serialised bytes; ``memstrata.integrations.langgraph`` is the LangGraph side.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+from memstrata.api.core import Core
+from memstrata.api.core import checked_scope as _scope
+from memstrata.errors import ConfigurationError
+from memstrata.graph import checkpoints as ops
+from memstrata.graph import items
+from memstrata.graph.checkpoints import GraphCheckpoint, GraphWrite
+from memstrata.graph.items import GraphItem
+from memstrata.storage.plan import Op, read, write
+from memstrata.types import Page, Scope
+
+__all__ = ["AsyncGraphs"]
+
+
+class AsyncGraphs:
+    """Checkpoints of agent graphs, per scope and thread (any string thread id)."""
+
+    def __init__(self, core: Core) -> None:
+        self._core = core
+
+    async def put_checkpoint(
+        self,
+        scope: Scope,
+        *,
+        thread_id: str,
+        checkpoint_ns: str,
+        checkpoint_id: str,
+        parent_id: str | None,
+        type: str,
+        checkpoint: bytes,
+        metadata_type: str,
+        metadata: bytes,
+        run_id: str | None = None,
+    ) -> None:
+        rt = self._core.rt
+        await self._core.engine.arun(
+            write(
+                lambda: ops.put_checkpoint(
+                    rt,
+                    _scope(scope),
+                    thread_id=thread_id,
+                    checkpoint_ns=checkpoint_ns,
+                    checkpoint_id=checkpoint_id,
+                    parent_id=parent_id,
+                    run_id=run_id,
+                    type=type,
+                    checkpoint=checkpoint,
+                    metadata_type=metadata_type,
+                    metadata=metadata,
+                )
+            )
+        )
+
+    async def put_writes(
+        self,
+        scope: Scope,
+        *,
+        thread_id: str,
+        checkpoint_ns: str,
+        checkpoint_id: str,
+        writes: Sequence[GraphWrite],
+    ) -> None:
+        await self._core.engine.arun(
+            write(
+                lambda: ops.put_writes(
+                    _scope(scope),
+                    thread_id=thread_id,
+                    checkpoint_ns=checkpoint_ns,
+                    checkpoint_id=checkpoint_id,
+                    writes=writes,
+                )
+            )
+        )
+
+    async def get_checkpoint(
+        self,
+        scope: Scope,
+        thread_id: str,
+        checkpoint_ns: str = "",
+        checkpoint_id: str | None = None,
+    ) -> GraphCheckpoint | None:
+        """That checkpoint, or the latest of the thread's namespace; None if there is none."""
+        return await self._core.engine.arun(
+            read(lambda: ops.get_checkpoint(_scope(scope), thread_id, checkpoint_ns, checkpoint_id))
+        )
+
+    async def list_checkpoints(
+        self,
+        scope: Scope,
+        *,
+        thread_id: str | None = None,
+        checkpoint_ns: str | None = None,
+        checkpoint_id: str | None = None,
+        before: str | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> Page[GraphCheckpoint]:
+        """By thread, then namespace, newest first; ``before`` keeps older ids only."""
+        return await self._core.engine.arun(
+            read(
+                lambda: ops.list_checkpoints(
+                    _scope(scope),
+                    thread_id=thread_id,
+                    checkpoint_ns=checkpoint_ns,
+                    checkpoint_id=checkpoint_id,
+                    before=before,
+                    limit=limit,
+                    cursor=cursor,
+                )
+            )
+        )
+
+    async def delete_thread(self, scope: Scope, thread_id: str) -> None:
+        await self._core.engine.arun(write(lambda: ops.delete_thread(_scope(scope), thread_id)))
+
+    async def delete_runs(self, scope: Scope, run_ids: Sequence[str]) -> None:
+        await self._core.engine.arun(
+            write(lambda: ops.delete_for_runs(_scope(scope), list(run_ids)))
+        )
+
+    async def copy_thread(self, scope: Scope, source: str, target: str) -> None:
+        rt = self._core.rt
+        await self._core.engine.arun(
+            write(lambda: ops.copy_thread(rt, _scope(scope), source, target))
+        )
+
+    async def prune(
+        self,
+        scope: Scope,
+        thread_ids: Sequence[str],
+        *,
+        strategy: Literal["keep_latest", "delete"] = "keep_latest",
+    ) -> None:
+        await self._core.engine.arun(
+            write(lambda: ops.prune(_scope(scope), list(thread_ids), strategy))
+        )
+
+    # -- store items (per tenant and agent: a store is shared by the tenant's users) --
+
+    async def put_item(
+        self,
+        tenant: str,
+        namespace: Sequence[str],
+        key: str,
+        value: Mapping[str, Any],
+        *,
+        agent: str | None = None,
+        ttl_s: float | None = None,
+        vectors: Mapping[str, Sequence[float]] | None = None,
+    ) -> None:
+        """Store (replace) an item, with one vector per indexed field path."""
+        rt, a = self._core.rt, _agent(tenant, agent)
+        await self._core.engine.arun(
+            write(
+                lambda: items.put_item(
+                    rt, tenant, a, namespace, key, value, ttl_s=ttl_s, vectors=vectors
+                )
+            )
+        )
+
+    async def get_items(
+        self,
+        tenant: str,
+        keys: Sequence[tuple[Sequence[str], str]],
+        *,
+        agent: str | None = None,
+        refresh_ttl: bool = False,
+    ) -> list[GraphItem | None]:
+        """The live items at each ``(namespace, key)`` (None where there is none)."""
+        rt, a = self._core.rt, _agent(tenant, agent)
+
+        def make() -> Op[list[GraphItem | None]]:
+            return items.get_items(rt, tenant, a, keys, refresh_ttl=refresh_ttl)
+
+        return await self._core.engine.arun(write(make) if refresh_ttl else read(make))
+
+    async def delete_item(
+        self, tenant: str, namespace: Sequence[str], key: str, *, agent: str | None = None
+    ) -> None:
+        a = _agent(tenant, agent)
+        await self._core.engine.arun(write(lambda: items.delete_item(tenant, a, namespace, key)))
+
+    async def search_items(
+        self,
+        tenant: str,
+        prefix: Sequence[str] = (),
+        *,
+        agent: str | None = None,
+        with_vectors: bool = False,
+        refresh_ttl: bool = False,
+    ) -> list[GraphItem]:
+        """Every live item under ``prefix``, newest first (the caller filters and ranks)."""
+        rt, a = self._core.rt, _agent(tenant, agent)
+
+        def make() -> Op[list[GraphItem]]:
+            return items.search_items(
+                rt, tenant, a, prefix, with_vectors=with_vectors, refresh_ttl=refresh_ttl
+            )
+
+        return await self._core.engine.arun(write(make) if refresh_ttl else read(make))
+
+    async def list_namespaces(
+        self, tenant: str, *, agent: str | None = None
+    ) -> list[tuple[str, ...]]:
+        """Every namespace holding a live item, sorted."""
+        rt, a = self._core.rt, _agent(tenant, agent)
+        return await self._core.engine.arun(read(lambda: items.list_item_namespaces(rt, tenant, a)))
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """Vectors of ``texts`` by this memory's embedder (the one recall uses)."""
+        embedder = self._core.recall.embedder
+        if embedder is None:
+            raise ConfigurationError(
+                "this memory has no embedder (MEMSTRATA_EMBEDDER=none, or the default "
+                "model is not installed); semantic search needs one"
+            )
+        return await embedder.aembed(list(texts))
+
+
+def _agent(tenant: str, agent: str | None) -> str:
+    return Scope(tenant, "store", agent).agent_key  # checks the names
