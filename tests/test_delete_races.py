@@ -166,3 +166,18 @@ def test_user_delete_racing_writes_leaves_nothing(mem: Memory) -> None:
         outcomes += _race(writes, lambda s=scope: mem.users.delete(s))  # type: ignore[misc]
         assert leftovers(mem, [user, first.id, second.id, canary]) == []
     assert "ok" in outcomes
+
+
+def test_user_delete_racing_fact_writes_never_deadlocks(mem: Memory) -> None:
+    """Long-term writes lock the user before the owner's memory row, as the delete does:
+    each write either lands before the delete (and goes with it) or after (a new user)."""
+    for n in range(ROUNDS):
+        scope = Scope(TENANT, f"facts{n}")
+        mem.facts.add(scope, "lives in Lisbon")
+        writes = [
+            lambda i=i, s=scope: mem.facts.add(s, f"fact number {i}")  # type: ignore[misc]
+            for i in range(WRITES)
+        ]
+        assert set(_race(writes, lambda s=scope: mem.users.delete(s))) == {"ok"}  # type: ignore[misc]
+        kept = {f.content for f in mem.facts.list(scope, limit=100).items}
+        assert "lives in Lisbon" not in kept  # the delete took everything before it

@@ -35,6 +35,7 @@ from memstrata.conversation.ops import (
     _require_message,
     branch_chunk,
     get_conversation,
+    hold_conversation,
     walk_branch,
 )
 from memstrata.conversation.render import to_openai
@@ -768,7 +769,8 @@ def finish_compaction(
     rt: Runtime, scope: Scope, plan: CompactionPlan, content: str, method: str
 ) -> Op[Summary]:
     """Store the new summary (the caller validated it) and log the success."""
-    yield from get_conversation(scope, plan.conversation_id)
+    # Held until commit, so a delete racing the compaction leaves no summary behind.
+    yield from hold_conversation(scope, plan.conversation_id)
     up_to = plan.up_to
     assert up_to is not None
     yield from _require_message(plan.conversation_id, up_to.id)  # still there
@@ -797,7 +799,7 @@ def finish_compaction(
 def record_compaction_failure(
     rt: Runtime, scope: Scope, conversation_id: str, leaf_id: str | None, outcome: str, reason: str
 ) -> Op[None]:
-    yield from get_conversation(scope, conversation_id)
+    yield from hold_conversation(scope, conversation_id)
     yield from _log(conversation_id, leaf_id, outcome, reason[:2000], None, rt.clock())
 
 

@@ -30,6 +30,7 @@ from memstrata.longterm.model import (
     Turn,
 )
 from memstrata.runtime import Runtime
+from memstrata.storage import tenancy
 from memstrata.storage.plan import Op
 from memstrata.storage.records import to_message
 from memstrata.types import Scope
@@ -215,7 +216,13 @@ def finish(
     max_facts: int,
     near_duplicates: Mapping[int, str] | None = None,
 ) -> Op[UpdatePlan]:
-    """Apply ``update`` (None: nothing to apply) and log the attempt, atomically."""
+    """Apply ``update`` (None: nothing to apply) and log the attempt, atomically.
+
+    The conversation is held (between the user row and the owner's memory row, the
+    lock order of every write) so a delete racing the extraction leaves no fact drawn
+    from it: a conversation deleted meanwhile is NotFound, and nothing is applied."""
+    yield from tenancy.ensure_user(scope.tenant, scope.user, rt.clock())
+    yield from conv_ops.hold_conversation(scope, prepared.conversation_id)
     yield from store.lock_owner(rt, scope)
     plan = UpdatePlan()
     if update is not None:

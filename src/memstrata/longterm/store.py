@@ -251,8 +251,11 @@ def get_profile(scope: Scope) -> Op[list[ProfileSection]]:
 
 
 def _bump_owner(rt: Runtime, scope: Scope) -> Op[None]:
-    """First statement of every update: serialises updates of one owner's memory."""
+    """First step of every update: serialises updates of one owner's memory. The user row
+    is held first (the lock order of every write, see ``tenancy.ensure_user``), so a user
+    delete, which takes it before this row, never deadlocks with an update."""
     now = rt.clock()
+    yield from tenancy.ensure_user(scope.tenant, scope.user, now)
     yield Exec(
         "INSERT INTO memory_owners (tenant_id, user_id, agent_id, revision, updated_at) "
         "VALUES (?, ?, ?, 1, ?) ON CONFLICT (tenant_id, user_id, agent_id) DO UPDATE SET "
@@ -362,7 +365,6 @@ def add_fact(
 ) -> Op[Fact]:
     """A fact added by hand (or imported): it stays until its user or a person removes it."""
     yield from _bump_owner(rt, scope)
-    yield from tenancy.ensure_user(scope.tenant, scope.user, rt.clock())
     yield from _refuse_duplicate(scope, data.content)
     fid = yield from _insert_fact(rt, scope, data, origin, sources=sources, created_at=created_at)
     return (yield from get_fact(scope, fid))
@@ -709,7 +711,6 @@ def import_memory(
     """Add imported profile sections and facts in one transaction (duplicates of active
     facts are skipped), then hold the cap on active facts."""
     yield from _bump_owner(rt, scope)
-    yield from tenancy.ensure_user(scope.tenant, scope.user, rt.clock())
     if profile:
         yield from set_profile(rt, scope, profile)
     added = duplicates = 0
