@@ -152,6 +152,9 @@ def serve(
             "memstrata.server.app:app_from_environment",
             factory=True,
             workers=processes,
+            # A process imports and opens the store before it answers the supervisor's
+            # first health check: on a loaded machine that takes longer than uvicorn's 5 s.
+            timeout_worker_healthcheck=30,
             **options,
         )
 
