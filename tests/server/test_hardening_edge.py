@@ -638,3 +638,47 @@ def test_finding_10_repeated_accept_errors_are_logged_once_per_interval(
             assert "999 more like it held back" in caplog.records[1].getMessage()
     finally:
         logger.removeFilter(limiter)
+
+
+async def test_finding_15_driver_messages_never_reach_detail(
+    client: httpx.AsyncClient, keys: Any, problem: Any
+) -> None:
+    import base64
+
+    # An oversized cursor reaches SQLite, whose OverflowError the backend turns into 422.
+    huge = base64.urlsafe_b64encode(b"9" * 40).decode().rstrip("=")
+    cid = await _conversation(client, keys.alice)
+    for url in ("/v1/conversations", f"/v1/conversations/{cid}/messages"):
+        r = await client.get(url, params={"cursor": huge}, headers=bearer(keys.alice))
+        if r.status_code == 200:
+            continue  # a store that bounds cursors itself answers an empty page
+        body = problem(r, 422, "invalid_input")
+        assert "SQLite" not in body["detail"]
+        assert "too large" not in body["detail"]
+
+
+def test_finding_15_a_translated_driver_error_is_answered_generically(
+    amemory: AsyncMemory, db_url: str
+) -> None:
+    import sqlite3
+
+    from fastapi.testclient import TestClient
+
+    from memstrata.backends.sqlite import translate
+
+    key = None
+    with Memory.open(db_url) as mem:
+        key = mem.keys.create("t1", user="alice")[1]
+
+    async def collide(*args: Any, **kwargs: Any) -> Any:
+        try:
+            raise sqlite3.IntegrityError("UNIQUE constraint failed: conversations.secret_column")
+        except sqlite3.IntegrityError as exc:
+            raise translate(exc) from None
+
+    amemory.conversations.create = collide  # type: ignore[method-assign]
+    with TestClient(create_app(amemory, Settings(db=db_url))) as c:
+        r = c.post("/v1/conversations", json={}, headers=bearer(key))
+    assert r.status_code == 409
+    assert r.json()["detail"] == "the request conflicts with data already stored"
+    assert "secret_column" not in r.text
