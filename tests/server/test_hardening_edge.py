@@ -20,7 +20,7 @@ from fastapi import FastAPI
 
 from memstrata import AsyncMemory, Memory, Scope
 from memstrata.config import Settings
-from memstrata.errors import InvalidInput
+from memstrata.errors import BackendUnavailable, InvalidInput
 from memstrata.server import create_app
 from memstrata.storage.plan import Exec, write
 from support import postgres_schema, postgres_url_for
@@ -123,6 +123,24 @@ async def test_finding_01_every_json_route_refuses_non_finite(
     # Nothing was half-written: one conversation, no message, no metadata.
     r = await client.get(f"/v1/conversations/{cid}", headers=bearer(keys.alice))
     assert r.json()["metadata"] == {}
+    r = await client.get(f"/v1/conversations/{cid}/messages", headers=bearer(keys.alice))
+    assert r.json()["items"] == []
+
+
+async def test_finding_01_a_body_typed_as_text_is_checked_too(
+    client: httpx.AsyncClient, keys: Any, problem: Any
+) -> None:
+    cid = await _conversation(client, keys.alice)
+    for text in (
+        '{"role":"user","content":"x","metadata":{"a":NaN}}',
+        '{"role":"user","content":"\\ud800"}',
+    ):
+        r = await client.post(
+            f"/v1/conversations/{cid}/messages",
+            content=text.encode(),
+            headers=bearer(keys.alice) | {"content-type": "text/plain"},
+        )
+        problem(r, 422, "invalid_input")
     r = await client.get(f"/v1/conversations/{cid}/messages", headers=bearer(keys.alice))
     assert r.json()["items"] == []
 
@@ -402,24 +420,46 @@ async def test_finding_13_failed_authentications_are_rate_limited_per_address(
 # -- finding 15: every error is problem JSON with a request id -------------------------------
 
 
-async def test_finding_15_a_500_is_problem_json_with_request_id(
+@pytest.mark.parametrize(
+    ("error", "status", "code", "detail"),
+    [
+        (
+            RuntimeError("driver said: relation secret_table does not exist"),
+            500,
+            "internal",
+            "internal server error",
+        ),
+        (
+            BackendUnavailable("postgres: connection to 10.1.2.3 failed: password secret_table"),
+            503,
+            "backend_unavailable",
+            "a backend is unavailable; try again later",
+        ),
+    ],
+)
+async def test_finding_15_a_5xx_is_problem_json_with_request_id_and_no_internals(
     client: httpx.AsyncClient,
     amemory: AsyncMemory,
     keys: Any,
     problem: Any,
     monkeypatch: pytest.MonkeyPatch,
+    error: Exception,
+    status: int,
+    code: str,
+    detail: str,
 ) -> None:
     async def broken(*args: Any, **kwargs: Any) -> Any:
-        raise RuntimeError("driver said: relation secret_table does not exist")
+        raise error
 
     monkeypatch.setattr(amemory.conversations, "list", broken)
     r = await client.get(
         "/v1/conversations", headers=bearer(keys.alice) | {"X-Request-Id": "req-15"}
     )
-    body = problem(r, 500, "internal")
+    body = problem(r, status, code)
     assert r.headers["x-request-id"] == "req-15"
     assert "secret_table" not in r.text
-    assert body["detail"] == "internal server error"
+    assert "10.1.2.3" not in r.text
+    assert body["detail"] == detail
 
 
 async def test_finding_15_body_parse_errors_answer_422_not_400(
@@ -429,28 +469,6 @@ async def test_finding_15_body_parse_errors_answer_422_not_400(
         r = await _raw(client, "POST", "/v1/conversations", text, keys.alice)
         problem(r, 422, "invalid_input")
         assert r.headers["x-request-id"]
-
-
-async def test_finding_15_backend_unavailable_is_a_clear_503(
-    client: httpx.AsyncClient,
-    amemory: AsyncMemory,
-    keys: Any,
-    problem: Any,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    from memstrata.errors import BackendUnavailable
-
-    async def down(*args: Any, **kwargs: Any) -> Any:
-        raise BackendUnavailable(
-            "postgres: connection to server at 10.1.2.3 failed: password for hunter2"
-        )
-
-    monkeypatch.setattr(amemory.conversations, "list", down)
-    r = await client.get("/v1/conversations", headers=bearer(keys.alice))
-    body = problem(r, 503, "backend_unavailable")
-    assert body["detail"] == "a backend is unavailable; try again later"
-    assert "hunter2" not in r.text
-    assert "10.1.2.3" not in r.text
 
 
 # -- finding 16: ids anchored at both ends ---------------------------------------------------
