@@ -111,7 +111,8 @@ def serve(
         ),
     ] = 1,
 ) -> None:
-    """Run the REST server (migrates first; prints a key for the local user on first start)."""
+    """Run the REST server (migrates first; on a new SQLite store, prints a key for the local
+    user; on PostgreSQL, how to make one)."""
     with _errors():
         settings = _settings(db).model_copy(update={"host": host, "port": port})
         if processes > 1:

@@ -291,7 +291,7 @@ async def test_finding_04_deep_nesting_and_lone_surrogates_answer_422(
         client, "PUT", f"/v1/conversations/{cid}/plan", f'{{"document":{deep}}}', keys.alice
     )
     assert "nested deeper than 64" in problem(r, 422, "invalid_input")["detail"]
-    # Just over the documented limit is refused too; at it, accepted.
+    # The body nested 65 deep (its object and 64 arrays) is refused; 64 deep is accepted.
     over = "[" * 64 + "]" * 64
     r = await _raw(
         client, "PUT", f"/v1/conversations/{cid}/plan", f'{{"document":{over}}}', keys.alice
