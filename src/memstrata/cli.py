@@ -111,7 +111,8 @@ def serve(
         ),
     ] = 1,
 ) -> None:
-    """Run the REST server (migrates first; prints a key for the local user on first start)."""
+    """Run the REST server (migrates first; on a new SQLite store, prints a key for the local
+    user; on PostgreSQL, how to make one)."""
     with _errors():
         settings = _settings(db).model_copy(update={"host": host, "port": port})
         if processes > 1:
@@ -152,6 +153,9 @@ def serve(
             "memstrata.server.app:app_from_environment",
             factory=True,
             workers=processes,
+            # A process imports and opens the store before it answers the supervisor's
+            # first health check: on a loaded machine that takes longer than uvicorn's 5 s.
+            timeout_worker_healthcheck=30,
             **options,
         )
 

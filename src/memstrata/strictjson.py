@@ -41,6 +41,10 @@ def _bad_string(where: str) -> NoReturn:
     raise InvalidInput(f"{where} holds a lone UTF-16 surrogate, which is not valid text")
 
 
+# One decoder for every call: json.loads with any option builds a new one each time.
+_DECODER = json.JSONDecoder(parse_constant=_non_finite)
+
+
 def check(value: Any, *, max_depth: int = MAX_DEPTH, what: str = "the JSON") -> None:
     """Raise :class:`InvalidInput` when ``value`` (decoded JSON, or tool arguments) holds a
     non-finite float, a string that is not valid Unicode text, or nesting over ``max_depth``."""
@@ -72,7 +76,7 @@ def loads(data: bytes | str, *, max_depth: int = MAX_DEPTH) -> Any:
     """Decode a request body, refusing what :func:`check` refuses (and malformed JSON)."""
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
     try:
-        value = json.loads(raw, parse_constant=_non_finite)
+        value = _DECODER.decode(raw.decode("utf-8"))
     except RecursionError:
         _too_deep(max_depth)
     except UnicodeDecodeError:

@@ -28,6 +28,7 @@ from pydantic import Field
 from memstrata import strictjson
 from memstrata.api import AsyncMemory
 from memstrata.context import Context as MemoryContext
+from memstrata.disclosure import client_message
 from memstrata.errors import InvalidInput, MemstrataError, NotFound, PreconditionFailed
 from memstrata.longterm.model import Fact
 from memstrata.recall.service import MAX_K, RecallHit
@@ -66,7 +67,7 @@ def tool_errors() -> Iterator[None]:
         yield
     except MemstrataError as exc:
         if exc.status < 500:
-            raise ToolError(exc.message) from exc
+            raise ToolError(client_message(exc)) from exc
         log.error("MCP tool failed: %s: %s", exc.code, exc.message)
         if exc.status == 503:
             raise ToolError("a backend is unavailable; try again later") from exc

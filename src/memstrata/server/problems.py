@@ -16,6 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ConfigDict
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from memstrata.disclosure import client_message
 from memstrata.errors import MemstrataError
 from memstrata.server.responses import JSONResponse
 
@@ -110,6 +111,11 @@ def _memstrata_error(request: Request, exc: Exception) -> JSONResponse:
             else "internal server error"
         )
         return problem(exc.status, exc.code, detail, headers=headers or None)
+    message = client_message(exc)
+    if message != exc.message:  # the driver's words go to the log only
+        log.info(
+            "%s %s: %s: %s", request.method, printable(request.url.path), exc.code, exc.message
+        )
     extra: dict[str, Any] = {}
     if isinstance(exc.detail.get("field"), str):
         extra["field"] = exc.detail["field"]
@@ -118,7 +124,7 @@ def _memstrata_error(request: Request, exc: Exception) -> JSONResponse:
     retry = exc.detail.get("retry_after")
     if isinstance(retry, int | float):
         headers["Retry-After"] = str(int(retry))
-    return problem(exc.status, exc.code, exc.message, headers=headers or None, **extra)
+    return problem(exc.status, exc.code, message, headers=headers or None, **extra)
 
 
 def _validation_error(request: Request, exc: Exception) -> JSONResponse:

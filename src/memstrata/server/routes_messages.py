@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
 
+from memstrata import strictjson
 from memstrata.errors import InvalidInput
 from memstrata.server.auth import CallerScope, Mem
 from memstrata.server.pagination import Cursor, Limit, page_body
@@ -32,10 +32,8 @@ def _out(message: Message) -> dict[str, Any]:
 async def _json_object(request: Request) -> dict[str, Any]:
     """The raw body as a dict, so a left-out ``parent_id`` stays left out (not ``null``)."""
     raw = await request.body()
-    try:
-        data = json.loads(raw) if raw else None
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise InvalidInput("the request body is not valid JSON") from None
+    # Strict whatever the content type said (the edge checks JSON-typed bodies only).
+    data = strictjson.loads(raw) if raw else None
     if not isinstance(data, dict):
         raise InvalidInput("the request body must be a JSON object")
     return data

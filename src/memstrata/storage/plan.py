@@ -79,6 +79,15 @@ class Cursor(Protocol):
     def __call__(self, request: Request) -> Any: ...
 
 
+def _translated(translate: Callable[[Exception], Exception], exc: Exception) -> Exception:
+    """The memstrata error for ``exc``, with the driver's error kept as its cause (for the
+    log; the REST edge never shows a client a message that repeats its cause)."""
+    new = translate(exc)
+    if new is not exc and new.__cause__ is None:
+        new.__cause__ = exc
+    return new
+
+
 def drive(op: Op[T], execute: Cursor, translate: Callable[[Exception], Exception]) -> T:
     """Run ``op`` to completion with a blocking ``execute``.
 
@@ -92,7 +101,7 @@ def drive(op: Op[T], execute: Cursor, translate: Callable[[Exception], Exception
             try:
                 result = execute(request)
             except Exception as exc:  # translated and handed to the operation
-                request = op.throw(translate(exc))
+                request = op.throw(_translated(translate, exc))
             else:
                 request = op.send(result)
     except StopIteration as stop:
@@ -111,7 +120,7 @@ async def adrive(
             try:
                 result = await execute(request)
             except Exception as exc:
-                request = op.throw(translate(exc))
+                request = op.throw(_translated(translate, exc))
             else:
                 request = op.send(result)
     except StopIteration as stop:
