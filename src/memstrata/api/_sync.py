@@ -470,10 +470,17 @@ class Memory:
         conversation_id: str,
         leaf_id: str | None = None,
         max_tokens: int | None = 2000,
-        max_messages: int = 500,
+        max_messages: int | None = 500,
         model: str | None = None,
+        *,
+        before: str | None = None,
     ) -> History:
-        """Token-budgeted history of the branch ending at ``leaf_id`` (default: the active leaf)."""
+        """Token-budgeted history of the branch ending at ``leaf_id`` (default: the active leaf).
+
+        ``None`` for ``max_tokens`` or ``max_messages`` lifts that limit. ``before`` (a
+        message id, instead of ``leaf_id``) ends the history just before that message's
+        turn, so ``[*history, query]`` never holds the query twice (Dify's pattern).
+        """
         rt = self._core.rt
         return self._core.engine.run(
             read(
@@ -485,6 +492,7 @@ class Memory:
                     max_tokens=max_tokens,
                     max_messages=max_messages,
                     model=model,
+                    before=before,
                 )
             )
         )

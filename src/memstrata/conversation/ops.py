@@ -15,7 +15,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from memstrata.conversation.history import History, HistoryPlanner
+from memstrata.conversation.history import History, HistoryPlanner, check_limits
 from memstrata.conversation.tree import place
 from memstrata.errors import Conflict, InvalidInput, NotFound
 from memstrata.ids import UUID_NIL, parse_id
@@ -37,6 +37,7 @@ from memstrata.types import (
     MessagePatch,
     NewMessage,
     Page,
+    Role,
     Scope,
     Status,
     dump_files,
@@ -57,6 +58,7 @@ __all__ = [
     "list_users",
     "patch_message",
     "path",
+    "turn_start",
     "update_conversation",
 ]
 
@@ -582,6 +584,34 @@ def walk_branch(
     return rows_read
 
 
+def turn_start(conversation_id: str, message: Message) -> Op[Message | None]:
+    """The user message that opens ``message``'s turn (``message`` itself when it is one);
+    None when no user message is at or above it on its branch."""
+    if message.role is Role.USER:
+        return message
+    start: str | None = message.parent_id
+    chunk = 4
+    while start is not None:
+        rows = yield from branch_chunk(conversation_id, start, chunk)
+        for m in map(to_message, rows):
+            if m.role is Role.USER:
+                return m
+        if not rows:
+            break
+        start = to_message(rows[-1]).parent_id
+        chunk = min(chunk * 4, 1024)
+    return None
+
+
+def _leaf_before(conversation_id: str, before: str) -> Op[tuple[str | None, str]]:
+    """Where history ending before ``before``'s turn ends: the parent of the user message
+    opening that turn (None: nothing comes before it). Also returns the resolved id."""
+    row = yield from _require_message(conversation_id, before, "before")
+    message = to_message(row)
+    opener = yield from turn_start(conversation_id, message)
+    return (opener or message).parent_id, message.id
+
+
 def history(
     rt: Runtime,
     scope: Scope,
@@ -589,19 +619,26 @@ def history(
     *,
     leaf_id: str | None = None,
     max_tokens: int | None = 2000,
-    max_messages: int = 500,
+    max_messages: int | None = 500,
     model: str | None = None,
+    before: str | None = None,
 ) -> Op[History]:
-    """Token-budgeted history of one branch; reads about as many rows as it returns."""
-    if max_tokens is not None and max_tokens < 0:
-        raise InvalidInput("max_tokens must be >= 0", field="max_tokens")
-    if max_messages < 1:
-        raise InvalidInput("max_messages must be >= 1", field="max_messages")
+    """Token-budgeted history of one branch; reads about as many rows as it returns.
+
+    ``before`` (a message id) ends the history just before that message's turn, on its
+    branch: Dify builds a prompt as ``[*history, query]``, so the history of the turn
+    being answered must not hold its own question. It cannot be combined with ``leaf_id``.
+    """
+    check_limits(max_tokens, max_messages)
+    if before is not None and leaf_id is not None:
+        raise InvalidInput("give leaf_id or before, not both", field="before")
     tokenizer = rt.tokenizer if model is None else get_tokenizer(model)
     if tokenizer.name == rt.tokenizer.name:
         tokenizer = rt.tokenizer
     conv = yield from get_conversation(scope, conversation_id)
     leaf_ref = leaf_id or conv.active_leaf_id
+    if before is not None:
+        leaf_ref, _ = yield from _leaf_before(conversation_id, before)
     if leaf_ref is None:
         return History(None, [], 0, False, False, tokenizer.name)
     leaf_row = yield from _require_message(conversation_id, leaf_ref, "leaf")

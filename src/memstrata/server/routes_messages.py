@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse
 
 from memstrata.errors import InvalidInput
 from memstrata.server.auth import CallerScope, Mem
+from memstrata.server.history_params import MaxMessages, message_cap
 from memstrata.server.pagination import Cursor, Limit, page_body
 from memstrata.server.schemas import HistoryOut, MessageOut, MessagePage
 from memstrata.types import Message, MessagePatch
@@ -147,9 +148,17 @@ async def history(
     cid: str,
     leaf_id: Annotated[str | None, Query(description="Default: the active leaf.")] = None,
     max_tokens: Annotated[int, Query(ge=0)] = 2000,
-    max_messages: Annotated[int, Query(ge=1)] = 500,
+    max_messages: MaxMessages = "500",
     model: Annotated[
         str | None, Query(description="Count tokens in this model's encoding (default o200k_base).")
+    ] = None,
+    before: Annotated[
+        str | None,
+        Query(
+            description="A message id: the history ends just before that message's turn, on "
+            "its branch, so `[*history, query]` never sends the query twice (Dify's pattern). "
+            "Not with `leaf_id`."
+        ),
     ] = None,
 ) -> Response:
     h = await mem.history(
@@ -157,7 +166,8 @@ async def history(
         cid,
         leaf_id=leaf_id,
         max_tokens=max_tokens,
-        max_messages=max_messages,
+        max_messages=message_cap(max_messages),
         model=model,
+        before=before,
     )
     return JSONResponse(h.to_dict())
