@@ -296,6 +296,8 @@ def import_memory(
         f"duplicates skipped {counts['duplicates']}, evicted by the cap {counts['evicted']}, "
         f"profile sections {counts['profile_sections']}"
     )
+    for w in counts.get("warnings", ()):
+        typer.echo(f"warning: {w.get('field') or w.get('fact_id')}: {w['warning']}", err=True)
 
 
 # -- jobs ------------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from typing import Any
 
 from memstrata.context.tiers import (
     BLOCK_TAGS,
+    GROUP_CAPS,
     MESSAGE_ORDER,
     TierItem,
     TierPolicy,
@@ -553,18 +554,24 @@ def _grant_tiers(
     report: ContextReport,
 ) -> dict[str, list[TierItem]]:
     chosen: dict[str, list[TierItem]] = {}
+    group_left = dict(GROUP_CAPS)
     for i, name in enumerate(order):
         reserve.pop(name, None)
         if name == "recent" or name not in offered:
             continue
         later = sum(reserve.get(n, 0) for n in order[i + 1 :])
         cap = policies[name].cap
+        group = policies[name].group
         allow = remaining - later
         if cap is not None:
             allow = min(allow, cap)
+        if group is not None and group in group_left:
+            allow = min(allow, group_left[group])
         items, cost = _select(name, offered[name], max(allow, 0), tok, report.dropped)
         if items:
             chosen[name] = items
+        if group is not None and group in group_left:
+            group_left[group] -= cost
         report.tiers[name].granted = cost
         report.tiers[name].items = len(items)
         remaining -= cost
