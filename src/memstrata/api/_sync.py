@@ -181,6 +181,16 @@ class Messages:
             read(lambda: ops.get_message(_scope(scope), conversation_id, message_id))
         )
 
+    def delete(self, scope: Scope, conversation_id: str, message_id: str) -> None:
+        """Delete a message and the subtree under it (n8n's ``deleteMessages``, on a tree).
+        The active leaf moves to the message's parent when
+        it was in the subtree; summaries covering the messages are invalidated; recall
+        and facts' provenance forget them. NotFound in another conversation or scope."""
+        rt = self._core.rt
+        self._core.engine.run(
+            write(lambda: ops.delete_message(rt, _scope(scope), conversation_id, message_id))
+        )
+
     def leaves(
         self,
         scope: Scope,

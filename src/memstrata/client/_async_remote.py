@@ -297,6 +297,12 @@ class AsyncRemoteMessages:
         path = f"{_conv(conversation_id)}/messages/{segment(message_id)}"
         return await self._s.get(path, decode.message, h)
 
+    async def delete(self, scope: Scope, conversation_id: str, message_id: str) -> None:
+        """Delete a message and the subtree under it (see the embedded facade)."""
+        h = await self._s.scoped(scope)
+        path = f"{_conv(conversation_id)}/messages/{segment(message_id)}"
+        await self._s.send("DELETE", path, headers=h)
+
     async def leaves(
         self,
         scope: Scope,
@@ -415,6 +421,22 @@ class AsyncRemoteLongTerm:
     async def profile(self, scope: Scope) -> list[ProfileSection]:
         h = await self._s.scoped(scope)
         return await self._s.get("/v1/profile", decode.profile, h)
+
+    async def observe(
+        self, scope: Scope, conversation_id: str, *, leaf_id: str | None = None
+    ) -> Job:
+        """Queue (or push back) the conversation's extraction on the server; the job."""
+        h = await self._s.scoped(scope)
+        job_of = decode.job(scope.tenant)
+        # Queueing merges by key on the server, so sending it again is harmless.
+        return await self._s.call(
+            "POST",
+            f"{_conv(conversation_id)}/observe",
+            lambda d: job_of(d["job"]),
+            headers=h,
+            json=_query(leaf_id=leaf_id),
+            idempotent=True,
+        )
 
 
 class AsyncRemoteWorking:

@@ -287,6 +287,12 @@ class RemoteMessages:
         path = f"{_conv(conversation_id)}/messages/{segment(message_id)}"
         return self._s.get(path, decode.message, h)
 
+    def delete(self, scope: Scope, conversation_id: str, message_id: str) -> None:
+        """Delete a message and the subtree under it (see the embedded facade)."""
+        h = self._s.scoped(scope)
+        path = f"{_conv(conversation_id)}/messages/{segment(message_id)}"
+        self._s.send("DELETE", path, headers=h)
+
     def leaves(
         self,
         scope: Scope,
@@ -405,6 +411,22 @@ class RemoteLongTerm:
     def profile(self, scope: Scope) -> list[ProfileSection]:
         h = self._s.scoped(scope)
         return self._s.get("/v1/profile", decode.profile, h)
+
+    def observe(
+        self, scope: Scope, conversation_id: str, *, leaf_id: str | None = None
+    ) -> Job:
+        """Queue (or push back) the conversation's extraction on the server; the job."""
+        h = self._s.scoped(scope)
+        job_of = decode.job(scope.tenant)
+        # Queueing merges by key on the server, so sending it again is harmless.
+        return self._s.call(
+            "POST",
+            f"{_conv(conversation_id)}/observe",
+            lambda d: job_of(d["job"]),
+            headers=h,
+            json=_query(leaf_id=leaf_id),
+            idempotent=True,
+        )
 
 
 class RemoteWorking:

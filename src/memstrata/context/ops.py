@@ -57,6 +57,7 @@ __all__ = [
     "context_window",
     "default_query",
     "finish_compaction",
+    "forget_messages",
     "prepare_compaction",
     "record_compaction_failure",
 ]
@@ -836,6 +837,17 @@ def compaction_log(scope: Scope, conversation_id: str, limit: int = 50) -> Op[li
         }
         for r in rows
     ]
+
+
+def forget_messages(conversation_id: str, ids: Sequence[str]) -> Op[None]:
+    """Cascade step for single deleted messages: a summary covering one of them (its cover
+    point is the message or below it, and ``ids`` holds a whole subtree) is invalidated;
+    the next compaction writes a new one from what remains."""
+    marks = ", ".join("?" * len(ids))
+    yield Exec(
+        f"DELETE FROM summaries WHERE conversation_id = ? AND up_to_id IN ({marks})",
+        (conversation_id, *ids),
+    )
 
 
 def get_summary(scope: Scope, conversation_id: str, leaf_id: str | None = None) -> Op[Summary]:

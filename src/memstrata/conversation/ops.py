@@ -48,6 +48,7 @@ __all__ = [
     "append_message",
     "create_conversation",
     "delete_conversation",
+    "delete_message",
     "delete_user",
     "get_conversation",
     "get_message",
@@ -422,6 +423,49 @@ def patch_message(
     for hook in rt.on_message:
         yield from hook(scope, completed)
     return completed
+
+
+_SUBTREE_SQL = (
+    "WITH RECURSIVE sub(id) AS ("
+    " SELECT id FROM messages WHERE id = ? AND conversation_id = ?"
+    " UNION ALL SELECT m.id FROM messages m JOIN sub ON m.parent_id = sub.id"
+    ") SELECT id FROM sub"
+)
+
+
+def delete_message(rt: Runtime, scope: Scope, conversation_id: str, message_id: str) -> Op[int]:
+    """Delete a message with everything under it (its replies, their regenerations and
+    follow-ups); returns how many messages went.
+
+    The subtree goes, not just the message: re-parenting its children would hand an
+    answer to another question and rewrite the stored depth and branch tokens of every
+    descendant, while removing the subtree leaves every remaining path exactly as it was.
+    The active leaf, when it was in the subtree, moves to the deleted message's parent
+    (a deleted root: the newest remaining leaf, or none). Derived data follows through
+    the message cascade: summaries covering the messages, their recall entries and
+    vectors, and their place in facts' provenance.
+    """
+    conv = yield from _lock_conversation(rt, scope, conversation_id)
+    target = to_message((yield from _require_message(conversation_id, message_id)))
+    rows = yield Query(_SUBTREE_SQL, (target.id, conversation_id))
+    ids = [str(r[0]) for r in rows]
+    yield from rt.cascade.delete_messages(conversation_id, ids)
+    leaf = conv.active_leaf_id
+    if leaf in ids:
+        leaf = target.parent_id
+        if leaf is None:
+            newest = yield Query(
+                "SELECT id FROM messages m WHERE conversation_id = ? AND NOT EXISTS "
+                "(SELECT 1 FROM messages c WHERE c.parent_id = m.id) ORDER BY seq DESC LIMIT 1",
+                (conversation_id,),
+            )
+            leaf = str(newest[0][0]) if newest else None
+    yield Exec(
+        "UPDATE conversations SET active_leaf_id = ?, message_count = message_count - ?, "
+        "updated_at = ? WHERE id = ?",
+        (leaf, len(ids), rt.clock(), conversation_id),
+    )
+    return len(ids)
 
 
 def list_leaves(

@@ -122,6 +122,7 @@ class LongTermKit:
         core = self._core
         core.rt.on_message.append(self.hook)
         core.rt.cascade.on_conversation_delete(store.forget_conversations)
+        core.rt.cascade.on_messages_delete(store.forget_messages)
         core.rt.cascade.on_user_delete(store.forget_user)
         core.jobs.register(
             EXTRACT_JOB,

@@ -45,6 +45,7 @@ __all__ = [
     "edit_fact",
     "fact_history",
     "forget_conversations",
+    "forget_messages",
     "forget_user",
     "get_fact",
     "get_profile",
@@ -619,6 +620,33 @@ def lock_owner(rt: Runtime, scope: Scope) -> Op[None]:
 
 
 # -- forgetting --------------------------------------------------------------------------------
+
+
+def forget_messages(conversation_id: str, ids: Sequence[str]) -> Op[None]:
+    """Cascade step for single deleted messages: they leave the provenance of facts (an
+    extracted fact with no source left is erased) and the extraction watermark."""
+    marks = _in(len(ids))
+    rows = yield Query(
+        f"SELECT DISTINCT fact_id FROM fact_sources WHERE conversation_id = ? "
+        f"AND message_id IN ({marks})",
+        (conversation_id, *ids),
+    )
+    touched = [r[0] for r in rows]
+    yield Exec(
+        f"DELETE FROM fact_sources WHERE conversation_id = ? AND message_id IN ({marks})",
+        (conversation_id, *ids),
+    )
+    if touched:
+        orphans = yield Query(
+            f"SELECT id FROM facts WHERE id IN ({_in(len(touched))}) AND origin = 'extracted' "
+            "AND NOT EXISTS (SELECT 1 FROM fact_sources s WHERE s.fact_id = facts.id)",
+            touched,
+        )
+        yield from _erase([r[0] for r in orphans])
+    yield Exec(
+        f"DELETE FROM longterm_seen WHERE conversation_id = ? AND message_id IN ({marks})",
+        (conversation_id, *ids),
+    )
 
 
 def forget_conversations(ids: Sequence[str]) -> Op[None]:

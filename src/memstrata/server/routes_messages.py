@@ -105,6 +105,24 @@ async def get_message(mem: Mem, scope: CallerScope, cid: str, mid: str) -> Respo
     return JSONResponse((await mem.messages.get(scope, cid, mid)).to_dict())
 
 
+@router.delete(
+    "/messages/{mid}",
+    status_code=204,
+    responses=_NOT_FOUND,
+    summary="Delete a message and the subtree under it",
+    description=(
+        "n8n's `deleteMessages` on a tree: the message goes with every reply, regeneration "
+        "and follow-up under it, so every remaining branch stays whole. The active leaf moves "
+        "to the message's parent when it was in the subtree (a deleted root: the newest "
+        "remaining leaf). Summaries covering the messages are invalidated; recall and facts' "
+        "provenance forget them (an extracted fact with no source left is erased)."
+    ),
+)
+async def delete_message(mem: Mem, scope: CallerScope, cid: str, mid: str) -> Response:
+    await mem.messages.delete(scope, cid, mid)
+    return Response(status_code=204)
+
+
 @router.patch(
     "/messages/{mid}",
     response_model=MessageOut,

@@ -472,8 +472,10 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
         ),
         Migration(
             12,
-            "node memories: the message ids each generation holds (idempotent turns)",
-            _render(dialect, _NODE_TURN_TABLES),
+            "node memories: the message ids each generation holds (idempotent turns); "
+            "vectors by message (single-message deletes)",
+            _render(dialect, _NODE_TURN_TABLES)
+            + ("CREATE INDEX vectors_message ON vectors (conversation_id, message_id)",),
         ),
     )
     for dialect in _TYPES
