@@ -290,6 +290,9 @@ _NODE_TURN_TABLES = (
     )""",
 )
 
+# Deleting one message finds its vectors without a scan (migration 12).
+_VECTORS_BY_MESSAGE = "CREATE INDEX vectors_message ON vectors (conversation_id, message_id)"
+
 # Long-term memory (migration 7). Facts are marked, never rewritten, by extraction
 # (``status``: active, superseded, removed, evicted); ``changed_in`` names the
 # conversation whose extraction last changed a fact's status, so forgetting that
@@ -474,8 +477,7 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
             12,
             "node memories: the message ids each generation holds (idempotent turns); "
             "vectors by message (single-message deletes)",
-            _render(dialect, _NODE_TURN_TABLES)
-            + ("CREATE INDEX vectors_message ON vectors (conversation_id, message_id)",),
+            (*_render(dialect, _NODE_TURN_TABLES), _VECTORS_BY_MESSAGE),
         ),
     )
     for dialect in _TYPES
