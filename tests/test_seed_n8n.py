@@ -134,3 +134,76 @@ def test_delete_message_invalidates_a_summary_covering_it(tmp_path: Path):
         with pytest.raises(NotFound):
             mem.compaction.summary(s, cid)
         assert mem.context(s, cid, budget=100_000).report.summary_id is None
+
+
+@pytest.fixture
+def mem(tmp_path: Path):
+    m = Memory.open(
+        f"sqlite:///{(tmp_path / 'm.db').as_posix()}",
+        settings=Settings(home=tmp_path, worker="off"),
+    )
+    m.core.recall.tier.k = 0
+    yield m
+    m.close()
+
+
+def _block(ctx, tag: str) -> str | None:
+    found = [m["content"] for m in ctx.messages if m["content"].startswith(f"<{tag}>")]
+    return found[0] if found else None
+
+
+def test_iterations_tier_briefs_the_recent_failed_attempts_of_a_named_task(mem: Memory):
+    s = fresh_scope()
+    cid = mem.conversations.create(s).id
+    _talk(mem, s, cid, ("deploy it", "trying"))
+    for i in range(7):
+        mem.iterations.append(s, cid, "deploy", outcome="failed", error=f"port {8000 + i} busy")
+    mem.iterations.append(s, cid, "deploy", outcome="success")
+    mem.iterations.append(s, cid, "other", outcome="failed", error="unrelated failure")
+    # Off unless a task is named.
+    assert _block(mem.context(s, cid), "failed-attempts") is None
+    ctx = mem.context(s, cid, task="deploy")
+    block = _block(ctx, "failed-attempts")
+    assert block is not None
+    lines = block.splitlines()[1:-1]
+    # The five newest failures, oldest first; the success and the other task stay out.
+    assert [line.split(":", 1)[0].split(" (")[0] for line in lines] == [
+        f"Attempt {n} of task 'deploy'" for n in range(3, 8)
+    ]
+    assert "port 8006 busy" in lines[-1]
+    assert "unrelated" not in block
+    report = ctx.report.tiers["iterations"]
+    assert report.items == 5
+    assert report.granted > 0
+    # Capped: a small cap keeps the newest whole attempts only.
+    assert mem.context(s, cid, task="nothing-logged").report.tiers["iterations"].items == 0
+
+
+def test_iterations_tier_is_capped(mem: Memory):
+    s = fresh_scope()
+    cid = mem.conversations.create(s).id
+    _talk(mem, s, cid, ("go", "ok"))
+    for _ in range(5):
+        mem.iterations.append(s, cid, "t", outcome="error", error="x " * 2000)
+    ctx = mem.context(s, cid, task="t")
+    assert 0 < ctx.report.tiers["iterations"].granted <= 1000
+    assert any(d["tier"] == "iterations" for d in ctx.report.dropped)
+
+
+def test_user_and_conversation_working_memory_are_both_injected_and_labelled(mem: Memory):
+    s = fresh_scope()
+    cid = mem.conversations.create(s).id
+    _talk(mem, s, cid, ("hi", "hello"))
+    mem.working.put(s, "Name: Ana. Vegetarian.")
+    assert "Name: Ana" in (_block(mem.context(s, cid), "working-memory") or "")
+    mem.working.put(s, "Trip to Oslo in May.", conversation_id=cid)
+    block = _block(mem.context(s, cid), "working-memory") or ""
+    user_at = block.index("User working memory")
+    conv_at = block.index("Conversation working memory")
+    assert user_at < block.index("Name: Ana") < conv_at < block.index("Trip to Oslo")
+    # Another conversation of the user sees the user's document only.
+    other = mem.conversations.create(s).id
+    _talk(mem, s, other, ("hey", "hey"))
+    block = _block(mem.context(s, other), "working-memory") or ""
+    assert "Name: Ana" in block
+    assert "Oslo" not in block

@@ -515,13 +515,23 @@ class Memory:
         budget: int = 8000,
         query: str | None = None,
         model: str | None = None,
+        *,
+        task: str | None = None,
     ) -> Context:
         """Messages for the next model call under one token budget, and a report on them.
 
+        ``task`` names a task whose recent failed attempts (``mem.iterations``) go into an
+        ``iterations`` block, for a sub-agent's briefing; without it that tier is off.
         When the branch has outgrown its summary, a debounced compaction job is queued.
         """
         ctx = self.compaction.assemble(
-            scope, conversation_id, leaf_id=leaf_id, budget=budget, query=query, model=model
+            scope,
+            conversation_id,
+            leaf_id=leaf_id,
+            budget=budget,
+            query=query,
+            model=model,
+            task=task,
         )
         kit = self._core.context
         if ctx.report.compaction_due and kit.auto_compact:

@@ -767,10 +767,12 @@ class AsyncRemoteMemory:
         budget: int = 8000,
         query: str | None = None,
         model: str | None = None,
+        *,
+        task: str | None = None,
     ) -> RemoteContext:
         """Messages for the next model call under one token budget, and the report on them."""
         h = await self._session.scoped(scope)
-        body = _query(leaf_id=leaf_id, budget=budget, query=query, model=model)
+        body = _query(leaf_id=leaf_id, budget=budget, query=query, model=model, task=task)
         # Assembly only reads (a compaction it queues is merged by key): safe to send again.
         return await self._session.call(
             "POST",

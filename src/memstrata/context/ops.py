@@ -18,8 +18,10 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
+from memstrata.context.briefing import iteration_items, working_items
 from memstrata.context.tiers import (
     BLOCK_TAGS,
     GROUP_CAPS,
@@ -41,7 +43,7 @@ from memstrata.conversation.ops import (
 from memstrata.conversation.render import to_openai
 from memstrata.errors import InvalidInput, NotFound
 from memstrata.runtime import Runtime
-from memstrata.state.ops import _to_wm, _wm_row, find_plan
+from memstrata.state.ops import find_plan
 from memstrata.storage.plan import Exec, Op, Query
 from memstrata.storage.records import from_micros, to_message
 from memstrata.tokens import Tokenizer, get_tokenizer
@@ -353,6 +355,7 @@ def _offers(
     budget: int,
     base: TierRequest,
     tok: Tokenizer,
+    task: str | None = None,
 ) -> Op[dict[str, list[TierItem]]]:
     """What each tier other than the window (and the providers that run after it)
     asks for, best items first."""
@@ -360,12 +363,14 @@ def _offers(
     if br.summary is not None:
         s = br.summary
         offered["summary"] = [_item(s.id, s.content, tok, up_to=s.up_to_id, version=s.version)]
-    wm = yield from _wm_row(scope, conversation_id)
-    if wm is None:
-        wm = yield from _wm_row(scope, None)
-    if wm is not None:
-        doc = _to_wm(wm)
-        offered["working"] = [_item("working", doc.text, tok, version=doc.version)]
+    item = partial(_item, tok=tok)
+    working = yield from working_items(scope, conversation_id, item)
+    if working:
+        offered["working"] = working
+    if task is not None:
+        attempts = yield from iteration_items(conversation_id, task, item)
+        if attempts:
+            offered["iterations"] = attempts
     plan = yield from find_plan(scope, conversation_id)
     if plan is not None:
         text = json.dumps(plan.document, ensure_ascii=False, indent=2, sort_keys=True)
@@ -390,7 +395,7 @@ def _provide(
     window_ids: frozenset[str] = frozenset(),
 ) -> Op[list[TierItem]]:
     tier = provider.tier
-    if tier not in BLOCK_TAGS or tier in ("summary", "working", "plan"):
+    if tier not in BLOCK_TAGS or tier in ("summary", "working", "plan", "iterations"):
         raise InvalidInput(f"a provider cannot supply tier {tier!r}", field="tier")
     cap = policies[tier].cap if tier in policies else None
     allowance = room if cap is None else min(cap, room)
@@ -591,15 +596,18 @@ def assemble(
     model: str | None = None,
     query_vector: Sequence[float] | None = None,
     embedder: str | None = None,
+    task: str | None = None,
 ) -> Op[Context]:
     """Assemble the context of a branch (see the module docstring).
 
     ``query_vector`` is ``query`` (or, when that is None, the newest user message on
     the branch) embedded by ``embedder`` before this transaction, for the providers
-    that search by meaning.
+    that search by meaning. ``task`` turns on the ``iterations`` tier for that task.
     """
     if budget < 1:
         raise InvalidInput("budget must be >= 1", field="budget")
+    if task is not None and (not task.strip() or len(task) > 200):
+        raise InvalidInput("task must be 1 to 200 characters", field="task")
     tok = rt.tokenizer if model is None else get_tokenizer(model)
     if tok.name == rt.tokenizer.name:
         tok = rt.tokenizer
@@ -614,7 +622,7 @@ def assemble(
         query = yield from _newest_user_text(conversation_id, br.leaf)
     asking = _base_request(scope, conversation_id, br, query, tok, query_vector, embedder)
     offered = yield from _offers(
-        rt, scope, conversation_id, br, settings, policies, budget, asking, tok
+        rt, scope, conversation_id, br, settings, policies, budget, asking, tok, task
     )
     _note_asks(offered, tiers, policies, order, tok)
     first = {n: tok.count_message(_block(n, items[:1])) for n, items in offered.items() if items}

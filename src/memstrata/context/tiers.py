@@ -2,8 +2,9 @@
 
 A tier is one kind of material a context is assembled from. Built in: ``system``
 (the branch's leading system messages, always kept), ``recent`` (the recent window),
-``summary`` (the rolling compaction summary), ``working`` (working memory) and
-``plan``. Features plug further tiers in (``facts``, ``profile``, ``recall``) with a
+``summary`` (the rolling compaction summary), ``working`` (the user's and the
+conversation's working memory), ``plan`` and ``iterations`` (a named task's failed
+attempts, see :mod:`memstrata.context.briefing`). Features plug further tiers in (``facts``, ``profile``, ``recall``) with a
 :class:`TierProvider`: given a :class:`TierRequest` it returns whole
 :class:`TierItem` objects, best first, each with its token count and provenance.
 A provider is a sans-IO operation, so it runs inside the same read transaction as
@@ -37,15 +38,35 @@ __all__ = [
 ]
 
 # Budget priority: who gets tokens first (``system`` is always kept, like history's).
-DEFAULT_ORDER = ("recent", "summary", "facts", "profile", "working", "plan", "recall")
+DEFAULT_ORDER = (
+    "recent",
+    "summary",
+    "facts",
+    "profile",
+    "working",
+    "plan",
+    "iterations",
+    "recall",
+)
 # Where each tier's block sits in the messages handed to the model.
-MESSAGE_ORDER = ("system", "profile", "facts", "working", "plan", "summary", "recall", "recent")
+MESSAGE_ORDER = (
+    "system",
+    "profile",
+    "facts",
+    "working",
+    "plan",
+    "iterations",
+    "summary",
+    "recall",
+    "recent",
+)
 # Each injected tier is one system message wrapped in this tag.
 BLOCK_TAGS: Mapping[str, str] = {
     "profile": "user-profile",
     "facts": "memory",
     "working": "working-memory",
     "plan": "plan",
+    "iterations": "failed-attempts",
     "summary": "conversation-summary",
     "recall": "recalled-messages",
 }
@@ -134,7 +155,7 @@ GROUP_CAPS: Mapping[str, int] = {"memory": 2000}
 def default_policies() -> dict[str, TierPolicy]:
     # The long-term blocks share 2000 tokens (DeerFlow's injection limit); 500 are held for
     # the facts (corrections come first) when they ask for that much.
-    caps = {"facts": 2000}
+    caps = {"facts": 2000, "iterations": 1000}
     minimums = {"facts": 500}
     groups = {"facts": "memory", "profile": "memory"}
     return {
