@@ -185,3 +185,69 @@ def test_node_clear_forgets_the_ids_too(mem):
     node.clear()
     node.add_turn("m1", None, "q1", assistant_content="something else")
     assert node.flush() == 1  # a cleared memory holds no id
+
+
+def _image(**extra: object) -> dict[str, object]:
+    return {
+        "type": "image",
+        "transfer_method": "remote_url",
+        "url": "https://x.test/a.png",
+        **extra,
+    }
+
+
+def test_image_detail_defaults_to_high_and_is_carried_into_to_openai(mem):
+    cid = mem.conversations.create(S).id
+    mem.messages.append(
+        S, cid, role="user", content="Compare", files=[_image(), _image(detail="low")]
+    )
+    parts = mem.history(S, cid).to_openai()[0]["content"]
+    assert [p["image_url"]["detail"] for p in parts if p["type"] == "image_url"] == ["high", "low"]
+    with pytest.raises(InvalidInput):
+        mem.messages.append(S, cid, role="user", content="x", files=[_image(detail="huge")])
+
+
+def test_attachments_count_toward_budgets_by_the_tile_rule(mem):
+    from memstrata.tokens import get_tokenizer, image_tokens
+
+    assert image_tokens("low", 4000, 3000) == 85
+    assert image_tokens("high", 1024, 1024) == 85 + 170 * 4  # 768 x 768: 2 x 2 tiles
+    assert image_tokens("high", 2048, 4096) == 85 + 170 * 6  # 1024x2048 -> 768x1536: 2 x 3
+    assert image_tokens("high", 100, 100) == 85 + 170  # small images are not scaled up
+    assert image_tokens("auto") == image_tokens("high") == 765  # size unknown: 1024 x 1024
+    cid = mem.conversations.create(S).id
+    m = mem.messages.append(
+        S,
+        cid,
+        role="user",
+        content="Analyze this image",
+        files=[_image(), _image(detail="low"), _image(width=512, height=512)],
+    )
+    text_only = get_tokenizer().count_message("Analyze this image")
+    assert m.token_count == text_only + 765 + 85 + 255
+    h = mem.history(S, cid)
+    assert h.tokens == m.token_count
+    # A document counts as the placeholder the model is sent.
+    doc = {
+        "type": "document",
+        "transfer_method": "local_file",
+        "upload_file_id": "u1",
+        "filename": "report.pdf",
+    }
+    d = mem.messages.append(S, cid, role="user", content="", files=[doc])
+    assert d.token_count == get_tokenizer().count_message("[document: report.pdf]")
+    # The budget sees the images: a 500-token history cannot hold the image turn and more.
+    mem.messages.append(S, cid, role="assistant", content="ok")
+    assert mem.history(S, cid, max_tokens=500).messages[0].id == d.id
+
+
+def test_node_turn_files_count_like_conversation_files(mem):
+    cid = mem.conversations.create(S).id
+    node = mem.nodes.open(S, "app", cid, "llm")
+    node.add_turn("m1", None, "Analyze this image", user_files=[_image(detail="low")])
+    node.flush()
+    conv = mem.conversations.create(S).id
+    mem.messages.append(
+        S, conv, role="user", content="Analyze this image", files=[_image(detail="low")]
+    )
+    assert mem.nodes.history(S, "app", cid, "llm").tokens == mem.history(S, conv).tokens

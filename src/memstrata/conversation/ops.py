@@ -345,7 +345,7 @@ def append_message(
     parent = None if parent_row is None else to_message(parent_row)
     if parent is not None and parent.status is Status.PENDING:
         raise Conflict(f"message {parent.id} is pending; complete it before replying to it")
-    tokens = rt.tokenizer.count_message(new.content, new.tool_calls)
+    tokens = rt.tokenizer.count_message(new.content, new.tool_calls, new.files)
     spot = place(parent, None if parent_row is None else parent_row[16], mid, new.role, tokens)
     now = rt.clock()
     occurred = to_micros(new.occurred_at) if new.occurred_at is not None else now
@@ -398,7 +398,7 @@ def patch_message(
         raise Conflict(f"message {message_id} is complete; only pending messages can change")
     calls = patch.tool_calls if patch.tool_calls is not None else list(stored.tool_calls)
     files = patch.files if patch.files is not None else list(stored.files)
-    tokens = rt.tokenizer.count_message(patch.content, calls)
+    tokens = rt.tokenizer.count_message(patch.content, calls, files)
     # A pending message has no children, so only its own branch total moves.
     branch = stored.branch_tokens - stored.token_count + tokens
     yield Exec(
@@ -555,7 +555,7 @@ def path(scope: Scope, conversation_id: str, leaf_id: str | None = None) -> Op[l
 def _counter(rt: Runtime, tokenizer: Tokenizer) -> Callable[[Message], int]:
     if tokenizer is rt.tokenizer:
         return lambda m: m.token_count  # stored at append in the store's encoding
-    return lambda m: tokenizer.count_message(m.content, m.tool_calls)
+    return lambda m: tokenizer.count_message(m.content, m.tool_calls, m.files)
 
 
 def _next_chunk(
