@@ -149,7 +149,8 @@ def image_tokens(
     """What an image costs a model (OpenAI's vision pricing, see the module docstring)."""
     if detail == "low":
         return IMAGE_BASE_TOKENS
-    w, h = (width, height) if width and height else DEFAULT_IMAGE_SIZE
+    size = (width, height) if width and height else DEFAULT_IMAGE_SIZE
+    w, h = float(size[0]), float(size[1])
     scale = min(1.0, 2048 / max(w, h))  # fit within 2048 x 2048
     w, h = w * scale, h * scale
     scale = min(1.0, 768 / min(w, h))  # then the shortest side to 768
