@@ -19,7 +19,6 @@ from collections.abc import Callable
 from memstrata.context.tiers import TierItem
 from memstrata.state.ops import _to_wm, _wm_row
 from memstrata.storage.plan import Op, Query
-from memstrata.storage.records import from_micros
 from memstrata.types import Scope
 
 __all__ = [
@@ -68,15 +67,15 @@ def iteration_items(
     """The task's newest failed attempts in this conversation, oldest first."""
     marks = ", ".join("?" * len(SUCCESS_OUTCOMES))
     rows = yield Query(
-        "SELECT seq, attempt, outcome, error, detail, created_at FROM iteration_logs "
+        "SELECT seq, attempt, outcome, error, detail FROM iteration_logs "
         f"WHERE conversation_id = ? AND task = ? AND outcome NOT IN ({marks}) "
         "ORDER BY seq DESC LIMIT ?",
         (conversation_id, task, *sorted(SUCCESS_OUTCOMES), limit),
     )
     out: list[TierItem] = []
-    for seq, attempt, outcome, error, detail, created in reversed(rows):
-        when = from_micros(created).isoformat(timespec="seconds")
-        line = f"Attempt {attempt} of task {task!r} ({outcome}, {when})"
+    # No times in the text: the same log gives the same block (and the same context hash).
+    for seq, attempt, outcome, error, detail in reversed(rows):
+        line = f"Attempt {attempt} of task {task!r} ({outcome})"
         if error:
             line += f": {_cut(' '.join(str(error).split()))}"
         if detail:
