@@ -47,6 +47,7 @@ TOOLS = {
     "list_facts",
     "add_fact",
     "forget_fact",
+    "remember_conversation",
     "get_working_memory",
     "update_working_memory",
 }
@@ -221,6 +222,10 @@ async def test_stdio_serves_the_command_line_scope(tmp_path: Path) -> None:
             hist = _data(await _call(session, "get_history", conversation_id=cid))
             assert [m["id"] for m in hist["messages"]] == [q["id"], a["id"]]
 
+            queued = _data(await _call(session, "remember_conversation", conversation_id=cid))
+            assert queued["job"]["kind"] == "longterm.extract"
+            assert queued["job"]["conversation_id"] == cid
+
             fact = _data(
                 await _call(session, "add_fact", content="Walks to islands", category="goal")
             )
@@ -364,6 +369,7 @@ async def test_http_tools_act_only_as_the_keys_user(live: Live) -> None:
             ("get_working_memory", {"conversation_id": live.bob_cid}),
             ("add_message", {"conversation_id": live.bob_cid, "role": "user", "content": "hi"}),
             ("forget_fact", {"fact_id": live.bob_fact}),
+            ("remember_conversation", {"conversation_id": live.bob_cid}),
         ]:
             assert (await call(tool, **args)).is_error, tool
         assert not any(CANARY in text for text in shown)

@@ -192,7 +192,7 @@ def scenario(mem: Any, scope: Scope) -> list[tuple[str, Any]]:
             scope, cid, role="assistant", content="A journal mode of SQLite ...", parent_id=q.id
         ),
     )
-    step("u2", mem.messages.append(scope, cid, role="user", content="And checkpoints?"))
+    u2 = step("u2", mem.messages.append(scope, cid, role="user", content="And checkpoints?"))
     pending = step("pending", mem.messages.append(scope, cid, role="assistant", status="pending"))
     step(
         "complete",
@@ -213,6 +213,8 @@ def scenario(mem: Any, scope: Scope) -> list[tuple[str, Any]]:
         step(f"history {budget}", (h.to_dict(), h.to_openai(), h.to_text()))
     h = mem.history(scope, cid, leaf_id=a.id, max_messages=2)
     step("history of a", (h.to_dict(), h.to_openai()))
+    h = mem.history(scope, cid, before=pending.id, max_messages=None)
+    step("history before", (h.to_dict(), h.to_openai()))
     step("set active leaf", mem.conversations.set_active_leaf(scope, cid, a.id))
     step("update", mem.conversations.update(scope, cid, title="renamed"))
     step("get", mem.conversations.get(scope, cid))
@@ -256,6 +258,7 @@ def scenario(mem: Any, scope: Scope) -> list[tuple[str, Any]]:
     step("plan get", mem.plans.get(scope, cid))
     step("iteration", mem.iterations.append(scope, cid, "build", outcome="failed", error="boom"))
     step("iterations", mem.iterations.list(scope, cid, task="build"))
+    step("context task", _unordered_recall(mem.context(scope, cid, task="build").to_dict()))
     step("checkpoint", mem.checkpoints.save(scope, "approve", "run1", {"x": 1}, ttl_s=3600))
     step("checkpoint load", mem.checkpoints.load(scope, "approve", "run1"))
     mem.checkpoints.delete(scope, "approve", "run1")
@@ -287,6 +290,12 @@ def scenario(mem: Any, scope: Scope) -> list[tuple[str, Any]]:
     mem.nodes.delete(scope, "app", cid, "llm1")
     step("node history after delete", mem.nodes.history(scope, "app", cid, "llm1").to_dict())
 
+    job = mem.longterm.observe(scope, cid)
+    step("observe", (job.kind, job.status, job.conversation_id))
+    step("delete message", outcome(lambda: mem.messages.delete(scope, cid, u2.id)))
+    step(
+        "after message delete", (mem.conversations.get(scope, cid), mem.messages.leaves(scope, cid))
+    )
     step("jobs", [(j.kind, j.status, j.conversation_id) for j in _jobs(mem, scope).items])
     mem.conversations.delete(scope, cid)
     step("deleted", outcome(lambda: mem.conversations.get(scope, cid)))

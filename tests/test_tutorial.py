@@ -97,7 +97,10 @@ def test_tutorial_runs_end_to_end_against_a_fake_openai_server(tmp_path: Path) -
         "[preference | 0.95] User likes quiet hotels\n</memory>"
     )
     assert f"--- system\n{memory}\n--- user\nBook a table for tonight, please.\n" in out
-    working = "<working-memory>\n# Trip\n- city: Bergen\n- hotel: quiet\n</working-memory>"
+    working = (
+        "<working-memory>\nUser working memory (kept across conversations):\n"
+        "# Trip\n- city: Bergen\n- hotel: quiet\n</working-memory>"
+    )
     assert f"{memory}\n{working}\n" in out
 
     sent = [r["messages"] for r in server.requests]

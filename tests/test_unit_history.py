@@ -143,7 +143,10 @@ def test_to_openai_files_tools_and_placeholders() -> None:
     assert out[0] == {
         "role": "user",
         "content": [
-            {"type": "image_url", "image_url": {"url": "https://example.invalid/a.png"}},
+            {
+                "type": "image_url",
+                "image_url": {"url": "https://example.invalid/a.png", "detail": "high"},
+            },
             {"type": "text", "text": "[image]"},
             {"type": "text", "text": "[document: a.pdf]"},
             {"type": "text", "text": "look"},
@@ -155,7 +158,7 @@ def test_to_openai_files_tools_and_placeholders() -> None:
     assert out[3] == {"role": "assistant", "content": "[image]\ndone"}
     assert to_openai(b[:1], resolver=lambda ref: "data:image/png;base64,AA")[0]["content"][1] == {
         "type": "image_url",
-        "image_url": {"url": "data:image/png;base64,AA"},
+        "image_url": {"url": "data:image/png;base64,AA", "detail": "high"},
     }
     assert "id" not in out[0]
 

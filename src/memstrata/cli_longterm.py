@@ -287,15 +287,17 @@ def import_memory(
         scope = _scope(db, tenant, user, agent)
         document = _read_document(file)
         with _open(db) as mem:
-            counts = mem.longterm.import_memory(scope, document, format=format)
+            result: dict[str, Any] = mem.longterm.import_memory(scope, document, format=format)
     if as_json:
-        typer.echo(json.dumps(counts, indent=2))
+        typer.echo(json.dumps(result, indent=2))
         return
     typer.echo(
-        f"imported into {scope.tenant}/{scope.user}: facts added {counts['facts_added']}, "
-        f"duplicates skipped {counts['duplicates']}, evicted by the cap {counts['evicted']}, "
-        f"profile sections {counts['profile_sections']}"
+        f"imported into {scope.tenant}/{scope.user}: facts added {result['facts_added']}, "
+        f"duplicates skipped {result['duplicates']}, evicted by the cap {result['evicted']}, "
+        f"profile sections {result['profile_sections']}"
     )
+    for w in result.get("warnings", []):
+        typer.echo(f"warning: {w.get('field') or w.get('fact_id')}: {w['warning']}", err=True)
 
 
 # -- jobs ------------------------------------------------------------------------------------

@@ -118,10 +118,12 @@ class Settings(BaseSettings):
         ge=0,
         description="How often the retention job applies the policies (0: only memstrata gc).",
     )
-    longterm_capture: bool = Field(
-        default=False,
-        description="Queue long-term extraction as user messages and final replies are appended "
-        "(off: only explicit mem.longterm.observe calls).",
+    longterm_capture: bool | Literal["auto"] = Field(
+        default="auto",
+        description="Queue long-term extraction as user messages and final replies are appended: "
+        "`auto` (the default) is on when an LLM is configured and off otherwise, as DeerFlow "
+        "extracts whenever it has a model; `true` / `false` force it (off: only explicit "
+        "mem.longterm.observe calls and POST /v1/conversations/{cid}/observe).",
     )
     longterm_debounce_seconds: float = Field(
         default=30.0,

@@ -7,13 +7,21 @@ network. Models we cannot map fall back to a character estimate.
 
 One counting rule serves history, context reports and benchmarks::
 
-    tokens(message) = tokens(content) + tokens(tool calls) + 4
+    tokens(message) = tokens(content) + tokens(tool calls) + tokens(files) + 4
+
+A file counts as what the model is sent for it. An image is priced by OpenAI's
+published vision rule: ``detail="low"`` is 85 tokens; ``high`` (the default, as in
+Dify) and ``auto`` are 85 + 170 per 512-pixel tile once the image is scaled to fit
+2048 x 2048 and then its shortest side to 768 — with the size unknown, a 1024 x 1024
+image is assumed (765 tokens). Any other file is rendered as a text placeholder
+(``[document: report.pdf]``) and counts as that text.
 """
 
 from __future__ import annotations
 
 import hashlib
 import lzma
+import math
 import re
 import threading
 from collections import OrderedDict
@@ -27,7 +35,7 @@ from memstrata.errors import Corruption, InvalidInput
 if TYPE_CHECKING:
     import tiktoken
 
-    from memstrata.types import ToolCall
+    from memstrata.types import FileRef, ToolCall
 
 __all__ = [
     "DEFAULT_ENCODING",
@@ -37,6 +45,7 @@ __all__ = [
     "encoding_for_model",
     "estimate_tokens",
     "get_tokenizer",
+    "image_tokens",
 ]
 
 DEFAULT_ENCODING = "o200k_base"
@@ -126,6 +135,28 @@ def encoding_for_model(model: str | None) -> str:
         ) > len(best):
             best, found = prefix, enc
     return found
+
+
+IMAGE_BASE_TOKENS = 85
+IMAGE_TILE_TOKENS = 170
+#: The size assumed for an image whose size is not known.
+DEFAULT_IMAGE_SIZE = (1024, 1024)
+
+
+def image_tokens(
+    detail: str | None = "high", width: int | None = None, height: int | None = None
+) -> int:
+    """What an image costs a model (OpenAI's vision pricing, see the module docstring)."""
+    if detail == "low":
+        return IMAGE_BASE_TOKENS
+    size = (width, height) if width and height else DEFAULT_IMAGE_SIZE
+    w, h = float(size[0]), float(size[1])
+    scale = min(1.0, 2048 / max(w, h))  # fit within 2048 x 2048
+    w, h = w * scale, h * scale
+    scale = min(1.0, 768 / min(w, h))  # then the shortest side to 768
+    w, h = w * scale, h * scale
+    tiles = math.ceil(w / 512) * math.ceil(h / 512)
+    return IMAGE_BASE_TOKENS + IMAGE_TILE_TOKENS * tiles
 
 
 def estimate_tokens(text: str) -> int:
@@ -245,12 +276,24 @@ class Tokenizer:
                 self._cache.popitem(last=False)
         return n
 
-    def count_message(self, content: str, tool_calls: Sequence[ToolCall] = ()) -> int:
-        """The shared rule: content + each tool call's name and arguments + 4."""
+    def count_message(
+        self, content: str, tool_calls: Sequence[ToolCall] = (), files: Sequence[FileRef] = ()
+    ) -> int:
+        """The shared rule: content + each tool call's name and arguments + each file + 4."""
         n = self.count_text(content) + MESSAGE_OVERHEAD
         for call in tool_calls:
             n += self.count_text(call.function.name) + self.count_text(call.function.arguments)
+        for ref in files:
+            n += self.count_file(ref)
         return n
+
+    def count_file(self, ref: FileRef) -> int:
+        """An image by the vision rule; any other file as its text placeholder."""
+        if ref.type == "image":
+            return image_tokens(ref.detail, ref.width, ref.height)
+        from memstrata.conversation.render import file_placeholder
+
+        return self.count_text(file_placeholder(ref))
 
     def count_messages(self, items: Iterable[tuple[str, Sequence[ToolCall]]]) -> int:
         return sum(self.count_message(c, t) for c, t in items)

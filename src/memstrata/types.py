@@ -92,6 +92,11 @@ class FileRef(BaseModel):
     belongs_to: Literal["user", "assistant"] = "user"
     filename: str | None = None
     mime_type: str | None = None
+    #: Image detail for the model (Dify's image_config.detail): None means ``high``.
+    detail: Literal["low", "high", "auto"] | None = None
+    #: Pixel size, when known: an image's token cost follows it (see memstrata.tokens).
+    width: int | None = Field(default=None, ge=1, le=100_000)
+    height: int | None = Field(default=None, ge=1, le=100_000)
 
     @model_validator(mode="after")
     def _locator_present(self) -> FileRef:

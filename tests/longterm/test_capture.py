@@ -394,14 +394,15 @@ def test_detect_signals_unions_the_window():
     assert detect_signals(turns) == {C, R}
 
 
-def test_detect_signals_looks_at_the_last_six_turns_only():
+def test_detect_signals_looks_at_the_last_six_user_turns_only():
     old = [turn("user", "you misunderstood"), turn("assistant", "sorry")]
-    recent = [
-        turn("user", f"fact {i}") if i % 2 == 0 else turn("assistant", "ok") for i in range(6)
-    ]
+    recent = []
+    for i in range(6):  # six user turns, each answered
+        recent += [turn("user", f"fact {i}"), turn("assistant", "ok")]
     assert detect_signals(old + recent) == frozenset()
+    # Five later user turns keep the correction in sight, however many replies sit between.
+    assert detect_signals(old + recent[2:]) == {C}
     assert detect_signals(old[1:] + recent[1:] + [turn("user", "try again")]) == {C}
-    assert detect_signals([old[0], *recent[1:]]) == {C}
 
 
 _VOCAB = [

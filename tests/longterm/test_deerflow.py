@@ -232,12 +232,6 @@ def test_import_of_an_empty_document():
         ({"facts": [{"confidence": 0.5}]}, "facts[0].content"),
         ({"facts": [{"content": "  ", "confidence": 0.5}]}, "facts[0].content"),
         ({"facts": [{"content": 3, "confidence": 0.5}]}, "facts[0].content"),
-        ({"facts": [{"content": "a"}]}, "facts[0].confidence"),
-        ({"facts": [{"content": "a", "confidence": True}]}, "facts[0].confidence"),
-        ({"facts": [{"content": "a", "confidence": "0.5"}]}, "facts[0].confidence"),
-        ({"facts": [{"content": "a", "confidence": 1.5}]}, "facts[0].confidence"),
-        ({"facts": [{"content": "a", "confidence": -0.1}]}, "facts[0].confidence"),
-        ({"facts": [{"content": "a", "confidence": float("nan")}]}, "facts[0].confidence"),
         (
             {"facts": [{"content": "a", "confidence": 0.5, "createdAt": "yesterday"}]},
             "facts[0].createdAt",

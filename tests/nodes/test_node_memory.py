@@ -64,7 +64,9 @@ def test_thread_extraction_follows_parents(node_mem):
     # A message not stored yet: its parent says where the thread is.
     assert users(n.history("e", parent_message_id="c2")) == ["q-a", "q-b", "q-c2 regenerated"]
     assert users(n.history("e", parent_message_id=None)) == []
-    assert users(n.history("unknown")) == []
+    # A current message with no stored turn (Dify asks before storing it): the thread
+    # ends at the newest stored turn.
+    assert users(n.history("unknown")) == ["q-a", "q-b", "q-c", "q-d"]
     # An empty parent ends the thread: turns before a new root do not belong.
     n.add_turn("r", None, "new root")
     n.add_turn("s", "r", "after root")

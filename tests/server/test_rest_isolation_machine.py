@@ -92,6 +92,8 @@ COVERED: frozenset[tuple[str, str]] = frozenset(
         ("GET", "/v1/conversations/{cid}/messages"),
         ("GET", "/v1/conversations/{cid}/messages/{mid}"),
         ("PATCH", "/v1/conversations/{cid}/messages/{mid}"),
+        ("DELETE", "/v1/conversations/{cid}/messages/{mid}"),
+        ("POST", "/v1/conversations/{cid}/observe"),
         ("GET", "/v1/conversations/{cid}/leaves"),
         ("GET", "/v1/conversations/{cid}/history"),
         ("POST", "/v1/conversations/{cid}/context"),
@@ -709,6 +711,62 @@ class RestIsolation(RuleBasedStateMachine):
             assert [m["id"] for m in r.json()["messages"]] == self.branch(mid), r.text
         body = {"leaf_id": mid, "query": "canary says"}
         self.call(actor, "POST", f"{base}/context", json=body, expect=expect, shared=True)
+        r = self.call(actor, "GET", f"{base}/history", params={"before": mid}, expect=expect)
+        if r.status_code == 200:  # Dify's [*history, query]: up to the turn's user message
+            at: str | None = mid
+            while at is not None and self.bodies[at]["role"] != "user":
+                at = self.parents[at]
+            end = self.parents[at] if at is not None else self.parents[mid]
+            want = self.branch(end) if end is not None else []
+            assert [m["id"] for m in r.json()["messages"]] == want, r.text
+
+    @rule(actor=actors, data=st.data())
+    def delete_message(self, actor: Actor, data: st.DataObject) -> None:
+        """n8n's deleteMessages: the message and its subtree go; the active leaf follows."""
+        picked = self.pick_conv(data, actor)
+        if picked is None:
+            return
+        actor, cid = picked
+        mid = self.pick_msg(data, cid)
+        if mid is None:
+            return
+        expect = {204} if self.msg_ok(mid, cid, actor) else {404}
+        url = f"/v1/conversations/{cid}/messages/{mid}"
+        r = self.call(actor, "DELETE", url, expect=expect)
+        if r.status_code != 204:
+            return
+        gone = {mid}
+        grew = True
+        while grew:
+            under = {m for m, p in self.parents.items() if p in gone and m in self.msgs}
+            grew = not under <= gone
+            gone |= under
+        for m in gone:
+            del self.msgs[m]
+            self.pending.discard(m)
+        self.counts[cid] -= len(gone)
+        if self.active[cid] in gone:
+            parent = self.parents[mid]
+            if parent is None:
+                left = [m for m in self.msgs if self.msgs[m][1] == cid and m in self.leaves(cid)]
+                parent = left[-1] if left else None
+            self.active[cid] = parent
+
+    @rule(actor=actors, data=st.data())
+    def observe(self, actor: Actor, data: st.DataObject) -> None:
+        """DeerFlow's memory update on request: queues the conversation's extraction."""
+        picked = self.pick_conv(data, actor)
+        if picked is None:
+            return
+        actor, cid = picked
+        url = f"/v1/conversations/{cid}/observe"
+        r = self.call(actor, "POST", url, json={}, expect=self.expect_conv(cid, actor, 202))
+        if r.status_code == 202:
+            job = r.json()["job"]
+            assert (job["user"], job["agent"]) == (actor.scope[1], actor.agent), job
+            assert job["kind"] == "longterm.extract"
+            self.jobs[job["id"]] = actor.user
+            self.job_convs[job["id"]] = cid
 
     @rule(actor=actors, data=st.data(), with_leaf=st.booleans())
     def patch_conversation(self, actor: Actor, data: st.DataObject, with_leaf: bool) -> None:

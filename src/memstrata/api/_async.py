@@ -186,6 +186,16 @@ class AsyncMessages:
             read(lambda: ops.get_message(_scope(scope), conversation_id, message_id))
         )
 
+    async def delete(self, scope: Scope, conversation_id: str, message_id: str) -> None:
+        """Delete a message and the subtree under it (n8n's ``deleteMessages``, on a tree).
+        The active leaf moves to the message's parent when
+        it was in the subtree; summaries covering the messages are invalidated; recall
+        and facts' provenance forget them. NotFound in another conversation or scope."""
+        rt = self._core.rt
+        await self._core.engine.arun(
+            write(lambda: ops.delete_message(rt, _scope(scope), conversation_id, message_id))
+        )
+
     async def leaves(
         self,
         scope: Scope,
@@ -476,10 +486,17 @@ class AsyncMemory:
         conversation_id: str,
         leaf_id: str | None = None,
         max_tokens: int | None = 2000,
-        max_messages: int = 500,
+        max_messages: int | None = 500,
         model: str | None = None,
+        *,
+        before: str | None = None,
     ) -> History:
-        """Token-budgeted history of the branch ending at ``leaf_id`` (default: the active leaf)."""
+        """Token-budgeted history of the branch ending at ``leaf_id`` (default: the active leaf).
+
+        ``None`` for ``max_tokens`` or ``max_messages`` lifts that limit. ``before`` (a
+        message id, instead of ``leaf_id``) ends the history just before that message's
+        turn, so ``[*history, query]`` never holds the query twice (Dify's pattern).
+        """
         rt = self._core.rt
         return await self._core.engine.arun(
             read(
@@ -491,6 +508,7 @@ class AsyncMemory:
                     max_tokens=max_tokens,
                     max_messages=max_messages,
                     model=model,
+                    before=before,
                 )
             )
         )
@@ -503,13 +521,23 @@ class AsyncMemory:
         budget: int = 8000,
         query: str | None = None,
         model: str | None = None,
+        *,
+        task: str | None = None,
     ) -> Context:
         """Messages for the next model call under one token budget, and a report on them.
 
+        ``task`` names a task whose recent failed attempts (``mem.iterations``) go into an
+        ``iterations`` block, for a sub-agent's briefing; without it that tier is off.
         When the branch has outgrown its summary, a debounced compaction job is queued.
         """
         ctx = await self.compaction.assemble(
-            scope, conversation_id, leaf_id=leaf_id, budget=budget, query=query, model=model
+            scope,
+            conversation_id,
+            leaf_id=leaf_id,
+            budget=budget,
+            query=query,
+            model=model,
+            task=task,
         )
         kit = self._core.context
         if ctx.report.compaction_due and kit.auto_compact:

@@ -46,6 +46,7 @@ class AsyncCompaction:
         budget: int = 8000,
         query: str | None = None,
         model: str | None = None,
+        task: str | None = None,
     ) -> Context:
         rt = self._core.rt
         s = _scope(scope)
@@ -64,6 +65,7 @@ class AsyncCompaction:
                     model=model,
                     query_vector=qvec,
                     embedder=space,
+                    task=task,
                 )
             )
         )

@@ -176,8 +176,13 @@ class AsyncLongTerm:
         leaf_id: str | None = None,
         flags: Mapping[str, bool] | None = None,
         job_id: str | None = None,
+        wait_for_reply: bool = False,
     ) -> ex.ExtractionResult:
         """Extract now, in this call, from what is new on the branch (no debounce).
+
+        With ``wait_for_reply`` (how the queued job calls it) new user words with no
+        assistant reply among them are left for later (outcome ``waiting``), as DeerFlow
+        extracts only a conversation holding both; a direct flush reads them at once.
 
         The signal flags of the conversation's queued job are included. Raises
         :class:`~memstrata.errors.ConfigurationError` when no LLM is configured and
@@ -203,6 +208,8 @@ class AsyncLongTerm:
                 )
             )
         )
+        if wait_for_reply and prep.turns and all(t.role == "user" for t in prep.turns):
+            return ex.ExtractionResult("waiting", {}, ("waiting for an assistant reply",), 0, 0, 0)
         if not prep.turns:
             tally = ex.Tally()
             await self._finish(
@@ -339,32 +346,48 @@ class AsyncLongTerm:
             "extraction": "disabled" if reason else "enabled",
             "reason": reason,
             "capture": self.kit.capture,
+            "capture_mode": self.kit.capture_mode,
             "jobs": counts,
         }
 
     async def export(self, scope: Scope, *, format: str = "deerflow") -> dict[str, Any]:
-        """The user's memory as a document (``deerflow``: DeerFlow's memory.json shape)."""
+        """The user's memory as a document (``deerflow``: DeerFlow's memory.json shape).
+
+        Facts keep their ids and ``source``; ``lastUpdated`` is when the memory last
+        changed (the export time only for a memory that never changed)."""
         if format != "deerflow":
             raise InvalidInput("format must be deerflow", field="format")
         s = _scope(scope)
-        facts, profile = await self._core.engine.arun(read(lambda: store.export_state(s)))
-        return deerflow.to_deerflow(profile, facts, now=datetime.now(UTC))
+
+        def state() -> Any:
+            facts, profile = yield from store.export_state(s)
+            return facts, profile, (yield from store.last_change(s))
+
+        facts, profile, changed = await self._core.engine.arun(read(state))
+        return deerflow.to_deerflow(profile, facts, now=changed or datetime.now(UTC))
 
     async def import_memory(
         self, scope: Scope, document: object, *, format: str = "deerflow"
-    ) -> dict[str, int]:
-        """Add a memory document's profile and facts (duplicates skipped, cap kept)."""
+    ) -> dict[str, Any]:
+        """Add a memory document's profile and facts (duplicates skipped, cap kept).
+
+        A fact with an unusable confidence (null, missing, a string, out of range) is
+        imported with the default confidence and named in ``warnings``; ids and
+        ``source`` are kept."""
         if format != "deerflow":
             raise InvalidInput("format must be deerflow", field="format")
         s, rt, kit = _scope(scope), self._core.rt, self.kit
-        profile, imported = deerflow.from_deerflow(document)
+        doc = deerflow.read_deerflow(document)
         facts = [
-            (
+            store.ImportFact(
                 store.check_fact_input(f.content, f.category, f.confidence, f.source_error),
                 None if f.created_at is None else int(f.created_at.timestamp() * 1_000_000),
+                f.id,
+                None if f.source in deerflow.PLACEHOLDER_SOURCES else f.source,
             )
-            for f in imported
+            for f in doc.facts
         ]
-        return await self._core.engine.arun(
-            write(lambda: store.import_memory(rt, s, profile, facts, max_facts=kit.max_facts))
+        counts = await self._core.engine.arun(
+            write(lambda: store.import_memory(rt, s, doc.profile, facts, max_facts=kit.max_facts))
         )
+        return {**counts, "warnings": doc.warnings}

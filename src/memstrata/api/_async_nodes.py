@@ -12,10 +12,10 @@ from typing import Any
 
 from memstrata.api.core import Core
 from memstrata.api.core import checked_scope as _scope
-from memstrata.conversation.history import HistoryPlanner
+from memstrata.conversation.history import HistoryPlanner, check_limits
 from memstrata.errors import ConfigurationError, InvalidInput
 from memstrata.jobs import ops as jobs_ops
-from memstrata.nodes import log
+from memstrata.nodes import log, turn_ids
 from memstrata.nodes import ops as nodes_ops
 from memstrata.nodes.layout import NodeKey, Turn, check_id
 from memstrata.nodes.ops import GcReport
@@ -44,6 +44,25 @@ def _files(files: Sequence[FileLike] | None, field: str, belongs_to: str) -> tup
         except ValueError as exc:
             raise InvalidInput(f"{field}: {exc}", field=field) from None
     return tuple(out)
+
+
+def _same_turn(
+    held: Turn,
+    message_id: str,
+    parent: str | None,
+    user_content: str,
+    user_files: tuple[FileRef, ...],
+    assistant_content: str,
+    assistant_files: tuple[FileRef, ...],
+) -> bool:
+    return (
+        held.message_id == message_id
+        and held.parent_message_id == parent
+        and held.user_content == user_content
+        and held.user_files == user_files
+        and held.assistant_content == assistant_content
+        and held.assistant_files == assistant_files
+    )
 
 
 def _key(scope: Scope, app_id: str, conversation_id: str | None, node_id: str) -> NodeKey:
@@ -104,6 +123,12 @@ class AsyncNodeMemory:
         if not user_content and not ufiles:
             raise InvalidInput("a turn needs user_content or user_files", field="user_content")
         rt = self._core.rt
+        for held in self._buffer:
+            parent = parent_message_id or None
+            if _same_turn(
+                held, message_id, parent, user_content, ufiles, assistant_content, afiles
+            ):
+                return held  # a repeated call (a retry) adds nothing
         turn = Turn(
             uid=rt.make_id(),
             message_id=message_id,
@@ -118,13 +143,27 @@ class AsyncNodeMemory:
         return turn
 
     async def flush(self) -> int:
-        """Write the buffered turns as one new object; returns how many became durable."""
+        """Write the buffered turns as one new object; returns how many became durable.
+
+        Idempotent on ``message_id``: turns of a message already stored with the same
+        content are a replay and write nothing; with other content, Conflict (the
+        buffer is kept). A node in a loop adds all its turns of one message in one flush.
+        """
         if not self._buffer:
             return 0
         turns = list(self._buffer)
         core, rt, scope, key = self._core, self._core.rt, self._scope, self.key
+        wanted = turn_ids.digests(turns)
+        replayed = await core.engine.arun(read(lambda: nodes_ops.replays(scope, key, wanted)))
+        fresh = [t for t in turns if t.message_id not in replayed]
+        if not fresh:
+            del self._buffer[: len(turns)]
+            return 0
         gen, pending = await core.engine.arun(write(lambda: nodes_ops.touch(rt, scope, key, 1)))
-        await blobs_for(core).arun(log.write_segment(key.prefix(gen), turns))
+        await blobs_for(core).arun(log.write_segment(key.prefix(gen), fresh))
+        ids = {mid: d for mid, d in wanted.items() if mid not in replayed}
+        now = rt.clock()
+        await core.engine.arun(write(lambda: nodes_ops.record_turns(key, gen, ids, now)))
         del self._buffer[: len(turns)]
         if pending >= COMPACT_AFTER:
             await self._queue_compaction(gen)
@@ -167,26 +206,37 @@ class AsyncNodeMemory:
         *,
         parent_message_id: Any = SEEK,
         max_tokens: int | None = 2000,
-        max_messages: int = 500,
+        max_messages: int | None = 500,
         model: str | None = None,
         resolver: FileResolver | None = None,
         skip_damaged: bool = False,
     ) -> NodeHistory:
         """The thread ending at ``current_message_id`` (its turns included), token-budgeted.
 
-        Without ``current_message_id`` the thread starts at the newest turn. For a
-        message with no stored turn yet, pass its ``parent_message_id`` (``None``:
+        Without ``current_message_id`` the thread starts at the newest turn. A current
+        message with no turn stored or buffered yet (Dify asks for history before it
+        stores the turn being answered) gets the thread ending at the newest stored turn;
+        pass its ``parent_message_id`` to say which thread it follows instead (``None``:
         it starts a thread). Unflushed turns count as the newest. A damaged object
         raises Corruption naming its key, or with ``skip_damaged`` is left out and
         listed in ``damaged``.
         """
-        if max_tokens is not None and max_tokens < 0:
-            raise InvalidInput("max_tokens must be >= 0", field="max_tokens")
-        if max_messages < 1:
-            raise InvalidInput("max_messages must be >= 1", field="max_messages")
+        check_limits(max_tokens, max_messages)
         rt, scope, key = self._core.rt, self._scope, self.key
         tokenizer = rt.tokenizer if model is None else get_tokenizer(model)
         buffered = list(reversed(self._buffer))
+        seek = current_message_id
+        if seek is not None and parent_message_id is SEEK:
+            if any(t.message_id == seek for t in buffered):
+                gen = await self._core.engine.arun(read(lambda: nodes_ops.generation(scope, key)))
+            else:
+                gen, stored = await self._core.engine.arun(
+                    read(lambda: nodes_ops.is_stored(scope, key, seek or ""))
+                )
+                if not stored:
+                    seek = None
+        else:
+            gen = await self._core.engine.arun(read(lambda: nodes_ops.generation(scope, key)))
 
         def start() -> ThreadWalker:
             planner = HistoryPlanner(
@@ -197,7 +247,7 @@ class AsyncNodeMemory:
             )
             walker = ThreadWalker(
                 conversation_id=key.conversation_id,
-                current_message_id=current_message_id,
+                current_message_id=seek,
                 parent_message_id=parent_message_id,
                 planner=planner,
                 tokenizer=tokenizer,
@@ -205,7 +255,6 @@ class AsyncNodeMemory:
             walker.feed(buffered)
             return walker
 
-        gen = await self._core.engine.arun(read(lambda: nodes_ops.generation(scope, key)))
         walker, objects = start(), 0
         damaged: list[str] = []
         if gen is not None and not walker.done:

@@ -40,6 +40,7 @@ class Compaction:
         budget: int = 8000,
         query: str | None = None,
         model: str | None = None,
+        task: str | None = None,
     ) -> Context:
         rt = self._core.rt
         s = _scope(scope)
@@ -58,6 +59,7 @@ class Compaction:
                     model=model,
                     query_vector=qvec,
                     embedder=space,
+                    task=task,
                 )
             )
         )

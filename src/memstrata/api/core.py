@@ -11,6 +11,7 @@ from pydantic import BaseModel, ValidationError
 
 from memstrata.backends.registry import Engine, open_engine
 from memstrata.config import Settings
+from memstrata.context import ops as context_ops
 from memstrata.context.kit import COMPACT_JOB, ContextKit, compact_job
 from memstrata.embeddings.port import Embedder
 from memstrata.errors import ConfigurationError, InvalidInput, MemstrataError
@@ -63,6 +64,12 @@ def _delete_vectors_of_conversations(ids: Sequence[str]) -> Op[None]:
     yield from delete_for_conversations(ids)
 
 
+def _delete_vectors_of_messages(conversation_id: str, ids: Sequence[str]) -> Op[None]:
+    from memstrata.vectors.port import delete_for_messages
+
+    yield from delete_for_messages(conversation_id, ids)
+
+
 def _delete_vectors_of_user(tenant: str, user: str) -> Op[None]:
     from memstrata.vectors.port import delete_for_user
 
@@ -108,6 +115,8 @@ class Core:
         runtime.cascade.on_conversation_delete(jobs_ops.delete_for_conversations)
         runtime.cascade.on_user_delete(jobs_ops.delete_for_user)
         runtime.cascade.on_conversation_delete(_delete_vectors_of_conversations)
+        runtime.cascade.on_messages_delete(_delete_vectors_of_messages)
+        runtime.cascade.on_messages_delete(context_ops.forget_messages)
         runtime.cascade.on_user_delete(_delete_vectors_of_user)
         runtime.cascade.on_conversation_delete(nodes_ops.cascade_step(runtime))
         self.jobs.register(nodes_ops.PURGE_JOB, nodes_service.purge_job)

@@ -36,6 +36,7 @@ from memstrata.client._wire import (
     segment,
     version_headers,
 )
+from memstrata.conversation.history import check_limits
 from memstrata.errors import BackendUnavailable, InvalidInput
 from memstrata.jobs.ops import Job
 from memstrata.longterm.model import Fact, FactEvent, ProfileSection
@@ -58,6 +59,8 @@ T = TypeVar("T")
 
 #: Sent for ``max_tokens=None`` (no token limit): the server's parameter is an integer.
 NO_TOKEN_LIMIT = 1 << 53
+#: Sent for ``max_messages=None`` (no message cap).
+NO_MESSAGE_CAP_PARAM = "none"
 
 _NODE_HISTORY_OPTIONS = frozenset(
     {"current_message_id", "parent_message_id", "max_tokens", "max_messages", "model"}
@@ -294,6 +297,12 @@ class AsyncRemoteMessages:
         path = f"{_conv(conversation_id)}/messages/{segment(message_id)}"
         return await self._s.get(path, decode.message, h)
 
+    async def delete(self, scope: Scope, conversation_id: str, message_id: str) -> None:
+        """Delete a message and the subtree under it (see the embedded facade)."""
+        h = await self._s.scoped(scope)
+        path = f"{_conv(conversation_id)}/messages/{segment(message_id)}"
+        await self._s.send("DELETE", path, headers=h)
+
     async def leaves(
         self,
         scope: Scope,
@@ -412,6 +421,22 @@ class AsyncRemoteLongTerm:
     async def profile(self, scope: Scope) -> list[ProfileSection]:
         h = await self._s.scoped(scope)
         return await self._s.get("/v1/profile", decode.profile, h)
+
+    async def observe(
+        self, scope: Scope, conversation_id: str, *, leaf_id: str | None = None
+    ) -> Job:
+        """Queue (or push back) the conversation's extraction on the server; the job."""
+        h = await self._s.scoped(scope)
+        job_of = decode.job(scope.tenant)
+        # Queueing merges by key on the server, so sending it again is harmless.
+        return await self._s.call(
+            "POST",
+            f"{_conv(conversation_id)}/observe",
+            lambda d: job_of(d["job"]),
+            headers=h,
+            json=_query(leaf_id=leaf_id),
+            idempotent=True,
+        )
 
 
 class AsyncRemoteWorking:
@@ -659,6 +684,8 @@ class AsyncRemoteNodes:
             )
         if "max_tokens" in options and options["max_tokens"] is None:
             options["max_tokens"] = NO_TOKEN_LIMIT
+        if "max_messages" in options and options["max_messages"] is None:
+            options["max_messages"] = NO_MESSAGE_CAP_PARAM
         h = await self._s.scoped(scope)
         path = f"{self._path(app_id, conversation_id, node_id)}/history"
         return await self._s.get(path, decode.node_history, h, _query(**options))
@@ -713,18 +740,21 @@ class AsyncRemoteMemory:
         conversation_id: str,
         leaf_id: str | None = None,
         max_tokens: int | None = 2000,
-        max_messages: int = 500,
+        max_messages: int | None = 500,
         model: str | None = None,
+        *,
+        before: str | None = None,
     ) -> RemoteHistory:
-        """Token-budgeted history of the branch ending at ``leaf_id`` (default: the active leaf)."""
-        if max_tokens is not None and max_tokens < 0:
-            raise InvalidInput("max_tokens must be >= 0", field="max_tokens")
+        """Token-budgeted history of the branch ending at ``leaf_id`` (default: the active leaf);
+        ``before`` ends it just before that message's turn (see the embedded facade)."""
+        check_limits(max_tokens, max_messages)
         h = await self._session.scoped(scope)
         params = _query(
             leaf_id=leaf_id,
             max_tokens=NO_TOKEN_LIMIT if max_tokens is None else max_tokens,
-            max_messages=max_messages,
+            max_messages=NO_MESSAGE_CAP_PARAM if max_messages is None else max_messages,
             model=model,
+            before=before,
         )
         path = f"{_conv(conversation_id)}/history"
         return await self._session.get(path, decode.history, h, params)
@@ -737,10 +767,12 @@ class AsyncRemoteMemory:
         budget: int = 8000,
         query: str | None = None,
         model: str | None = None,
+        *,
+        task: str | None = None,
     ) -> RemoteContext:
         """Messages for the next model call under one token budget, and the report on them."""
         h = await self._session.scoped(scope)
-        body = _query(leaf_id=leaf_id, budget=budget, query=query, model=model)
+        body = _query(leaf_id=leaf_id, budget=budget, query=query, model=model, task=task)
         # Assembly only reads (a compaction it queues is merged by key): safe to send again.
         return await self._session.call(
             "POST",

@@ -26,6 +26,7 @@ from memstrata.client._wire import (
     segment,
     version_headers,
 )
+from memstrata.conversation.history import check_limits
 from memstrata.errors import BackendUnavailable, InvalidInput
 from memstrata.jobs.ops import Job
 from memstrata.longterm.model import Fact, FactEvent, ProfileSection
@@ -48,6 +49,8 @@ T = TypeVar("T")
 
 #: Sent for ``max_tokens=None`` (no token limit): the server's parameter is an integer.
 NO_TOKEN_LIMIT = 1 << 53
+#: Sent for ``max_messages=None`` (no message cap).
+NO_MESSAGE_CAP_PARAM = "none"
 
 _NODE_HISTORY_OPTIONS = frozenset(
     {"current_message_id", "parent_message_id", "max_tokens", "max_messages", "model"}
@@ -284,6 +287,12 @@ class RemoteMessages:
         path = f"{_conv(conversation_id)}/messages/{segment(message_id)}"
         return self._s.get(path, decode.message, h)
 
+    def delete(self, scope: Scope, conversation_id: str, message_id: str) -> None:
+        """Delete a message and the subtree under it (see the embedded facade)."""
+        h = self._s.scoped(scope)
+        path = f"{_conv(conversation_id)}/messages/{segment(message_id)}"
+        self._s.send("DELETE", path, headers=h)
+
     def leaves(
         self,
         scope: Scope,
@@ -402,6 +411,22 @@ class RemoteLongTerm:
     def profile(self, scope: Scope) -> list[ProfileSection]:
         h = self._s.scoped(scope)
         return self._s.get("/v1/profile", decode.profile, h)
+
+    def observe(
+        self, scope: Scope, conversation_id: str, *, leaf_id: str | None = None
+    ) -> Job:
+        """Queue (or push back) the conversation's extraction on the server; the job."""
+        h = self._s.scoped(scope)
+        job_of = decode.job(scope.tenant)
+        # Queueing merges by key on the server, so sending it again is harmless.
+        return self._s.call(
+            "POST",
+            f"{_conv(conversation_id)}/observe",
+            lambda d: job_of(d["job"]),
+            headers=h,
+            json=_query(leaf_id=leaf_id),
+            idempotent=True,
+        )
 
 
 class RemoteWorking:
@@ -649,6 +674,8 @@ class RemoteNodes:
             )
         if "max_tokens" in options and options["max_tokens"] is None:
             options["max_tokens"] = NO_TOKEN_LIMIT
+        if "max_messages" in options and options["max_messages"] is None:
+            options["max_messages"] = NO_MESSAGE_CAP_PARAM
         h = self._s.scoped(scope)
         path = f"{self._path(app_id, conversation_id, node_id)}/history"
         return self._s.get(path, decode.node_history, h, _query(**options))
@@ -703,18 +730,21 @@ class RemoteMemory:
         conversation_id: str,
         leaf_id: str | None = None,
         max_tokens: int | None = 2000,
-        max_messages: int = 500,
+        max_messages: int | None = 500,
         model: str | None = None,
+        *,
+        before: str | None = None,
     ) -> RemoteHistory:
-        """Token-budgeted history of the branch ending at ``leaf_id`` (default: the active leaf)."""
-        if max_tokens is not None and max_tokens < 0:
-            raise InvalidInput("max_tokens must be >= 0", field="max_tokens")
+        """Token-budgeted history of the branch ending at ``leaf_id`` (default: the active leaf);
+        ``before`` ends it just before that message's turn (see the embedded facade)."""
+        check_limits(max_tokens, max_messages)
         h = self._session.scoped(scope)
         params = _query(
             leaf_id=leaf_id,
             max_tokens=NO_TOKEN_LIMIT if max_tokens is None else max_tokens,
-            max_messages=max_messages,
+            max_messages=NO_MESSAGE_CAP_PARAM if max_messages is None else max_messages,
             model=model,
+            before=before,
         )
         path = f"{_conv(conversation_id)}/history"
         return self._session.get(path, decode.history, h, params)
@@ -727,10 +757,12 @@ class RemoteMemory:
         budget: int = 8000,
         query: str | None = None,
         model: str | None = None,
+        *,
+        task: str | None = None,
     ) -> RemoteContext:
         """Messages for the next model call under one token budget, and the report on them."""
         h = self._session.scoped(scope)
-        body = _query(leaf_id=leaf_id, budget=budget, query=query, model=model)
+        body = _query(leaf_id=leaf_id, budget=budget, query=query, model=model, task=task)
         # Assembly only reads (a compaction it queues is merged by key): safe to send again.
         return self._session.call(
             "POST",

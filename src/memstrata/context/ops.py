@@ -18,10 +18,13 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
+from memstrata.context.briefing import iteration_items, working_items
 from memstrata.context.tiers import (
     BLOCK_TAGS,
+    GROUP_CAPS,
     MESSAGE_ORDER,
     TierItem,
     TierPolicy,
@@ -41,7 +44,7 @@ from memstrata.conversation.ops import (
 from memstrata.conversation.render import to_openai
 from memstrata.errors import InvalidInput, NotFound
 from memstrata.runtime import Runtime
-from memstrata.state.ops import _to_wm, _wm_row, find_plan
+from memstrata.state.ops import find_plan
 from memstrata.storage.plan import Exec, Op, Query
 from memstrata.storage.records import from_micros, to_message
 from memstrata.tokens import Tokenizer, get_tokenizer
@@ -57,6 +60,7 @@ __all__ = [
     "context_window",
     "default_query",
     "finish_compaction",
+    "forget_messages",
     "prepare_compaction",
     "record_compaction_failure",
 ]
@@ -352,6 +356,7 @@ def _offers(
     budget: int,
     base: TierRequest,
     tok: Tokenizer,
+    task: str | None = None,
 ) -> Op[dict[str, list[TierItem]]]:
     """What each tier other than the window (and the providers that run after it)
     asks for, best items first."""
@@ -359,12 +364,14 @@ def _offers(
     if br.summary is not None:
         s = br.summary
         offered["summary"] = [_item(s.id, s.content, tok, up_to=s.up_to_id, version=s.version)]
-    wm = yield from _wm_row(scope, conversation_id)
-    if wm is None:
-        wm = yield from _wm_row(scope, None)
-    if wm is not None:
-        doc = _to_wm(wm)
-        offered["working"] = [_item("working", doc.text, tok, version=doc.version)]
+    item = partial(_item, tok=tok)
+    working = yield from working_items(scope, conversation_id, item)
+    if working:
+        offered["working"] = working
+    if task is not None:
+        attempts = yield from iteration_items(conversation_id, task, item)
+        if attempts:
+            offered["iterations"] = attempts
     plan = yield from find_plan(scope, conversation_id)
     if plan is not None:
         text = json.dumps(plan.document, ensure_ascii=False, indent=2, sort_keys=True)
@@ -389,7 +396,7 @@ def _provide(
     window_ids: frozenset[str] = frozenset(),
 ) -> Op[list[TierItem]]:
     tier = provider.tier
-    if tier not in BLOCK_TAGS or tier in ("summary", "working", "plan"):
+    if tier not in BLOCK_TAGS or tier in ("summary", "working", "plan", "iterations"):
         raise InvalidInput(f"a provider cannot supply tier {tier!r}", field="tier")
     cap = policies[tier].cap if tier in policies else None
     allowance = room if cap is None else min(cap, room)
@@ -554,18 +561,24 @@ def _grant_tiers(
     report: ContextReport,
 ) -> dict[str, list[TierItem]]:
     chosen: dict[str, list[TierItem]] = {}
+    group_left = dict(GROUP_CAPS)
     for i, name in enumerate(order):
         reserve.pop(name, None)
         if name == "recent" or name not in offered:
             continue
         later = sum(reserve.get(n, 0) for n in order[i + 1 :])
         cap = policies[name].cap
+        group = policies[name].group
         allow = remaining - later
         if cap is not None:
             allow = min(allow, cap)
+        if group is not None and group in group_left:
+            allow = min(allow, group_left[group])
         items, cost = _select(name, offered[name], max(allow, 0), tok, report.dropped)
         if items:
             chosen[name] = items
+        if group is not None and group in group_left:
+            group_left[group] -= cost
         report.tiers[name].granted = cost
         report.tiers[name].items = len(items)
         remaining -= cost
@@ -584,15 +597,18 @@ def assemble(
     model: str | None = None,
     query_vector: Sequence[float] | None = None,
     embedder: str | None = None,
+    task: str | None = None,
 ) -> Op[Context]:
     """Assemble the context of a branch (see the module docstring).
 
     ``query_vector`` is ``query`` (or, when that is None, the newest user message on
     the branch) embedded by ``embedder`` before this transaction, for the providers
-    that search by meaning.
+    that search by meaning. ``task`` turns on the ``iterations`` tier for that task.
     """
     if budget < 1:
         raise InvalidInput("budget must be >= 1", field="budget")
+    if task is not None and (not task.strip() or len(task) > 200):
+        raise InvalidInput("task must be 1 to 200 characters", field="task")
     tok = rt.tokenizer if model is None else get_tokenizer(model)
     if tok.name == rt.tokenizer.name:
         tok = rt.tokenizer
@@ -607,7 +623,7 @@ def assemble(
         query = yield from _newest_user_text(conversation_id, br.leaf)
     asking = _base_request(scope, conversation_id, br, query, tok, query_vector, embedder)
     offered = yield from _offers(
-        rt, scope, conversation_id, br, settings, policies, budget, asking, tok
+        rt, scope, conversation_id, br, settings, policies, budget, asking, tok, task
     )
     _note_asks(offered, tiers, policies, order, tok)
     first = {n: tok.count_message(_block(n, items[:1])) for n, items in offered.items() if items}
@@ -831,6 +847,17 @@ def compaction_log(scope: Scope, conversation_id: str, limit: int = 50) -> Op[li
         }
         for r in rows
     ]
+
+
+def forget_messages(conversation_id: str, ids: Sequence[str]) -> Op[None]:
+    """Cascade step for single deleted messages: a summary covering one of them (its cover
+    point is the message or below it, and ``ids`` holds a whole subtree) is invalidated;
+    the next compaction writes a new one from what remains."""
+    marks = ", ".join("?" * len(ids))
+    yield Exec(
+        f"DELETE FROM summaries WHERE conversation_id = ? AND up_to_id IN ({marks})",
+        (conversation_id, *ids),
+    )
 
 
 def get_summary(scope: Scope, conversation_id: str, leaf_id: str | None = None) -> Op[Summary]:

@@ -2,8 +2,9 @@
 
 A tier is one kind of material a context is assembled from. Built in: ``system``
 (the branch's leading system messages, always kept), ``recent`` (the recent window),
-``summary`` (the rolling compaction summary), ``working`` (working memory) and
-``plan``. Features plug further tiers in (``facts``, ``profile``, ``recall``) with a
+``summary`` (the rolling compaction summary), ``working`` (the user's and the
+conversation's working memory), ``plan`` and ``iterations`` (a named task's failed
+attempts, see :mod:`memstrata.context.briefing`). Features plug further tiers in (``facts``, ``profile``, ``recall``) with a
 :class:`TierProvider`: given a :class:`TierRequest` it returns whole
 :class:`TierItem` objects, best first, each with its token count and provenance.
 A provider is a sans-IO operation, so it runs inside the same read transaction as
@@ -27,6 +28,7 @@ from memstrata.types import Scope
 __all__ = [
     "BLOCK_TAGS",
     "DEFAULT_ORDER",
+    "GROUP_CAPS",
     "MESSAGE_ORDER",
     "TierItem",
     "TierPolicy",
@@ -36,15 +38,35 @@ __all__ = [
 ]
 
 # Budget priority: who gets tokens first (``system`` is always kept, like history's).
-DEFAULT_ORDER = ("recent", "summary", "facts", "profile", "working", "plan", "recall")
+DEFAULT_ORDER = (
+    "recent",
+    "summary",
+    "facts",
+    "profile",
+    "working",
+    "plan",
+    "iterations",
+    "recall",
+)
 # Where each tier's block sits in the messages handed to the model.
-MESSAGE_ORDER = ("system", "profile", "facts", "working", "plan", "summary", "recall", "recent")
+MESSAGE_ORDER = (
+    "system",
+    "profile",
+    "facts",
+    "working",
+    "plan",
+    "iterations",
+    "summary",
+    "recall",
+    "recent",
+)
 # Each injected tier is one system message wrapped in this tag.
 BLOCK_TAGS: Mapping[str, str] = {
     "profile": "user-profile",
     "facts": "memory",
     "working": "working-memory",
     "plan": "plan",
+    "iterations": "failed-attempts",
     "summary": "conversation-summary",
     "recall": "recalled-messages",
 }
@@ -111,23 +133,32 @@ class TierProvider(Protocol):
 @dataclass(frozen=True, slots=True)
 class TierPolicy:
     """A tier's place in the budget: ``minimum`` is reserved for it (when it asks for
-    that much) before higher-priority tiers take the rest; ``cap`` bounds it."""
+    that much) before higher-priority tiers take the rest; ``cap`` bounds it, and so does
+    what its ``group`` has left."""
 
     priority: int
     minimum: int = 0
     cap: int | None = None
+    #: Tiers naming one group share that group's cap (:data:`GROUP_CAPS`) as well.
+    group: str | None = None
 
     def __post_init__(self) -> None:
         if self.minimum < 0 or (self.cap is not None and self.cap < self.minimum):
             raise InvalidInput("a tier needs 0 <= minimum <= cap", field="policies")
 
 
+#: Caps shared by several tiers. ``memory``: the profile and facts blocks together stay
+#: within 2000 tokens, DeerFlow's one budget for its injected ``<memory>`` (profile + facts).
+GROUP_CAPS: Mapping[str, int] = {"memory": 2000}
+
+
 def default_policies() -> dict[str, TierPolicy]:
-    # The long-term <memory> block is capped at 2000 tokens (DeerFlow's injection limit), and
-    # 500 of them are held for it (corrections come first) when it asks for that much.
-    caps = {"facts": 2000}
+    # The long-term blocks share 2000 tokens (DeerFlow's injection limit); 500 are held for
+    # the facts (corrections come first) when they ask for that much.
+    caps = {"facts": 2000, "iterations": 1000}
     minimums = {"facts": 500}
+    groups = {"facts": "memory", "profile": "memory"}
     return {
-        name: TierPolicy(i, minimums.get(name, 0), caps.get(name))
+        name: TierPolicy(i, minimums.get(name, 0), caps.get(name), groups.get(name))
         for i, name in enumerate(DEFAULT_ORDER)
     }

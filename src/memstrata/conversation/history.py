@@ -21,9 +21,27 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from memstrata.errors import InvalidInput
 from memstrata.types import Message, Role, Status, dump_files, dump_tool_calls
 
-__all__ = ["History", "HistoryPlanner"]
+__all__ = ["NO_MESSAGE_CAP", "History", "HistoryPlanner", "check_limits"]
+
+#: What ``max_messages=None`` stands for: more messages than any branch holds.
+NO_MESSAGE_CAP = 1 << 40
+
+
+def check_limits(max_tokens: int | None, max_messages: int | None) -> None:
+    """The shared validation of history limits (None: no limit of that kind)."""
+    if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int)):
+        raise InvalidInput("max_tokens must be an integer or None", field="max_tokens")
+    if max_tokens is not None and max_tokens < 0:
+        raise InvalidInput("max_tokens must be >= 0", field="max_tokens")
+    if max_messages is not None and (
+        isinstance(max_messages, bool) or not isinstance(max_messages, int)
+    ):
+        raise InvalidInput("max_messages must be an integer or None", field="max_messages")
+    if max_messages is not None and max_messages < 1:
+        raise InvalidInput("max_messages must be >= 1", field="max_messages")
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,8 +92,8 @@ class HistoryPlanner:
     """Chooses the turns to keep while the branch is read newest first.
 
     ``system`` is the leading run of system messages (oldest first); the body of
-    the branch starts at depth ``len(system)``. ``max_tokens`` of ``None`` means
-    no token limit.
+    the branch starts at depth ``len(system)``. ``max_tokens`` or ``max_messages``
+    of ``None`` means no limit of that kind.
     """
 
     def __init__(
@@ -83,14 +101,15 @@ class HistoryPlanner:
         *,
         system: list[Message],
         max_tokens: int | None,
-        max_messages: int,
+        max_messages: int | None,
         count: Callable[[Message], int],
     ) -> None:
         self._count = count
         self._system = system
         self._floor = len(system)
         self._max_tokens = max_tokens
-        self._max_messages = max_messages
+        # None: no message cap (Dify's ``message_limit=None`` without its silent 500).
+        self._max_messages = NO_MESSAGE_CAP if max_messages is None else max_messages
         self._used = sum(count(m) for m in system)
         self._kept: list[Message] = []  # newest first
         self._turn: list[Message] = []  # current partial turn, newest first

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from memstrata.conversation.history import History, HistoryPlanner
+from memstrata.conversation.history import History, HistoryPlanner, check_limits
 from memstrata.conversation.tree import place
 from memstrata.errors import Conflict, InvalidInput, NotFound
 from memstrata.ids import UUID_NIL, parse_id
@@ -38,6 +38,7 @@ from memstrata.types import (
     MessagePatch,
     NewMessage,
     Page,
+    Role,
     Scope,
     Status,
     dump_files,
@@ -48,6 +49,7 @@ __all__ = [
     "append_message",
     "create_conversation",
     "delete_conversation",
+    "delete_message",
     "delete_user",
     "get_conversation",
     "get_message",
@@ -59,6 +61,7 @@ __all__ = [
     "list_users",
     "patch_message",
     "path",
+    "turn_start",
     "update_conversation",
 ]
 
@@ -354,7 +357,7 @@ def append_message(
     parent = None if parent_row is None else to_message(parent_row)
     if parent is not None and parent.status is Status.PENDING:
         raise Conflict(f"message {parent.id} is pending; complete it before replying to it")
-    tokens = rt.tokenizer.count_message(new.content, new.tool_calls)
+    tokens = rt.tokenizer.count_message(new.content, new.tool_calls, new.files)
     spot = place(parent, None if parent_row is None else parent_row[16], mid, new.role, tokens)
     now = rt.clock()
     occurred = to_micros(new.occurred_at) if new.occurred_at is not None else now
@@ -409,7 +412,7 @@ def patch_message(
         raise Conflict(f"message {message_id} is complete; only pending messages can change")
     calls = patch.tool_calls if patch.tool_calls is not None else list(stored.tool_calls)
     files = patch.files if patch.files is not None else list(stored.files)
-    tokens = rt.tokenizer.count_message(patch.content, calls)
+    tokens = rt.tokenizer.count_message(patch.content, calls, files)
     # A pending message has no children, so only its own branch total moves.
     branch = stored.branch_tokens - stored.token_count + tokens
     n = yield Exec(
@@ -436,6 +439,49 @@ def patch_message(
     for hook in rt.on_message:
         yield from hook(scope, completed)
     return completed
+
+
+_SUBTREE_SQL = (
+    "WITH RECURSIVE sub(id) AS ("
+    " SELECT id FROM messages WHERE id = ? AND conversation_id = ?"
+    " UNION ALL SELECT m.id FROM messages m JOIN sub ON m.parent_id = sub.id"
+    ") SELECT id FROM sub"
+)
+
+
+def delete_message(rt: Runtime, scope: Scope, conversation_id: str, message_id: str) -> Op[int]:
+    """Delete a message with everything under it (its replies, their regenerations and
+    follow-ups); returns how many messages went.
+
+    The subtree goes, not just the message: re-parenting its children would hand an
+    answer to another question and rewrite the stored depth and branch tokens of every
+    descendant, while removing the subtree leaves every remaining path exactly as it was.
+    The active leaf, when it was in the subtree, moves to the deleted message's parent
+    (a deleted root: the newest remaining leaf, or none). Derived data follows through
+    the message cascade: summaries covering the messages, their recall entries and
+    vectors, and their place in facts' provenance.
+    """
+    conv = yield from hold_conversation(scope, conversation_id, exclusive=True)
+    target = to_message((yield from _require_message(conversation_id, message_id)))
+    rows = yield Query(_SUBTREE_SQL, (target.id, conversation_id))
+    ids = [str(r[0]) for r in rows]
+    yield from rt.cascade.delete_messages(conversation_id, ids)
+    leaf = conv.active_leaf_id
+    if leaf in ids:
+        leaf = target.parent_id
+        if leaf is None:
+            newest = yield Query(
+                "SELECT id FROM messages m WHERE conversation_id = ? AND NOT EXISTS "
+                "(SELECT 1 FROM messages c WHERE c.parent_id = m.id) ORDER BY seq DESC LIMIT 1",
+                (conversation_id,),
+            )
+            leaf = str(newest[0][0]) if newest else None
+    yield Exec(
+        "UPDATE conversations SET active_leaf_id = ?, message_count = message_count - ?, "
+        "updated_at = ? WHERE id = ?",
+        (leaf, len(ids), rt.clock(), conversation_id),
+    )
+    return len(ids)
 
 
 def list_leaves(
@@ -525,7 +571,7 @@ def path(scope: Scope, conversation_id: str, leaf_id: str | None = None) -> Op[l
 def _counter(rt: Runtime, tokenizer: Tokenizer) -> Callable[[Message], int]:
     if tokenizer is rt.tokenizer:
         return lambda m: m.token_count  # stored at append in the store's encoding
-    return lambda m: tokenizer.count_message(m.content, m.tool_calls)
+    return lambda m: tokenizer.count_message(m.content, m.tool_calls, m.files)
 
 
 def _next_chunk(
@@ -598,6 +644,34 @@ def walk_branch(
     return rows_read
 
 
+def turn_start(conversation_id: str, message: Message) -> Op[Message | None]:
+    """The user message that opens ``message``'s turn (``message`` itself when it is one);
+    None when no user message is at or above it on its branch."""
+    if message.role is Role.USER:
+        return message
+    start: str | None = message.parent_id
+    chunk = 4
+    while start is not None:
+        rows = yield from branch_chunk(conversation_id, start, chunk)
+        for m in map(to_message, rows):
+            if m.role is Role.USER:
+                return m
+        if not rows:
+            break
+        start = to_message(rows[-1]).parent_id
+        chunk = min(chunk * 4, 1024)
+    return None
+
+
+def _leaf_before(conversation_id: str, before: str) -> Op[tuple[str | None, str]]:
+    """Where history ending before ``before``'s turn ends: the parent of the user message
+    opening that turn (None: nothing comes before it). Also returns the resolved id."""
+    row = yield from _require_message(conversation_id, before, "before")
+    message = to_message(row)
+    opener = yield from turn_start(conversation_id, message)
+    return (opener or message).parent_id, message.id
+
+
 def history(
     rt: Runtime,
     scope: Scope,
@@ -605,19 +679,26 @@ def history(
     *,
     leaf_id: str | None = None,
     max_tokens: int | None = 2000,
-    max_messages: int = 500,
+    max_messages: int | None = 500,
     model: str | None = None,
+    before: str | None = None,
 ) -> Op[History]:
-    """Token-budgeted history of one branch; reads about as many rows as it returns."""
-    if max_tokens is not None and max_tokens < 0:
-        raise InvalidInput("max_tokens must be >= 0", field="max_tokens")
-    if max_messages < 1:
-        raise InvalidInput("max_messages must be >= 1", field="max_messages")
+    """Token-budgeted history of one branch; reads about as many rows as it returns.
+
+    ``before`` (a message id) ends the history just before that message's turn, on its
+    branch: Dify builds a prompt as ``[*history, query]``, so the history of the turn
+    being answered must not hold its own question. It cannot be combined with ``leaf_id``.
+    """
+    check_limits(max_tokens, max_messages)
+    if before is not None and leaf_id is not None:
+        raise InvalidInput("give leaf_id or before, not both", field="before")
     tokenizer = rt.tokenizer if model is None else get_tokenizer(model)
     if tokenizer.name == rt.tokenizer.name:
         tokenizer = rt.tokenizer
     conv = yield from get_conversation(scope, conversation_id)
     leaf_ref = leaf_id or conv.active_leaf_id
+    if before is not None:
+        leaf_ref, _ = yield from _leaf_before(conversation_id, before)
     if leaf_ref is None:
         return History(None, [], 0, False, False, tokenizer.name)
     leaf_row = yield from _require_message(conversation_id, leaf_ref, "leaf")

@@ -38,7 +38,9 @@ def _content(message: Message, resolver: FileResolver) -> str | list[dict[str, A
     for ref in message.files:
         url = resolver(ref) if ref.type == "image" and message.role is Role.USER else None
         if url:
-            parts.append({"type": "image_url", "image_url": {"url": url}})
+            # Dify sends images at high detail unless configured otherwise.
+            image = {"url": url, "detail": ref.detail or "high"}
+            parts.append({"type": "image_url", "image_url": image})
         else:
             parts.append({"type": "text", "text": file_placeholder(ref)})
     if message.content:

@@ -27,7 +27,7 @@ __all__ = [
     "strip_uploads",
 ]
 
-#: How many of the latest kept turns are searched for signals.
+#: How many of the latest user turns are searched for signals (DeerFlow: the last 6).
 SIGNAL_WINDOW = 6
 
 # Both tags, either case; the trailing newlines go with the block so no blank gap remains.
@@ -192,9 +192,10 @@ def signals_in(text: str) -> frozenset[Signal]:
 
 
 def detect_signals(turns: Sequence[Turn]) -> frozenset[Signal]:
-    """The signals in the user turns among the last :data:`SIGNAL_WINDOW` turns."""
+    """The signals in the last :data:`SIGNAL_WINDOW` user turns (assistant replies between
+    them do not push a user's correction out of the window)."""
     found: set[Signal] = set()
-    for turn in turns[-SIGNAL_WINDOW:]:
-        if turn.role == "user":
-            found |= signals_in(turn.text)
+    users = [t for t in turns if t.role == "user"]
+    for turn in users[-SIGNAL_WINDOW:]:
+        found |= signals_in(turn.text)
     return frozenset(found)

@@ -49,7 +49,9 @@ __all__ = [
 @dataclass(frozen=True, slots=True)
 class ExtractionResult:
     """What one extraction did. ``outcome``: ``applied`` (the model answered and its
-    answer was applied, possibly changing nothing) or ``empty`` (nothing new to read)."""
+    answer was applied, possibly changing nothing), ``empty`` (nothing new to read) or
+    ``waiting`` (a queued extraction found user words but no assistant reply yet: as
+    DeerFlow, it waits for the reply; nothing is marked as read)."""
 
     outcome: str
     counts: dict[str, int]

@@ -50,7 +50,9 @@ class LongTermKit:
     def __init__(self, core: Core) -> None:
         s = core.settings
         self._core = core
-        self.capture = s.longterm_capture
+        self._capture: bool | str = s.longterm_capture
+        # "auto" looks at the configuration (MEMSTRATA_LLM_*), fixed when the memory opens.
+        self._configured_llm = bool(s.llm_model)
         self.debounce_s = s.longterm_debounce_seconds
         self.max_wait_s = s.longterm_max_wait_seconds
         self.threshold = s.longterm_confidence_threshold
@@ -90,6 +92,26 @@ class LongTermKit:
     def embedder(self, value: Embedder | None) -> None:
         self._embedder = value
 
+    @property
+    def capture(self) -> bool:
+        """Whether appends queue extraction: the ``longterm_capture`` setting, whose default
+        ``auto`` means "when an LLM is configured" (``MEMSTRATA_LLM_*``; DeerFlow extracts
+        whenever it has a model). A model handed in at run time leaves it as configured."""
+        if self._capture == "auto":
+            return self._configured_llm
+        return bool(self._capture)
+
+    @capture.setter
+    def capture(self, value: bool | str) -> None:
+        self._capture = value
+
+    @property
+    def capture_mode(self) -> str:
+        """``auto``, ``on`` or ``off``: the setting as given (``capture`` is its effect now)."""
+        if self._capture == "auto":
+            return "auto"
+        return "on" if self._capture else "off"
+
     def blocked(self) -> str | None:
         """Why extraction jobs cannot run in this process, or None."""
         return NEEDS_LLM if self.llm is None else None
@@ -100,6 +122,7 @@ class LongTermKit:
         core = self._core
         core.rt.on_message.append(self.hook)
         core.rt.cascade.on_conversation_delete(store.forget_conversations)
+        core.rt.cascade.on_messages_delete(store.forget_messages)
         core.rt.cascade.on_user_delete(store.forget_user)
         core.jobs.register(
             EXTRACT_JOB,
@@ -179,4 +202,5 @@ def _run_extract_job(job: Job, memory: Any) -> None:
         leaf_id=job.payload.get("leaf_id"),
         flags=job.flags,
         job_id=job.id,
+        wait_for_reply=True,
     )

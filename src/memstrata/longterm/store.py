@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from memstrata.conversation.ops import encode_cursor, page_limit, seq_cursor
@@ -35,6 +36,7 @@ from memstrata.types import Page, Scope
 __all__ = [
     "ExtractionRecord",
     "FactInput",
+    "ImportFact",
     "active_facts",
     "add_fact",
     "apply_plan",
@@ -43,9 +45,12 @@ __all__ = [
     "edit_fact",
     "fact_history",
     "forget_conversations",
+    "forget_messages",
     "forget_user",
     "get_fact",
     "get_profile",
+    "import_memory",
+    "last_change",
     "list_facts",
     "list_updates",
     "mark_seen",
@@ -305,8 +310,9 @@ def _insert_fact(
     sources: Sequence[FactSource] = (),
     created_at: int | None = None,
     conversation_id: str | None = None,
+    fact_id: str | None = None,
 ) -> Op[str]:
-    fid = rt.make_id()
+    fid = fact_id or rt.make_id()
     now = rt.clock()
     yield Exec(
         "INSERT INTO facts (id, tenant_id, user_id, agent_id, content, content_key, category, "
@@ -621,6 +627,33 @@ def lock_owner(rt: Runtime, scope: Scope) -> Op[None]:
 # -- forgetting --------------------------------------------------------------------------------
 
 
+def forget_messages(conversation_id: str, ids: Sequence[str]) -> Op[None]:
+    """Cascade step for single deleted messages: they leave the provenance of facts (an
+    extracted fact with no source left is erased) and the extraction watermark."""
+    marks = _in(len(ids))
+    rows = yield Query(
+        f"SELECT DISTINCT fact_id FROM fact_sources WHERE conversation_id = ? "
+        f"AND message_id IN ({marks})",
+        (conversation_id, *ids),
+    )
+    touched = [r[0] for r in rows]
+    yield Exec(
+        f"DELETE FROM fact_sources WHERE conversation_id = ? AND message_id IN ({marks})",
+        (conversation_id, *ids),
+    )
+    if touched:
+        orphans = yield Query(
+            f"SELECT id FROM facts WHERE id IN ({_in(len(touched))}) AND origin = 'extracted' "
+            "AND NOT EXISTS (SELECT 1 FROM fact_sources s WHERE s.fact_id = facts.id)",
+            touched,
+        )
+        yield from _erase([r[0] for r in orphans])
+    yield Exec(
+        f"DELETE FROM longterm_seen WHERE conversation_id = ? AND message_id IN ({marks})",
+        (conversation_id, *ids),
+    )
+
+
 def forget_conversations(ids: Sequence[str]) -> Op[None]:
     """Cascade step: a deleted conversation leaves no trace in long-term memory.
 
@@ -700,29 +733,52 @@ def forget_user(tenant: str, user: str) -> Op[None]:
         yield Exec(f"DELETE FROM {table} WHERE tenant_id = ? AND user_id = ?", (tenant, user))
 
 
+@dataclass(frozen=True, slots=True)
+class ImportFact:
+    """One fact to import: its validated data, and what the document said of it."""
+
+    data: FactInput
+    created_at: int | None = None
+    fact_id: str | None = None  # kept when no stored fact has it
+    source: str | None = None  # kept as its source conversation
+
+
 def import_memory(
     rt: Runtime,
     scope: Scope,
     profile: dict[str, str],
-    facts: Sequence[tuple[FactInput, int | None]],
+    facts: Sequence[ImportFact],
     *,
     max_facts: int,
 ) -> Op[dict[str, int]]:
     """Add imported profile sections and facts in one transaction (duplicates of active
-    facts are skipped), then hold the cap on active facts."""
+    facts are skipped), then hold the cap on active facts. A fact keeps the document's id
+    unless a stored fact has it already (a copy of another user's export: a new id)."""
     yield from _bump_owner(rt, scope)
     if profile:
         yield from set_profile(rt, scope, profile)
     added = duplicates = 0
-    for data, created_at in facts:
+    for fact in facts:
         rows = yield Query(
             f"SELECT 1 FROM facts WHERE {_OWNER} AND content_key = ? AND status = 'active'",
-            (*_owner(scope), content_key(data.content)),
+            (*_owner(scope), content_key(fact.data.content)),
         )
         if rows:
             duplicates += 1
             continue
-        yield from _insert_fact(rt, scope, data, FactOrigin.IMPORTED, created_at=created_at)
+        fid = fact.fact_id
+        if fid is not None and (yield Query("SELECT 1 FROM facts WHERE id = ?", (fid,))):
+            fid = None
+        sources = [FactSource(fact.source, "")] if fact.source else []
+        yield from _insert_fact(
+            rt,
+            scope,
+            fact.data,
+            FactOrigin.IMPORTED,
+            created_at=fact.created_at,
+            fact_id=fid,
+            sources=sources,
+        )
         added += 1
     active = yield from active_facts(scope)
     plan = plan_update(as_active(active), ProposedUpdate(), scrub=str, max_facts=max_facts)
@@ -733,3 +789,14 @@ def import_memory(
         "duplicates": duplicates,
         "evicted": len(plan.evicted),
     }
+
+
+def last_change(scope: Scope) -> Op[datetime | None]:
+    """When the owner's long-term memory last changed (any fact or profile section)."""
+    rows = yield Query(f"SELECT max(updated_at) FROM memory_owners WHERE {_OWNER}", _owner(scope))
+    times = [rows[0][0]] if rows and rows[0][0] is not None else []
+    for table in ("facts", "profile_sections"):
+        found = yield Query(f"SELECT max(updated_at) FROM {table} WHERE {_OWNER}", _owner(scope))
+        if found and found[0][0] is not None:
+            times.append(found[0][0])
+    return from_micros(max(int(t) for t in times)) if times else None

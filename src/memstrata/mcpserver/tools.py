@@ -147,6 +147,7 @@ class MemoryTools:
             (self.list_facts, reads),
             (self.add_fact, writes),
             (self.forget_fact, erases),
+            (self.remember_conversation, writes),
             (self.get_working_memory, reads),
             (self.update_working_memory, writes),
         ]
@@ -302,6 +303,22 @@ class MemoryTools:
         """Erase a fact about the user, with its history."""
         await self._mem.facts.delete(self._scope_of(ctx), fact_id)
         return {"deleted": fact_id}
+
+    @_reported
+    async def remember_conversation(
+        self,
+        ctx: Context,
+        conversation_id: ConversationId,
+        leaf_id: Annotated[
+            str | None, Field(description="The branch's newest message (default: the newest).")
+        ] = None,
+    ) -> Result:
+        """Queue long-term memory extraction of a conversation now: the facts and profile it
+        reveals about the user are learned in the background. Returns the queued job."""
+        job = await self._mem.longterm.observe(
+            self._scope_of(ctx), conversation_id, leaf_id=leaf_id
+        )
+        return {"job": job.to_dict()}
 
     # -- working memory ------------------------------------------------------------------------
 

@@ -16,8 +16,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from memstrata.conversation.ops import get_conversation
+from memstrata.errors import Conflict
 from memstrata.ids import new_id
 from memstrata.jobs import ops as jobs_ops
+from memstrata.nodes import turn_ids
 from memstrata.nodes.layout import NodeKey
 from memstrata.runtime import Runtime
 from memstrata.storage.cascade import ConversationStep
@@ -31,7 +33,10 @@ __all__ = [
     "IndexRow",
     "cascade_step",
     "generation",
+    "is_stored",
+    "record_turns",
     "remove",
+    "replays",
     "stale",
     "touch",
 ]
@@ -81,6 +86,34 @@ def generation(scope: Scope, key: NodeKey) -> Op[str | None]:
     yield from get_conversation(scope, key.conversation_id)
     rows = yield Query(f"SELECT generation FROM node_memories WHERE {_KEY}", _key(key))
     return str(rows[0][0]) if rows else None
+
+
+def replays(scope: Scope, key: NodeKey, wanted: dict[str, str]) -> Op[set[str]]:
+    """The message ids of ``wanted`` (id -> digest of its turns) already stored with the same
+    turns; Conflict when one is stored with other turns."""
+    gen = yield from generation(scope, key)
+    if gen is None:
+        return set()
+    stored = yield from turn_ids.known(key, gen, list(wanted))
+    for mid, digest in stored.items():
+        if digest != wanted[mid]:
+            raise Conflict(f"message {mid} already has a turn with other content in this node")
+    return set(stored)
+
+
+def is_stored(scope: Scope, key: NodeKey, message_id: str) -> Op[tuple[str | None, bool]]:
+    """The readable generation and whether ``message_id`` has a turn in it. A generation
+    written before ids were recorded answers True (the thread walk then looks for it)."""
+    gen = yield from generation(scope, key)
+    if gen is None:
+        return None, False
+    if (yield from turn_ids.known(key, gen, [message_id])):
+        return gen, True
+    return gen, not (yield from turn_ids.any_recorded(key, gen))
+
+
+def record_turns(key: NodeKey, gen: str, ids: dict[str, str], now: int) -> Op[None]:
+    yield from turn_ids.record(key, gen, ids, now)
 
 
 def touch(rt: Runtime, scope: Scope, key: NodeKey, segments: int) -> Op[tuple[str, int]]:
@@ -147,6 +180,7 @@ def _drop(rt: Runtime, rows: list[IndexRow], enqueue: bool) -> Op[None]:
             f"DELETE FROM node_memories WHERE {_KEY} AND generation = ?",
             (*_key(row.key), row.generation),
         )
+        yield from turn_ids.forget(row.key, row.generation)
         if n and enqueue:
             yield from _enqueue_purge(rt, row)
 

@@ -37,13 +37,14 @@ def _message(turn: Turn, role: Role, conversation_id: str, tokenizer: Tokenizer)
     when = datetime.fromtimestamp(turn.created_at / 1_000_000, tz=UTC)
     user = role is Role.USER
     content = turn.user_content if user else turn.assistant_content
+    files = turn.user_files if user else turn.assistant_files
     return Message(
         id=turn.message_id,
         conversation_id=conversation_id,
         parent_id=turn.parent_message_id if user else turn.message_id,
         role=role,
         content=content,
-        files=turn.user_files if user else turn.assistant_files,
+        files=files,
         tool_calls=(),
         tool_call_id=None,
         status=Status.COMPLETE,
@@ -52,7 +53,7 @@ def _message(turn: Turn, role: Role, conversation_id: str, tokenizer: Tokenizer)
         created_at=when,
         seq=0,
         depth=1,
-        token_count=tokenizer.count_message(content),
+        token_count=tokenizer.count_message(content, (), files),
         branch_tokens=0,
     )
 

@@ -50,6 +50,10 @@ _SQL: dict[str, dict[str, str]] = {
             "DELETE FROM recall_fts WHERE rowid IN "
             "(SELECT seq FROM recall_docs WHERE tenant_id = ? AND user_id = ?)"
         ),
+        "delete_messages": (
+            "DELETE FROM recall_fts WHERE rowid IN "
+            "(SELECT seq FROM recall_docs WHERE message_id IN ({ids}))"
+        ),
     },
     "postgres": {
         "insert_keywords": "UPDATE recall_docs SET tsv = to_tsvector('english', ?) WHERE seq = ?",
@@ -309,6 +313,14 @@ def delete_for_conversations(dialect: str, ids: Sequence[str]) -> Op[None]:
         if fts is not None:
             yield Exec(fts.format(ids=_ph(len(batch))), batch)
         yield Exec(f"DELETE FROM recall_docs WHERE conversation_id IN ({_ph(len(batch))})", batch)
+
+
+def delete_for_messages(dialect: str, ids: Sequence[str]) -> Op[None]:
+    """Cascade step for single deleted messages: they leave the keyword index."""
+    fts = _sql(dialect, "delete_messages")
+    if fts is not None:
+        yield Exec(fts.format(ids=_ph(len(ids))), list(ids))
+    yield Exec(f"DELETE FROM recall_docs WHERE message_id IN ({_ph(len(ids))})", list(ids))
 
 
 def delete_for_user(dialect: str, tenant: str, user: str) -> Op[None]:

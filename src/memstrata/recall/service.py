@@ -236,6 +236,7 @@ class RecallEngine:
             lambda ids: idx.delete_for_conversations(dialect, ids)
         )
         core.rt.cascade.on_user_delete(lambda t, u: idx.delete_for_user(dialect, t, u))
+        core.rt.cascade.on_messages_delete(lambda _c, ids: idx.delete_for_messages(dialect, ids))
         core.jobs.register(EMBED_JOB, _run_embed_job)
         if core.settings.recall_index:
             core.context.add_provider(self.tier)

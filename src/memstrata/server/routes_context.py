@@ -26,6 +26,12 @@ class ContextIn(BaseModel):
     budget: int = Field(default=8000, ge=1, le=10_000_000)
     query: str | None = None
     model: str | None = None
+    task: str | None = Field(
+        default=None,
+        max_length=200,
+        description="Add this task's recent failed attempts (the iteration log) as a "
+        "`<failed-attempts>` block; without it that tier is off.",
+    )
 
 
 class CompactIn(BaseModel):
@@ -44,7 +50,13 @@ class CompactIn(BaseModel):
 )
 async def context(mem: Mem, scope: CallerScope, cid: str, body: ContextIn) -> Response:
     ctx = await mem.context(
-        scope, cid, leaf_id=body.leaf_id, budget=body.budget, query=body.query, model=body.model
+        scope,
+        cid,
+        leaf_id=body.leaf_id,
+        budget=body.budget,
+        query=body.query,
+        model=body.model,
+        task=body.task,
     )
     return JSONResponse(ctx.to_dict())
 

@@ -1,4 +1,5 @@
-"""``/v1/facts`` and ``/v1/profile``: the caller's long-term memory.
+"""``/v1/facts`` and ``/v1/profile``: the caller's long-term memory; and
+``/v1/conversations/{cid}/observe``, which queues extraction of a conversation.
 
 Extraction jobs are seen and retried through ``/v1/jobs`` like every other job.
 """
@@ -8,6 +9,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Query, Response
+from pydantic import BaseModel, ConfigDict, Field
 
 from memstrata.server.auth import CallerScope, Mem
 from memstrata.server.pagination import Cursor, Limit, page_body
@@ -104,3 +106,28 @@ async def fact_history(mem: Mem, scope: CallerScope, fid: str) -> Response:
 async def profile(mem: Mem, scope: CallerScope) -> Response:
     sections = await mem.longterm.profile(scope)
     return JSONResponse({"sections": {p.name: p.to_dict() for p in sections}})
+
+
+class ObserveIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    leaf_id: str | None = Field(default=None, description="Default: the active leaf.")
+
+
+@router.post(
+    "/conversations/{cid}/observe",
+    status_code=202,
+    responses={404: {"description": "No such conversation or leaf in this scope."}},
+    summary="Queue long-term extraction of a conversation now (DeerFlow's memory update)",
+    description=(
+        "Queues (or pushes back) the conversation's debounced `longterm.extract` job for the "
+        "branch ending at `leaf_id`, with the correction and reinforcement signals of its "
+        "last user turns, and answers 202 with the job. For clients that append with "
+        "capture off, or want extraction without waiting for capture. With no LLM "
+        "configured the job waits, queued (see `/v1/jobs`)."
+    ),
+)
+async def observe(
+    mem: Mem, scope: CallerScope, cid: str, body: ObserveIn | None = None
+) -> Response:
+    job = await mem.longterm.observe(scope, cid, leaf_id=(body or ObserveIn()).leaf_id)
+    return JSONResponse({"job": job.to_dict()}, status_code=202)

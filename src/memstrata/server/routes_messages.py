@@ -9,6 +9,7 @@ from fastapi import APIRouter, Query, Request, Response
 from memstrata import strictjson
 from memstrata.errors import InvalidInput
 from memstrata.server.auth import CallerScope, Mem
+from memstrata.server.history_params import MaxMessages, message_cap
 from memstrata.server.pagination import Cursor, Limit, page_body
 from memstrata.server.responses import JSONResponse
 from memstrata.server.schemas import HistoryOut, MessageOut, MessagePage
@@ -102,6 +103,24 @@ async def get_message(mem: Mem, scope: CallerScope, cid: str, mid: str) -> Respo
     return JSONResponse((await mem.messages.get(scope, cid, mid)).to_dict())
 
 
+@router.delete(
+    "/messages/{mid}",
+    status_code=204,
+    responses=_NOT_FOUND,
+    summary="Delete a message and the subtree under it",
+    description=(
+        "n8n's `deleteMessages` on a tree: the message goes with every reply, regeneration "
+        "and follow-up under it, so every remaining branch stays whole. The active leaf moves "
+        "to the message's parent when it was in the subtree (a deleted root: the newest "
+        "remaining leaf). Summaries covering the messages are invalidated; recall and facts' "
+        "provenance forget them (an extracted fact with no source left is erased)."
+    ),
+)
+async def delete_message(mem: Mem, scope: CallerScope, cid: str, mid: str) -> Response:
+    await mem.messages.delete(scope, cid, mid)
+    return Response(status_code=204)
+
+
 @router.patch(
     "/messages/{mid}",
     response_model=MessageOut,
@@ -145,9 +164,17 @@ async def history(
     cid: str,
     leaf_id: Annotated[str | None, Query(description="Default: the active leaf.")] = None,
     max_tokens: Annotated[int, Query(ge=0)] = 2000,
-    max_messages: Annotated[int, Query(ge=1)] = 500,
+    max_messages: MaxMessages = "500",
     model: Annotated[
         str | None, Query(description="Count tokens in this model's encoding (default o200k_base).")
+    ] = None,
+    before: Annotated[
+        str | None,
+        Query(
+            description="A message id: the history ends just before that message's turn, on "
+            "its branch, so `[*history, query]` never sends the query twice (Dify's pattern). "
+            "Not with `leaf_id`."
+        ),
     ] = None,
 ) -> Response:
     h = await mem.history(
@@ -155,7 +182,8 @@ async def history(
         cid,
         leaf_id=leaf_id,
         max_tokens=max_tokens,
-        max_messages=max_messages,
+        max_messages=message_cap(max_messages),
         model=model,
+        before=before,
     )
     return JSONResponse(h.to_dict())

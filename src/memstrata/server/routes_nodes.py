@@ -12,6 +12,7 @@ from fastapi import APIRouter, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from memstrata.server.auth import CallerScope, Mem
+from memstrata.server.history_params import MaxMessages, message_cap
 from memstrata.server.responses import JSONResponse
 from memstrata.server.schemas import HistoryMessageOut
 from memstrata.types import FileRef
@@ -105,7 +106,7 @@ async def history(
         str | None, Query(description="Parent of a current message not stored yet.")
     ] = None,
     max_tokens: Annotated[int, Query(ge=0)] = 2000,
-    max_messages: Annotated[int, Query(ge=1)] = 500,
+    max_messages: MaxMessages = "500",
     model: str | None = None,
 ) -> Response:
     options: dict[str, Any] = {}
@@ -118,7 +119,7 @@ async def history(
         node,
         current_message_id=current_message_id,
         max_tokens=max_tokens,
-        max_messages=max_messages,
+        max_messages=message_cap(max_messages),
         model=model,
         **options,
     )

@@ -12,9 +12,11 @@ from collections.abc import Callable, Sequence
 
 from memstrata.storage.plan import Exec, Op, Query
 
-__all__ = ["Cascade", "ConversationStep", "UserStep"]
+__all__ = ["Cascade", "ConversationStep", "MessageStep", "UserStep"]
 
 ConversationStep = Callable[[Sequence[str]], Op[None]]
+#: Called with a conversation id and the ids of messages about to be deleted from it.
+MessageStep = Callable[[str, Sequence[str]], Op[None]]
 UserStep = Callable[[str, str], Op[None]]
 
 _BATCH = 500
@@ -39,6 +41,7 @@ class Cascade:
 
     def __init__(self) -> None:
         self._conversation: list[ConversationStep] = []
+        self._messages: list[MessageStep] = []
         self._user: list[UserStep] = []
 
     def on_conversation_delete(self, step: ConversationStep) -> None:
@@ -46,6 +49,22 @@ class Cascade:
 
     def on_user_delete(self, step: UserStep) -> None:
         self._user.append(step)
+
+    def on_messages_delete(self, step: MessageStep) -> None:
+        """A step run when some messages of a conversation are deleted (not the whole of it)."""
+        self._messages.append(step)
+
+    def delete_messages(self, conversation_id: str, ids: Sequence[str]) -> Op[None]:
+        """Delete messages of one conversation and what is derived from them."""
+        for start in range(0, len(ids), _BATCH):
+            batch = list(ids[start : start + _BATCH])
+            for step in self._messages:
+                yield from step(conversation_id, batch)
+            yield Exec(
+                f"DELETE FROM messages WHERE conversation_id = ? AND id IN "
+                f"({_placeholders(len(batch))})",
+                (conversation_id, *batch),
+            )
 
     def delete_conversations(self, ids: Sequence[str]) -> Op[None]:
         for start in range(0, len(ids), _BATCH):

@@ -274,6 +274,25 @@ _NODE_TABLES = (
     "CREATE INDEX node_memories_last_write ON node_memories (last_write_at)",
 )
 
+# Node memory turn ids (migration 12): which caller message ids a node memory generation
+# holds, with a digest of their turns, so a replayed turn is recognised without reading the
+# blobs (idempotent add_turn) and history knows whether its current message is stored.
+_NODE_TURN_TABLES = (
+    """CREATE TABLE node_turn_ids (
+        conversation_id TEXT NOT NULL,
+        app_id TEXT NOT NULL,
+        node_id TEXT NOT NULL,
+        generation TEXT NOT NULL,
+        message_id TEXT NOT NULL,
+        digest TEXT NOT NULL,
+        created_at {time} NOT NULL,
+        PRIMARY KEY (conversation_id, app_id, node_id, generation, message_id)
+    )""",
+)
+
+# Deleting one message finds its vectors without a scan (migration 12).
+_VECTORS_BY_MESSAGE = "CREATE INDEX vectors_message ON vectors (conversation_id, message_id)"
+
 # Long-term memory (migration 7). Facts are marked, never rewritten, by extraction
 # (``status``: active, superseded, removed, evicted); ``changed_in`` names the
 # conversation whose extraction last changed a fact's status, so forgetting that
@@ -514,6 +533,12 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
             9,
             "retention: how long each kind of data is kept, per tenant",
             _render(dialect, _RETENTION_TABLES),
+        ),
+        Migration(
+            12,
+            "node memories: the message ids each generation holds (idempotent turns); "
+            "vectors by message (single-message deletes)",
+            (*_render(dialect, _NODE_TURN_TABLES), _VECTORS_BY_MESSAGE),
         ),
         Migration(
             13,

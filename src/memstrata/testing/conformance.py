@@ -139,7 +139,7 @@ def _count_messages(memory: Memory, conversation_id: str) -> int:
 
 def _cost(memory: Memory, *messages: Message) -> int:
     tok = memory.core.rt.tokenizer
-    return sum(tok.count_message(m.content, m.tool_calls) for m in messages)
+    return sum(tok.count_message(m.content, m.tool_calls, m.files) for m in messages)
 
 
 def _ids(messages: Sequence[Message]) -> list[str]:
@@ -409,7 +409,7 @@ class AppendConformance:
         by_id = {m.id: m for m in made}
         for m in made:
             assert _is_uuid7(m.id)
-            assert m.token_count == tok.count_message(m.content, m.tool_calls)
+            assert m.token_count == tok.count_message(m.content, m.tool_calls, m.files)
             parent = by_id.get(m.parent_id) if m.parent_id else None
             if parent is None:
                 assert (m.depth, m.branch_tokens) == (0, m.token_count)
@@ -835,7 +835,8 @@ class HistoryConformance:
         assert out[0]["content"] == "sys"
         parts = out[1]["content"]
         assert isinstance(parts, list)
-        assert {"type": "image_url", "image_url": {"url": "https://x.test/p.png"}} in parts
+        url = {"url": "https://x.test/p.png", "detail": "high"}  # Dify's default detail
+        assert {"type": "image_url", "image_url": url} in parts
         texts = [p["text"] for p in parts if p["type"] == "text"]
         assert "What is this?" in texts
         assert any("plan.pdf" in t for t in texts)

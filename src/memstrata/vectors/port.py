@@ -42,6 +42,7 @@ __all__ = [
     "VectorIndex",
     "VectorItem",
     "delete_for_conversations",
+    "delete_for_messages",
     "delete_for_user",
     "now_micros",
 ]
@@ -341,6 +342,15 @@ def delete_for_conversations(ids: Sequence[str]) -> Op[None]:
         yield Exec(
             f"DELETE FROM vectors WHERE conversation_id IN ({placeholders(len(batch))})", batch
         )
+
+
+def delete_for_messages(conversation_id: str, ids: Sequence[str]) -> Op[None]:
+    """Cascade step: vectors of single deleted messages go with them, in every space."""
+    yield Exec(
+        f"DELETE FROM vectors WHERE conversation_id = ? AND message_id IN "
+        f"({placeholders(len(ids))})",
+        (conversation_id, *ids),
+    )
 
 
 def delete_for_user(tenant: str, user: str) -> Op[None]:
