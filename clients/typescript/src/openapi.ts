@@ -287,7 +287,11 @@ export interface paths {
         get: operations["get_message_v1_conversations__cid__messages__mid__get"];
         put?: never;
         post?: never;
-        delete?: never;
+        /**
+         * Delete a message and the subtree under it
+         * @description n8n's `deleteMessages` on a tree: the message goes with every reply, regeneration and follow-up under it, so every remaining branch stays whole. The active leaf moves to the message's parent when it was in the subtree (a deleted root: the newest remaining leaf). Summaries covering the messages are invalidated; recall and facts' provenance forget them (an extracted fact with no source left is erased).
+         */
+        delete: operations["delete_message_v1_conversations__cid__messages__mid__delete"];
         options?: never;
         head?: never;
         /**
@@ -295,6 +299,26 @@ export interface paths {
          * @description Only a pending message can change; it becomes complete with this content.
          */
         patch: operations["complete_message_v1_conversations__cid__messages__mid__patch"];
+        trace?: never;
+    };
+    "/v1/conversations/{cid}/observe": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Queue long-term extraction of a conversation now (DeerFlow's memory update)
+         * @description Queues (or pushes back) the conversation's debounced `longterm.extract` job for the branch ending at `leaf_id`, with the correction and reinforcement signals of its last user turns, and answers 202 with the job. For clients that append with capture off, or want extraction without waiting for capture. With no LLM configured the job waits, queued (see `/v1/jobs`).
+         */
+        post: operations["observe_v1_conversations__cid__observe_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
         trace?: never;
     };
     "/v1/conversations/{cid}/plan": {
@@ -581,6 +605,11 @@ export interface components {
             model?: string | null;
             /** Query */
             query?: string | null;
+            /**
+             * Task
+             * @description Add this task's recent failed attempts (the iteration log) as a `<failed-attempts>` block; without it that tier is off.
+             */
+            task?: string | null;
         };
         /** ConversationCreate */
         ConversationCreate: {
@@ -776,8 +805,12 @@ export interface components {
              * @enum {string}
              */
             belongs_to?: "user" | "assistant";
+            /** Detail */
+            detail?: ("low" | "high" | "auto") | null;
             /** Filename */
             filename?: string | null;
+            /** Height */
+            height?: number | null;
             /** Mime Type */
             mime_type?: string | null;
             /** Tool File Id */
@@ -796,6 +829,8 @@ export interface components {
             upload_file_id?: string | null;
             /** Url */
             url?: string | null;
+            /** Width */
+            width?: number | null;
         };
         /** HistoryMessageOut */
         HistoryMessageOut: {
@@ -1099,6 +1134,14 @@ export interface components {
              * @description Older turns were left out to fit the budget.
              */
             truncated: boolean;
+        };
+        /** ObserveIn */
+        ObserveIn: {
+            /**
+             * Leaf Id
+             * @description Default: the active leaf.
+             */
+            leaf_id?: string | null;
         };
         /** PlanIn */
         PlanIn: {
@@ -1457,7 +1500,8 @@ export interface operations {
                 /** @description Parent of a current message not stored yet. */
                 parent_message_id?: string | null;
                 max_tokens?: number;
-                max_messages?: number;
+                /** @description At most this many messages (default 500); `none` lifts the cap (Dify's `message_limit=None`). */
+                max_messages?: string;
                 model?: string | null;
             };
             header?: {
@@ -2461,9 +2505,12 @@ export interface operations {
                 /** @description Default: the active leaf. */
                 leaf_id?: string | null;
                 max_tokens?: number;
-                max_messages?: number;
+                /** @description At most this many messages (default 500); `none` lifts the cap (Dify's `message_limit=None`). */
+                max_messages?: string;
                 /** @description Count tokens in this model's encoding (default o200k_base). */
                 model?: string | null;
+                /** @description A message id: the history ends just before that message's turn, on its branch, so `[*history, query]` never sends the query twice (Dify's pattern). Not with `leaf_id`. */
+                before?: string | null;
             };
             header?: {
                 /** @description Admin keys only: the user to act as. A user key sending it gets 403. */
@@ -3055,6 +3102,86 @@ export interface operations {
             };
         };
     };
+    delete_message_v1_conversations__cid__messages__mid__delete: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Admin keys only: the user to act as. A user key sending it gets 403. */
+                "X-Memstrata-User"?: string | null;
+                /** @description Admin keys only: the agent to act as (optional). A user key sending it gets 403. */
+                "X-Memstrata-Agent"?: string | null;
+            };
+            path: {
+                cid: string;
+                mid: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Missing, unknown or revoked API key. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The key may not do this (a user key on an admin route, or with admin headers). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No such conversation or message in this scope. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The request body is over the size limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A backend is unavailable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     complete_message_v1_conversations__cid__messages__mid__patch: {
         parameters: {
             query?: never;
@@ -3114,6 +3241,91 @@ export interface operations {
             };
             /** @description The message is not pending. */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The request body is over the size limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A backend is unavailable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    observe_v1_conversations__cid__observe_post: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Admin keys only: the user to act as. A user key sending it gets 403. */
+                "X-Memstrata-User"?: string | null;
+                /** @description Admin keys only: the agent to act as (optional). A user key sending it gets 403. */
+                "X-Memstrata-Agent"?: string | null;
+            };
+            path: {
+                cid: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["ObserveIn"] | null;
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": unknown;
+                };
+            };
+            /** @description Missing, unknown or revoked API key. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The key may not do this (a user key on an admin route, or with admin headers). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No such conversation or leaf in this scope. */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
