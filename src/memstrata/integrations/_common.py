@@ -1,0 +1,75 @@
+"""What the agent-framework adapters share: the async facade behind a sync or async
+memory, and a stable conversation for a framework's own session id.
+
+Frameworks name their sessions with free strings ("user-42-chat"); memstrata
+conversations have UUIDs. :func:`session_conversation_id` maps one to the other with
+a name-based UUID over the framework, the whole scope and the session id, so the same
+session id of two users (or tenants, or agents) never meets the same conversation, and
+a process that restarts finds its session again without a lookup table.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+from memstrata.api import AsyncMemory, Memory
+from memstrata.errors import Conflict, InvalidInput, NotFound
+from memstrata.types import Conversation, Scope
+
+__all__ = [
+    "MemoryLike",
+    "as_async",
+    "ensure_conversation",
+    "json_safe",
+    "session_conversation_id",
+]
+
+#: What an adapter accepts: the sync facade (wrapped) or the async one.
+MemoryLike = Memory | AsyncMemory
+
+# A fixed namespace so the mapping survives upgrades and process restarts.
+_NAMESPACE = uuid.UUID("6d2f1c52-3b0a-4c41-9d57-5b1f0c7e8a21")
+
+
+def as_async(memory: MemoryLike) -> AsyncMemory:
+    """The async facade over ``memory``'s store (the same store, no copy)."""
+    if isinstance(memory, AsyncMemory):
+        return memory
+    if isinstance(memory, Memory):
+        return AsyncMemory(memory.core)
+    raise InvalidInput(
+        f"expected a memstrata Memory or AsyncMemory, got {type(memory).__name__}",
+        field="memory",
+    )
+
+
+def session_conversation_id(framework: str, scope: Scope, session_id: str) -> str:
+    """The conversation id that ``session_id`` of ``framework`` maps to in ``scope``."""
+    if not isinstance(session_id, str) or not session_id:
+        raise InvalidInput("the session id must be a non-empty string", field="session_id")
+    name = json.dumps([framework, scope.tenant, scope.user, scope.agent, session_id])
+    return str(uuid.uuid5(_NAMESPACE, name))
+
+
+async def ensure_conversation(
+    memory: AsyncMemory, scope: Scope, conversation_id: str, *, title: str | None = None
+) -> Conversation:
+    """The conversation, created on first use (two racing creators both get it)."""
+    try:
+        return await memory.conversations.get(scope, conversation_id)
+    except NotFound:
+        pass
+    try:
+        return await memory.conversations.create(scope, id=conversation_id, title=title)
+    except Conflict:
+        return await memory.conversations.get(scope, conversation_id)
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` as plain JSON data (what message metadata can hold), or InvalidInput."""
+    try:
+        return json.loads(json.dumps(value))
+    except (TypeError, ValueError) as exc:
+        raise InvalidInput(f"the item is not JSON data: {exc}", field="items") from None
