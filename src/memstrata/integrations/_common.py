@@ -12,17 +12,27 @@ from __future__ import annotations
 
 import json
 import uuid
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from memstrata.api import AsyncMemory, Memory
 from memstrata.errors import Conflict, InvalidInput, NotFound
-from memstrata.types import Conversation, Scope
+from memstrata.longterm.inject import fact_line
+from memstrata.longterm.model import Fact
+from memstrata.types import Conversation, Message, Scope
+
+if TYPE_CHECKING:
+    from memstrata.context.ops import Context
 
 __all__ = [
     "MemoryLike",
     "as_async",
+    "attach_native",
     "ensure_conversation",
+    "facts_block",
     "json_safe",
+    "memory_blocks",
+    "native_of",
     "session_conversation_id",
 ]
 
@@ -73,3 +83,39 @@ def json_safe(value: Any) -> Any:
         return json.loads(json.dumps(value))
     except (TypeError, ValueError) as exc:
         raise InvalidInput(f"the item is not JSON data: {exc}", field="items") from None
+
+
+# A framework's own object rides in the metadata of the message that shows it, so it comes
+# back exactly; one too big for metadata (64 kB) becomes that message's content instead.
+_INLINE_LIMIT = 48_000
+_IN_CONTENT = "in_content"
+
+
+def attach_native(key: str, native: Any, row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` (message fields) carrying ``native`` (JSON data) under ``key``."""
+    encoded = json.dumps(native, ensure_ascii=False)
+    if len(encoded.encode()) > _INLINE_LIMIT:
+        return {**row, "content": encoded, "metadata": {key: _IN_CONTENT}}
+    return {**row, "metadata": {key: native}}
+
+
+def native_of(key: str, message: Message) -> Any:
+    """What :func:`attach_native` put in ``message`` under ``key`` (None: nothing)."""
+    value = message.metadata.get(key)
+    if value == _IN_CONTENT:
+        return json.loads(message.content)
+    return value
+
+
+def memory_blocks(ctx: Context) -> list[str]:
+    """The memory memstrata adds to a context (profile, facts, working memory, plan,
+    summary, recalled messages), one tagged block each, without the conversation's own
+    system and recent messages, which a framework already sends itself."""
+    end = len(ctx.messages) - len(ctx.window)
+    return [str(m["content"]) for m in ctx.messages[len(ctx.system) : end]]
+
+
+def facts_block(facts: Sequence[Fact]) -> str:
+    """A user's facts as one tagged block, the way a context shows them."""
+    lines = (fact_line(f.content, f.category, f.confidence, f.source_error) for f in facts)
+    return "<memory>\n" + "".join(line + "\n" for line in lines) + "</memory>"

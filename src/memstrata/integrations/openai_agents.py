@@ -20,15 +20,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from typing import TYPE_CHECKING, Any, cast
 
 from memstrata.errors import MissingDependency, NotFound
 from memstrata.integrations._common import (
     MemoryLike,
     as_async,
+    attach_native,
     ensure_conversation,
     json_safe,
+    native_of,
     session_conversation_id,
 )
 from memstrata.types import Message, Role, Scope
@@ -47,9 +48,6 @@ if TYPE_CHECKING:
 __all__ = ["MemstrataSession", "item_to_message", "message_to_item"]
 
 ITEM_KEY = "openai_agents_item"
-# An item whose JSON is bigger than this (metadata holds 64 kB) travels as the content.
-_INLINE_LIMIT = 48_000
-_IN_CONTENT_KEY = "openai_agents_item_in_content"
 _ROLES = {"user": Role.USER, "assistant": Role.ASSISTANT, "system": Role.SYSTEM}
 
 
@@ -98,22 +96,13 @@ def item_to_message(item: dict[str, Any]) -> dict[str, Any]:
         fields = {"role": Role.ASSISTANT, "content": text}
     if not fields["content"] and not fields.get("tool_calls"):
         fields["content"] = f"[{kind or item.get('role') or 'item'}]"
-    encoded = json.dumps(item, ensure_ascii=False)
-    if len(encoded.encode()) > _INLINE_LIMIT:
-        fields["content"] = encoded
-        fields["metadata"] = {_IN_CONTENT_KEY: True}
-    else:
-        fields["metadata"] = {ITEM_KEY: item}
-    return fields
+    return attach_native(ITEM_KEY, item, fields)
 
 
 def message_to_item(message: Message) -> dict[str, Any]:
     """The session item a stored message holds (one written by another client becomes
     an easy input message of its role)."""
-    meta = message.metadata
-    if meta.get(_IN_CONTENT_KEY):
-        return cast(dict[str, Any], json.loads(message.content))
-    item = meta.get(ITEM_KEY)
+    item = native_of(ITEM_KEY, message)
     if isinstance(item, dict):
         return item
     if message.role is Role.TOOL:
