@@ -11,6 +11,7 @@ a process that restarts finds its session again without a lookup table.
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MemoryLike",
+    "all_facts",
     "as_async",
     "attach_native",
     "ensure_conversation",
@@ -33,6 +35,7 @@ __all__ = [
     "json_safe",
     "memory_blocks",
     "native_of",
+    "rank_facts",
     "session_conversation_id",
 ]
 
@@ -119,3 +122,32 @@ def facts_block(facts: Sequence[Fact]) -> str:
     """A user's facts as one tagged block, the way a context shows them."""
     lines = (fact_line(f.content, f.category, f.confidence, f.source_error) for f in facts)
     return "<memory>\n" + "".join(line + "\n" for line in lines) + "</memory>"
+
+
+_WORD = re.compile(r"\w+")
+
+
+def _words(text: str) -> set[str]:
+    return {w for w in _WORD.findall(text.lower()) if len(w) > 2}
+
+
+def rank_facts(facts: list[Fact], query: str) -> list[tuple[Fact, float]]:
+    """Facts sharing words with ``query``, best first, scored by the share of the query's
+    words they hold (an empty query keeps every fact, scored 1)."""
+    wanted = _words(query)
+    if not wanted:
+        return [(f, 1.0) for f in facts]
+    scored = [(f, len(wanted & _words(f.content)) / len(wanted)) for f in facts]
+    return sorted((p for p in scored if p[1] > 0), key=lambda p: -p[1])
+
+
+async def all_facts(memory: AsyncMemory, scope: Scope) -> list[Fact]:
+    """Every active fact of ``scope``, newest first (all pages)."""
+    facts: list[Fact] = []
+    cursor: str | None = None
+    while True:
+        page = await memory.facts.list(scope, limit=200, cursor=cursor)
+        facts.extend(page.items)
+        cursor = page.next_cursor
+        if cursor is None:
+            return facts

@@ -21,15 +21,16 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 from typing import Any
 
 from memstrata.errors import Conflict, InvalidInput, MissingDependency, NotFound
 from memstrata.integrations._common import (
     MemoryLike,
+    all_facts,
     as_async,
     facts_block,
     memory_blocks,
+    rank_facts,
 )
 from memstrata.longterm.model import Fact
 from memstrata.types import Scope
@@ -50,24 +51,9 @@ except ImportError:
         "the AutoGen integration needs autogen-core 0.7: pip install 'memstrata[autogen]'"
     ) from None
 
-__all__ = ["MemstrataMemory", "rank_facts"]
+__all__ = ["MemstrataMemory"]
 
-_WORD = re.compile(r"\w+")
 _TEXT_TYPES = {MemoryMimeType.TEXT.value, MemoryMimeType.MARKDOWN.value, MemoryMimeType.JSON.value}
-
-
-def _words(text: str) -> set[str]:
-    return {w for w in _WORD.findall(text.lower()) if len(w) > 2}
-
-
-def rank_facts(facts: list[Fact], query: str) -> list[tuple[Fact, float]]:
-    """Facts sharing words with ``query``, best first, scored by the share of the query's
-    words they hold (an empty query keeps every fact, scored 1)."""
-    wanted = _words(query)
-    if not wanted:
-        return [(f, 1.0) for f in facts]
-    scored = [(f, len(wanted & _words(f.content)) / len(wanted)) for f in facts]
-    return sorted((p for p in scored if p[1] > 0), key=lambda p: -p[1])
 
 
 def _fact_content(fact: Fact, score: float) -> MemoryContent:
@@ -104,14 +90,7 @@ class MemstrataMemory(Memory):
         self.budget = budget
 
     async def _facts(self) -> list[Fact]:
-        facts: list[Fact] = []
-        cursor: str | None = None
-        while True:
-            page = await self._memory.facts.list(self.scope, limit=200, cursor=cursor)
-            facts.extend(page.items)
-            cursor = page.next_cursor
-            if cursor is None:
-                return facts
+        return await all_facts(self._memory, self.scope)
 
     async def add(
         self, content: MemoryContent, cancellation_token: CancellationToken | None = None
