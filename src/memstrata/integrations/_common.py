@@ -10,6 +10,7 @@ a process that restarts finds its session again without a lookup table.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import uuid
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 __all__ = [
     "MemoryLike",
     "all_facts",
+    "append_rows",
     "as_async",
     "attach_native",
     "ensure_conversation",
@@ -37,6 +39,7 @@ __all__ = [
     "native_of",
     "rank_facts",
     "session_conversation_id",
+    "user_memory_blocks",
 ]
 
 #: What an adapter accepts: the sync facade (wrapped) or the async one.
@@ -151,3 +154,47 @@ async def all_facts(memory: AsyncMemory, scope: Scope) -> list[Fact]:
         cursor = page.next_cursor
         if cursor is None:
             return facts
+
+
+async def append_rows(
+    memory: AsyncMemory,
+    scope: Scope,
+    conversation_id: str,
+    rows: Sequence[dict[str, Any]],
+    *,
+    title: str | None = None,
+) -> None:
+    """Append message ``rows`` in order, creating the conversation on first use."""
+    if not rows:
+        return
+    await ensure_conversation(memory, scope, conversation_id, title=title)
+    for row in rows:
+        await memory.messages.append(scope, conversation_id, **row)
+
+
+async def user_memory_blocks(
+    memory: AsyncMemory,
+    scope: Scope,
+    conversation_id: str | None,
+    query: str | None,
+    *,
+    budget: int,
+    k: int,
+) -> list[str]:
+    """The memory to put before a model call: the memory blocks of the conversation's
+    context when there is one and it has any, else the user's facts and the past
+    messages recall finds for ``query``."""
+    if conversation_id is not None:
+        with contextlib.suppress(NotFound):
+            ctx = await memory.context(scope, conversation_id, budget=budget, query=query)
+            found = memory_blocks(ctx)
+            if found:
+                return found
+    facts = await all_facts(memory, scope)
+    blocks = [facts_block(facts)] if facts else []
+    if query:
+        hits = await memory.recall.search(scope, query, k=k)
+        if hits:
+            lines = "".join(f"- {h.message.role.value}: {h.message.content}\n" for h in hits)
+            blocks.append(f"<recalled-messages>\n{lines}</recalled-messages>")
+    return blocks

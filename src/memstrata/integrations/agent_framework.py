@@ -22,14 +22,12 @@ from typing import Any
 from memstrata.errors import MissingDependency, NotFound
 from memstrata.integrations._common import (
     MemoryLike,
-    all_facts,
+    append_rows,
     as_async,
     attach_native,
-    ensure_conversation,
-    facts_block,
-    memory_blocks,
     native_of,
     session_conversation_id,
+    user_memory_blocks,
 )
 from memstrata.types import Message as StoredMessage
 from memstrata.types import Role, Scope
@@ -139,12 +137,8 @@ class MemstrataHistoryProvider(HistoryProvider):
         **kwargs: Any,
     ) -> None:
         rows = [to_row(m) for m in messages]
-        if not rows:
-            return
         cid = self.conversation_id(session_id)
-        await ensure_conversation(self._memory, self.scope, cid, title=session_id)
-        for row in rows:
-            await self._memory.messages.append(self.scope, cid, **row)
+        await append_rows(self._memory, self.scope, cid, rows, title=session_id)
 
 
 class MemstrataContextProvider(ContextProvider):
@@ -169,24 +163,9 @@ class MemstrataContextProvider(ContextProvider):
 
     async def blocks(self, query: str | None) -> list[str]:
         """The memory blocks for ``query`` (what :meth:`before_run` adds)."""
-        if self.conversation_id is not None:
-            try:
-                ctx = await self._memory.context(
-                    self.scope, self.conversation_id, budget=self.budget, query=query
-                )
-                found = memory_blocks(ctx)
-                if found:
-                    return found
-            except NotFound:
-                pass
-        facts = await all_facts(self._memory, self.scope)
-        blocks = [facts_block(facts)] if facts else []
-        if query:
-            hits = await self._memory.recall.search(self.scope, query, k=self.k)
-            if hits:
-                lines = "".join(f"- {h.message.role.value}: {h.message.content}\n" for h in hits)
-                blocks.append(f"<recalled-messages>\n{lines}</recalled-messages>")
-        return blocks
+        return await user_memory_blocks(
+            self._memory, self.scope, self.conversation_id, query, budget=self.budget, k=self.k
+        )
 
     async def before_run(
         self,

@@ -28,9 +28,8 @@ from memstrata.integrations._common import (
     MemoryLike,
     all_facts,
     as_async,
-    facts_block,
-    memory_blocks,
     rank_facts,
+    user_memory_blocks,
 )
 from memstrata.longterm.model import Fact
 from memstrata.types import Scope
@@ -138,27 +137,15 @@ class MemstrataMemory(Memory):
         users = [m for m in messages if isinstance(m, UserMessage)]
         last = users[-1].content if users else ""
         query = last if isinstance(last, str) else " ".join(p for p in last if isinstance(p, str))
-        blocks: list[str] = []
-        if self.conversation_id is not None:
-            try:
-                ctx = await self._memory.context(
-                    self.scope, self.conversation_id, budget=self.budget, query=query or None
-                )
-                blocks = memory_blocks(ctx)
-            except NotFound:
-                pass
+        blocks = await user_memory_blocks(
+            self._memory,
+            self.scope,
+            self.conversation_id,
+            query or None,
+            budget=self.budget,
+            k=self.k,
+        )
         result = await self.query(query)
-        if self.conversation_id is None or not blocks:
-            facts = await self._facts()
-            blocks = [facts_block(facts)] if facts else []
-            hits = [
-                str(r.content)
-                for r in result.results
-                if (r.metadata or {}).get("source") == "recall"
-            ]
-            if hits:
-                lines = "".join(f"- {h}\n" for h in hits)
-                blocks.append(f"<recalled-messages>\n{lines}</recalled-messages>")
         if blocks:
             await model_context.add_message(SystemMessage(content="\n\n".join(blocks)))
         return UpdateContextResult(memories=result)

@@ -24,9 +24,9 @@ from memstrata.errors import MissingDependency, NotFound
 from memstrata.integrations._common import (
     MemoryLike,
     all_facts,
+    append_rows,
     as_async,
     attach_native,
-    ensure_conversation,
     facts_block,
     native_of,
     session_conversation_id,
@@ -142,12 +142,9 @@ class MemstrataRecallBlock(_Block):
         return "\n".join(lines)
 
     async def _aput(self, messages: list[ChatMessage]) -> None:
-        if not messages:
-            return
         cid = session_conversation_id("llamaindex", self.scope, self.session_id)
-        await ensure_conversation(self._memory, self.scope, cid, title=self.session_id)
-        for message in messages:
-            await self._memory.messages.append(self.scope, cid, **to_row(message))
+        rows = [to_row(m) for m in messages]
+        await append_rows(self._memory, self.scope, cid, rows, title=self.session_id)
 
 
 # -- chat store ------------------------------------------------------------------------------

@@ -28,9 +28,9 @@ from typing import Any
 from memstrata.errors import MissingDependency, NotFound
 from memstrata.integrations._common import (
     MemoryLike,
+    append_rows,
     as_async,
     attach_native,
-    ensure_conversation,
     facts_block,
     memory_blocks,
     native_of,
@@ -211,13 +211,9 @@ class MemstrataMessageHistory:
     async def save(self, messages: Sequence[ModelMessage]) -> None:
         """Append ``messages`` (typically ``result.new_messages()``) to the history."""
         rows = [row for message in without_memory(messages) for row in to_rows(message)]
-        if not rows:
-            return
-        await ensure_conversation(
-            self._memory, self.scope, self.conversation_id, title=self.session_id
+        await append_rows(
+            self._memory, self.scope, self.conversation_id, rows, title=self.session_id
         )
-        for row in rows:
-            await self._memory.messages.append(self.scope, self.conversation_id, **row)
 
     async def clear(self) -> None:
         """Forget the history (its conversation is deleted)."""
