@@ -16,8 +16,8 @@ from agent_framework import (
     HistoryProvider,
     Message,
 )
-from tests.integrations.adapters_support import run_example
 
+from integrations.adapters_support import run_example
 from memstrata import AsyncMemory, Scope
 from memstrata.integrations.agent_framework import (
     MemstrataContextProvider,

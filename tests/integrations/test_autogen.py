@@ -9,8 +9,8 @@ import pytest
 from autogen_core.memory import Memory, MemoryContent, MemoryMimeType
 from autogen_core.model_context import UnboundedChatCompletionContext
 from autogen_core.models import SystemMessage, UserMessage
-from tests.integrations.adapters_support import run_example
 
+from integrations.adapters_support import run_example
 from memstrata import AsyncMemory, Scope
 from memstrata.errors import InvalidInput
 from memstrata.integrations.autogen import MemstrataMemory

@@ -11,8 +11,8 @@ from google.adk.memory import BaseMemoryService
 from google.adk.memory.memory_entry import MemoryEntry
 from google.adk.sessions import InMemorySessionService
 from google.genai import types
-from tests.integrations.adapters_support import run_example
 
+from integrations.adapters_support import run_example
 from memstrata import AsyncMemory, Scope
 from memstrata.errors import InvalidInput
 from memstrata.integrations.google_adk import MemstrataMemoryService

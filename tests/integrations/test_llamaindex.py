@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from llama_index.core.llms import ChatMessage, MessageRole
 from llama_index.core.memory import Memory as LlamaMemory
-from tests.integrations.adapters_support import run_example
 
+from integrations.adapters_support import run_example
 from memstrata import AsyncMemory, Memory, Scope
 from memstrata.integrations.llamaindex import (
     MemstrataChatStore,

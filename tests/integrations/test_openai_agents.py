@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 from agents.memory import Session, SessionSettings, SQLiteSession
-from tests.integrations.adapters_support import run_example
 
+from integrations.adapters_support import run_example
 from memstrata import AsyncMemory, Memory, Scope
 from memstrata.errors import InvalidInput
 from memstrata.integrations.openai_agents import MemstrataSession
