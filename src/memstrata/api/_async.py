@@ -33,7 +33,9 @@ from memstrata.conversation.history import History
 from memstrata.embeddings.port import Embedder
 from memstrata.errors import InvalidInput, NotFound
 from memstrata.jobs import ops as jobs_ops
+from memstrata.jobs import presence as presence_ops
 from memstrata.jobs.ops import Job
+from memstrata.jobs.presence import Presence
 from memstrata.jobs.worker import Handler
 from memstrata.storage import tenancy
 from memstrata.storage.plan import read, write
@@ -390,6 +392,14 @@ class AsyncJobs:
     async def stats(self) -> dict[str, Any]:
         now = self._core.rt.clock()
         return await self._core.engine.arun(read(lambda: jobs_ops.queue_stats(now)))
+
+    async def presence(self, *, tenant: str | None = None, user: str | None = None) -> Presence:
+        """Due jobs (all, a tenant's or a user's) and whether any worker runs them:
+        ``.warning`` is one line for people when jobs are due and no worker was seen lately."""
+        now = self._core.rt.clock()
+        return await self._core.engine.arun(
+            read(lambda: presence_ops.presence(now, tenant=tenant, user=user))
+        )
 
     async def run_pending(
         self, kinds: Sequence[str] | None = None, max_jobs: int | None = None

@@ -397,6 +397,17 @@ _RETENTION_TABLES = (
     )""",
 )
 
+# Worker presence: one row per running worker, refreshed by its heartbeat (jobs/presence.py).
+_WORKER_TABLES = (
+    """CREATE TABLE workers (
+        name TEXT PRIMARY KEY,
+        kinds TEXT NOT NULL,
+        started_at {time} NOT NULL,
+        seen_at {time} NOT NULL
+    )""",
+    "CREATE INDEX workers_seen ON workers (seen_at)",
+)
+
 _TYPES = {
     "sqlite": {
         "serial": "INTEGER PRIMARY KEY AUTOINCREMENT",
@@ -453,6 +464,11 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
             9,
             "retention: how long each kind of data is kept, per tenant",
             _render(dialect, _RETENTION_TABLES),
+        ),
+        Migration(
+            13,
+            "workers: heartbeats, so due jobs without a running worker are reported",
+            _render(dialect, _WORKER_TABLES),
         ),
     )
     for dialect in _TYPES
