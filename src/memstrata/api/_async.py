@@ -26,6 +26,7 @@ from memstrata.api._async_state import (
 from memstrata.api._async_transfer import AsyncTransfer
 from memstrata.api.core import Core, build
 from memstrata.api.core import checked_scope as _scope
+from memstrata.api.scoped import Scoped
 from memstrata.config import Settings
 from memstrata.context import COMPACT_JOB, CompactionResult, Context
 from memstrata.conversation import ops
@@ -477,6 +478,22 @@ class AsyncMemory:
     @property
     def core(self) -> Core:
         return self._core
+
+    def scoped(self, scope: Scope) -> Scoped:
+        """This memory bound to ``scope``: ``mem.scoped(scope).messages.append(cid, ...)``,
+        ``.history(cid)``, ... take no scope argument (see :mod:`memstrata.api.scoped`)."""
+        return Scoped(self, scope)
+
+    # unasync: async-only
+    def __await__(self) -> Any:  # a generator (typed loosely: the sync twin lacks it)
+        """``await AsyncMemory.open(...)`` works as well as the plain call: opening needs
+        no event loop, so the opened memory is the result either way."""
+        return self._opened().__await__()
+
+    async def _opened(self) -> AsyncMemory:
+        return self
+
+    # unasync: end
 
     async def history(
         self,

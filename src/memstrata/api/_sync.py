@@ -22,6 +22,7 @@ from memstrata.api._sync_state import (
 from memstrata.api._sync_transfer import Transfer
 from memstrata.api.core import Core, build
 from memstrata.api.core import checked_scope as _scope
+from memstrata.api.scoped import Scoped
 from memstrata.config import Settings
 from memstrata.context import COMPACT_JOB, CompactionResult, Context
 from memstrata.conversation import ops
@@ -473,6 +474,12 @@ class Memory:
     @property
     def core(self) -> Core:
         return self._core
+
+    def scoped(self, scope: Scope) -> Scoped:
+        """This memory bound to ``scope``: ``mem.scoped(scope).messages.append(cid, ...)``,
+        ``.history(cid)``, ... take no scope argument (see :mod:`memstrata.api.scoped`)."""
+        return Scoped(self, scope)
+
 
     def history(
         self,
