@@ -114,7 +114,7 @@ def test_a_bound_scope_takes_no_scope_argument(local):
     conv = alice.conversations.create(title="Trip")
     first = alice.messages.append(conv.id, role="user", content="I like trains.")
     alice.messages.append(conv.id, role="assistant", content="Noted.")
-    assert [m.id for m in alice.messages.list(conv.id).items][0] == first.id
+    assert alice.messages.list(conv.id).items[0].id == first.id
     assert len(alice.history(conv.id).messages) == 2
     assert alice.context(conv.id, budget=500).messages
     assert alice.recall.search("trains")[0].message.id == first.id
