@@ -162,3 +162,18 @@ def test_serve_prints_its_urls_and_runs_a_worker_unless_told_not_to():
     assert _serve_worker(settings, no_worker=True) == "off"
     off = "\n".join(_serve_urls("0.0.0.0", 9000, settings.model_copy(update={"worker": "off"})))
     assert "run `memstrata worker` beside it" in off
+
+
+def test_bench_tables_say_when_80_columns_are_too_narrow():
+    from memstrata.bench.report import print_table
+
+    columns = [(f"k{i}", f"metric{i}") for i in range(12)]
+    rows = [{f"k{i}": 0.123456 for i in range(12)}]
+    narrow = Console(width=80, record=True)
+    print_table("t", columns, rows, console=narrow)
+    assert "--out FILE.json" in flat(narrow.export_text())
+    wide = Console(width=200, record=True)
+    print_table("t", columns, rows, console=wide)
+    text = wide.export_text()
+    assert "--out" not in text
+    assert all(f"metric{i}" in text for i in range(12))
