@@ -171,7 +171,7 @@ def test_bench_tables_say_when_80_columns_are_too_narrow():
     rows = [{f"k{i}": 0.123456 for i in range(12)}]
     narrow = Console(width=80, record=True)
     print_table("t", columns, rows, console=narrow)
-    assert "--out FILE.json" in flat(narrow.export_text())
+    assert "--outFILE.json" in flat(narrow.export_text())
     wide = Console(width=200, record=True)
     print_table("t", columns, rows, console=wide)
     text = wide.export_text()
