@@ -17,9 +17,12 @@ disabled. Tokenisation is the model's own WordPiece ``tokenizer.json`` read by
 the output is the mean of the token states over the mask, L2-normalised.
 
 The int8 copy: vectors have a mean cosine of 0.991 to the float32 ones on LoCoMo
-turns; ``memstrata bench locomo`` on the dev data gives TurnRecall@10 0.711 with
-either (the figures are in docs/embeddings.md). Its identity differs from the float32
-model's, so a store keeps one vector space per variant and never mixes them.
+turns; ``memstrata bench locomo`` on the dev data gives TurnRecall@10 0.714 with it
+and 0.711 with the float32 weights. Embedding speed measured the same within noise on
+the shared 2-core machine (800 LoCoMo turns: 12 against 13 turns/s at load ~11); the
+gain is size (23 MB against 90 MB) and load time (no graph built at start). Its
+identity differs from the float32 model's, so a store keeps one vector space per
+variant and never mixes them. The runner table below is for the float32 weights.
 
 Runners (``backend``), measured on the 2-core development machine with 256 chat-like
 texts of 20-60 words (mean 45 tokens), while the machine was nearly idle (load < 1.5;
