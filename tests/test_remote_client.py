@@ -649,3 +649,24 @@ def test_memory_open_with_an_http_url_gives_the_remote_facade(live: Live) -> Non
         Memory.open(live.url)
     with pytest.raises(InvalidInput, match="api_key is only"):
         Memory.open("sqlite:///x.db", api_key=secret)
+
+
+def test_messages_list_compact_and_a_bound_scope_over_rest(live: Live) -> None:
+    local = live.keys
+    with RemoteMemory(live.url, live.key("t1", "alice")) as remote:
+        alice = remote.scoped(ALICE)
+        cid = alice.conversations.create(title="parity").id
+        q = alice.messages.append(cid, role="user", content="Which port does it use?")
+        alice.messages.append(cid, role="assistant", content="8700.", parent_id=q.id)
+        alice.messages.append(cid, role="assistant", content="Port 8700.", parent_id=q.id)
+        page = remote.messages.list(ALICE, cid, limit=2)
+        assert page == local.messages.list(ALICE, cid, limit=2)
+        assert page.next_cursor is not None
+        rest = alice.messages.list(cid, cursor=page.next_cursor)
+        assert [m.id for m in page.items + rest.items] == [
+            m.id for m in local.messages.list(ALICE, cid).items
+        ]
+        # No LLM and a short branch: the outcome and reason match the embedded facade's.
+        got = alice.compact(cid)
+        want = local.compact(ALICE, cid)
+        assert (got.outcome, got.reason) == (want.outcome, want.reason)

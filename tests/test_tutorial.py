@@ -136,3 +136,33 @@ def test_every_python_snippet_of_the_tutorial_is_in_the_example_in_order() -> No
 def test_python_blocks_are_read_whole() -> None:
     page = "x\n```python\na = 1\n\nb = 2\n```\n```bash\nls\n```\n```python\nc\n```\n"
     assert python_blocks(page) == ["a = 1\n\nb = 2\n", "c\n"]
+
+
+def test_tutorial_runs_end_to_end_with_the_demo_model(tmp_path: Path) -> None:
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = _clean_env(
+        MEMSTRATA_LLM_BASE_URL="fake://",
+        MEMSTRATA_LLM_MODEL="any-name",
+        MEMSTRATA_EMBEDDER="none",
+        MEMSTRATA_WORKER="off",
+        TMPDIR=str(scratch),
+    )
+    done = _run(env, tmp_path)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout.splitlines()
+    hike = "Which hike would you suggest for Saturday?"
+    for line in [
+        "assistant: (demo model) You asked: Hi! I'm spending next weekend in Bergen. I like seafood.",
+        f"regenerated: (demo model) You asked: {hike}",
+        "extraction: applied",
+        "fact: [preference 0.95] User likes seafood",
+        "fact: [preference 0.95] User likes quiet hotels",
+        "working memory version: 2",
+        "assistant: (demo model) You asked: Somewhere close to the hotel, please. "
+        "I remember: User likes seafood; User likes quiet hotels.",
+    ]:
+        assert line in out, line
+    # Selected openly: the log says it is the demo model, once.
+    assert done.stderr.count("demo model") == 1, done.stderr
+    assert list(scratch.iterdir()) == []

@@ -20,10 +20,10 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from memstrata.api import Memory
 from memstrata.backends.registry import redact, sqlite_path
+from memstrata.cli_tables import new_table
 from memstrata.config import Settings
 from memstrata.errors import (
     ConfigurationError,
@@ -43,6 +43,31 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from memstrata import __version__
+
+        typer.echo(f"memstrata {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_print_version,
+            is_eager=True,
+            help="Print the version and exit.",
+        ),
+    ] = False,
+) -> None:
+    """memstrata: a memory layer for LLM chat apps and agents."""
+
+
 keys_app = typer.Typer(help="Create, list and revoke API keys.", no_args_is_help=True)
 app.add_typer(keys_app, name="keys")
 
@@ -81,8 +106,36 @@ def _errors() -> Iterator[None]:
 
 
 def _settings(db: str | None) -> Settings:
+    problem = _db_problem(db) if db else None
+    if problem:
+        _fail(problem)
     settings = Settings()
     return settings.model_copy(update={"db": db or settings.database_url()})
+
+
+_SCHEMES = ("sqlite", "postgresql", "postgres")
+
+
+def _db_problem(db: str) -> str | None:
+    """What is wrong with a --db URL before anything is opened, or None.
+
+    A mistyped --db must be one line on stderr that creates nothing: no stray database in
+    a directory made up on the way, no traceback.
+    """
+    scheme = db.split(":", 1)[0].lower() if "://" in db else None
+    if scheme is None:
+        hint = f"sqlite:///{db}" if ":" not in db else "sqlite:///path/to/file.db"
+        return f"--db takes a database URL, not {db!r}: e.g. {hint} or postgresql://host/db"
+    if scheme not in _SCHEMES:
+        return f"unknown database URL scheme {scheme!r} in --db (use sqlite or postgresql)"
+    if scheme == "sqlite":
+        try:
+            path = sqlite_path(db)
+        except ConfigurationError as exc:
+            return exc.message
+        if path is not None and not path.parent.is_dir():
+            return f"--db: the directory {str(path.parent)!r} does not exist; create it first"
+    return None
 
 
 def _open(db: str | None) -> Memory:
@@ -110,11 +163,21 @@ def serve(
             "job workers through leases.",
         ),
     ] = 1,
+    no_worker: Annotated[
+        bool,
+        typer.Option(
+            "--no-worker",
+            help="Run no job worker in the server (then run `memstrata worker` processes). "
+            "By default the server runs one, on PostgreSQL too: leases keep it safe beside "
+            "worker processes.",
+        ),
+    ] = False,
 ) -> None:
-    """Run the REST server (migrates first; on a new SQLite store, prints a key for the local
-    user; on PostgreSQL, how to make one)."""
+    """Run the REST server, web UI and MCP endpoint (migrates first; on a new SQLite store,
+    prints a key for the local user; on PostgreSQL, how to make one)."""
     with _errors():
         settings = _settings(db).model_copy(update={"host": host, "port": port})
+        settings = settings.model_copy(update={"worker": _serve_worker(settings, no_worker)})
         if processes > 1:
             _check_shareable(settings)
         try:
@@ -130,6 +193,8 @@ def serve(
             if not mem.keys.list(settings.local_tenant):
                 _first_start(mem, settings)
         _note(f"memstrata serving {redact(settings.database_url())} on http://{host}:{port}")
+        for line in _serve_urls(host, port, settings):
+            _note(line)
         configure_logging(json_logs=settings.log_format == "json", level=settings.log_level)
         # memstrata's access log (with request ids) replaces uvicorn's.
         GuardedH11Protocol.use(ServeLimits.from_settings(settings))
@@ -149,6 +214,7 @@ def serve(
         # Each process is started afresh and builds its app from the environment: the
         # database as resolved here (--db included), everything else as this process sees it.
         os.environ["MEMSTRATA_DB"] = settings.database_url()
+        os.environ["MEMSTRATA_WORKER"] = settings.worker
         uvicorn.run(
             "memstrata.server.app:app_from_environment",
             factory=True,
@@ -181,6 +247,37 @@ def _first_start(mem: Memory, settings: Settings) -> None:
         f"    {secret}\n\n"
         "Send it as: Authorization: Bearer <key>\n"
     )
+
+
+def _serve_worker(settings: Settings, no_worker: bool) -> str:
+    """The server's worker mode: off with --no-worker, else a worker thread on every
+    store (``auto`` alone runs none on PostgreSQL, where jobs would wait unseen)."""
+    if no_worker:
+        return "off"
+    return "thread" if settings.worker == "auto" else settings.worker
+
+
+def _serve_urls(host: str, port: int, settings: Settings) -> list[str]:
+    """Where to point a client, a browser and an MCP host; and who runs the jobs."""
+    import importlib.util
+
+    shown = "localhost" if host in ("127.0.0.1", "0.0.0.0", "::", "") else host
+    base = f"http://{shown}:{port}"
+    mcp = (
+        f"{base}/mcp"
+        if importlib.util.find_spec("mcp") is not None
+        else "off (pip install 'memstrata[mcp]')"
+    )
+    jobs = {
+        "off": "no worker in this server: run `memstrata worker` beside it",
+        "thread": "a worker thread in this server",
+    }.get(settings.worker, "a worker thread when there are jobs (SQLite)")
+    return [
+        f"  REST  {base}/v1   (OpenAPI: {base}/openapi.json)",
+        f"  UI    {base}/",
+        f"  MCP   {mcp}",
+        f"  jobs  {jobs}",
+    ]
 
 
 def _check_shareable(settings: Settings) -> None:
@@ -273,7 +370,7 @@ def keys_list(
     if as_json:
         typer.echo(json.dumps([_key_dict(k) for k in keys], indent=2))
         return
-    table = Table("id", "tenant", "user", "admin", "label", "created", "revoked")
+    table = new_table("id", "tenant", "user", "admin", "label", "created", "revoked")
     for k in keys:
         table.add_row(
             k.id,
@@ -398,25 +495,31 @@ EMBEDDER_SAMPLE = "memstrata recalls past conversations offline."
 
 
 def _check_embedder() -> dict[str, Any]:
+    """The embedder's state. A default embedder that cannot run here is a warning with the
+    command that fixes it (recall still works on keywords), not a failure."""
     import math
     import time
 
     from memstrata.embeddings.registry import EmbedSettings, get_embedder
 
-    info: dict[str, Any] = {"ok": False}
+    info: dict[str, Any] = {
+        "ok": False,
+        "dim": None,
+        "identity": None,
+        "backend": None,
+        "warnings": [],
+    }
     try:
         settings = EmbedSettings()
         info["kind"] = settings.embedder
+        info["offline"] = settings.embedder == "default" or (
+            settings.embedder == "sentence-transformers"
+            and Path(settings.embed_model or "").is_dir()
+        )
         embedder = get_embedder(settings)
         if embedder is None:
             info.update(ok=True, status="none (keyword recall only)")
             return info
-        if settings.embedder == "default":
-            info["offline"] = True  # weights from an installed package; nothing is downloaded
-        elif settings.embedder == "openai":
-            info["offline"] = False
-        else:
-            info["offline"] = Path(settings.embed_model or "").is_dir()
         started = time.perf_counter()
         vector = embedder.embed([EMBEDDER_SAMPLE])[0]
         info["first_embed_seconds"] = round(time.perf_counter() - started, 3)
@@ -430,23 +533,60 @@ def _check_embedder() -> dict[str, Any]:
             raise RuntimeError(f"embedded {len(vector)} dimensions, expected {info['dim']}")
         info["ok"] = True
         info["status"] = info["identity"]
+    except MissingDependency as exc:
+        if info.get("kind") != "default":
+            info["error"] = exc.message
+            info["status"] = f"FAILED: {exc.message}"
+            return info
+        # A plain install: recall works on keywords; say how to get semantic recall.
+        info.update(ok=True, status="keyword recall only (no semantic search)")
+        info["warnings"].append(f"recall runs on keywords alone: {exc.message}")
     except Exception as exc:  # any failure here is what doctor must report
         info["error"] = " ".join(str(exc).split())
         info["status"] = f"FAILED: {info['error']}"
     return info
 
 
+def _check_workers(db: str | None) -> dict[str, Any]:
+    """Due jobs with no worker seen lately: a warning (they wait, nothing is lost)."""
+    info: dict[str, Any] = {"ok": False}
+    if not probe(db, info, lambda mem: mem.jobs.presence().to_dict()):
+        return info
+    info["ok"] = True
+    info["warnings"] = [info["warning"]] if info["warning"] else []
+    return info
+
+
+def _worker_rows(report: dict[str, Any]) -> list[tuple[str, str, str]]:
+    info = report["workers"]
+    if not info["ok"]:
+        return [("workers", "FAILED", info.get("error", ""))]
+    if info["warning"]:
+        return [("workers", "warning", info["warning"])]
+    seen = info["last_seen_s"]
+    detail = f"{info['live_workers']} live; {info['due']} job(s) due" + (
+        "" if seen is None else f"; last heartbeat {seen} s ago"
+    )
+    return [("workers", "ok", detail)]
+
+
 def _diagnose(db: str | None) -> dict[str, Any]:
     from memstrata import __version__
 
+    problem = _db_problem(db) if db else None
+    unopened = {"ok": False, "error": f"database not opened: {problem}"}
     report: dict[str, Any] = {
         "python": platform.python_version(),
         "memstrata": __version__,
         "sqlite": sqlite3.sqlite_version,
-        "database": _check_database(db),
+        # A bad --db is reported, and nothing is opened (or created) for it.
+        "database": {"url": redact(db), "ok": False, "error": problem}
+        if db and problem
+        else _check_database(db),
         "tokenizer": _check_tokenizer(),
         "embedder": _check_embedder(),
-        "longterm": cli_longterm.check_longterm(db),
+        "longterm": dict(unopened) if problem else cli_longterm.check_longterm(db),
+        "workers": dict(unopened) if problem else _check_workers(db),
     }
     report["ok"] = all(
         part["ok"] for part in report.values() if isinstance(part, dict) and "ok" in part
@@ -457,7 +597,7 @@ def _diagnose(db: str | None) -> dict[str, Any]:
 def _print_diagnosis(report: dict[str, Any]) -> None:
     database = report["database"]
     tokenizer = report["tokenizer"]
-    table = Table("check", "status", "detail", show_header=True)
+    table = new_table("check", "status", "detail")
     table.add_row("python", "ok", report["python"])
     table.add_row("memstrata", "ok", report["memstrata"])
     table.add_row("sqlite", "ok", report["sqlite"])
@@ -476,15 +616,19 @@ def _print_diagnosis(report: dict[str, Any]) -> None:
     )
     embedder = report["embedder"]
     detail = embedder["status"]
-    if embedder["ok"] and "dim" in embedder:
+    if embedder["ok"] and embedder["dim"]:
         detail = (
             f"{embedder['kind']}: {embedder['identity']}"
-            + (f" via {embedder['backend']}" if "backend" in embedder else "")
+            + (f" via {embedder['backend']}" if embedder["backend"] else "")
             + f"; {'offline' if embedder['offline'] else 'needs its server'}"
             + f"; sample norm {embedder['sample_norm']}, first embed {embedder['first_embed_seconds']} s"
         )
-    table.add_row("embedder", "ok" if embedder["ok"] else "FAILED", detail)
+    status = "FAILED" if not embedder["ok"] else "warning" if embedder["warnings"] else "ok"
+    table.add_row("embedder", status, "; ".join([detail, *embedder["warnings"]]))
     table.add_row(*cli_longterm.longterm_row(report["longterm"]))
+    for extra in _worker_rows(report):
+        table.add_row(*extra)
+    # Details hold paths, URLs and install commands ("memstrata[embed]"): text, never markup.
     Console(highlight=False).print(table)
 
 
@@ -529,7 +673,7 @@ def search(
     if as_json:
         typer.echo(json.dumps({"hits": [h.to_dict() for h in hits]}, indent=2, ensure_ascii=False))
         return
-    table = Table("score", "conversation", "role", "when", "message")
+    table = new_table("score", "conversation", "role", "when", "message")
     for h in hits:
         text = h.message.content.replace("\n", " ")
         table.add_row(
@@ -918,7 +1062,7 @@ def compact(
         typer.echo(json.dumps(result.to_dict(), indent=2))
         return
     summary = result.to_dict()["summary"]
-    table = Table("outcome", "reason", "covers up to", "version")
+    table = new_table("outcome", "reason", "covers up to", "version")
     table.add_row(
         result.outcome,
         result.reason or "",

@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich import box
 from rich.console import Console
 from rich.progress import MofNCompleteColumn, Progress, SpinnerColumn, TextColumn
-from rich.table import Column, Table
+from rich.table import Table
 
 from memstrata.api import Memory
 from memstrata.cli import Db, JsonFlag, _errors, _note, _open, _settings, app, probe
+from memstrata.cli_tables import new_table
 from memstrata.errors import InvalidInput
 from memstrata.jobs.ops import Job, JobStatus
 from memstrata.types import Scope
@@ -81,10 +81,9 @@ def _check_format(value: str) -> None:
 
 
 def _table(*headers: str) -> Table:
-    """Cells fold rather than end in "…" on a narrow terminal: an id must stay whole, since
-    it is what 'facts delete' and 'jobs retry' take."""
-    columns = [Column(h, overflow="fold") for h in headers]
-    return Table(*columns, box=box.SIMPLE_HEAD)
+    """Stored content is shown as text, never markup; an id stays whole, since it is what
+    'facts delete' and 'jobs retry' take (see cli_tables)."""
+    return new_table(*headers)
 
 
 # -- facts -----------------------------------------------------------------------------------

@@ -8,9 +8,9 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from memstrata.cli import Db, JsonFlag, _duration, _errors, _open, app
+from memstrata.cli_tables import new_table
 from memstrata.retention import KINDS
 
 __all__ = ["retention_app"]
@@ -44,7 +44,7 @@ def retention_list(db: Db = None, as_json: JsonFlag = False) -> None:
     if as_json:
         typer.echo(json.dumps([p.to_dict() for p in policies], indent=2))
         return
-    table = Table("tenant", "kind", "max age (days)")
+    table = new_table("tenant", "kind", "max age (days)")
     for p in policies:
         table.add_row(p.tenant, p.kind, f"{p.max_age_s / 86_400:g}")
     Console().print(table)

@@ -6,6 +6,9 @@ import re
 
 import pytest
 
+from memstrata import Memory, Scope
+from memstrata.config import Settings
+
 pytestmark = pytest.mark.anyio
 
 
@@ -15,7 +18,29 @@ async def test_healthz_and_readyz_need_no_key(client):
     assert r.json() == {"status": "ok"}
     r = await client.get("/readyz")
     assert r.status_code == 200
-    assert r.json() == {"status": "ready", "backends": {"sqlite": "ok"}}
+    body = r.json()
+    assert (body["status"], body["backends"]) == ("ready", {"sqlite": "ok"})
+    assert set(body["details"]) == {"recall", "jobs"}
+    assert body["details"]["jobs"]["due"] == 0
+    assert body["warnings"] == []
+
+
+async def test_readyz_details_say_what_is_degraded(client, keys, auth, db_url):
+    # Due jobs that no worker runs: /readyz and /v1/jobs say so (ready all the same).
+    with Memory.open(db_url, settings=Settings(db=db_url, worker="off")) as queuer:
+        queuer.jobs.enqueue(Scope("t1", "alice"), "noop")
+    body = (await client.get("/readyz")).json()
+    assert body["status"] == "ready"
+    (warning,) = [w for w in body["warnings"] if "job(s) due" in w]
+    assert "memstrata worker" in warning
+    assert body["details"]["jobs"]["warning"] == warning
+    jobs = (await client.get("/v1/jobs", headers=auth(keys.alice))).json()
+    assert "no worker" in jobs["worker_warning"]
+    # Recall without an embedder is reported as keyword-only.
+    recall = body["details"]["recall"]
+    assert recall["semantic"] is (recall["embedder"] is not None)
+    if not recall["semantic"]:
+        assert recall["note"].startswith("keyword recall only")
 
 
 def _samples(text: str) -> dict[tuple[str, str, str, str], float]:

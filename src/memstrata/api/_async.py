@@ -27,6 +27,7 @@ from memstrata.api._async_state import (
 from memstrata.api._async_transfer import AsyncTransfer
 from memstrata.api.core import Core, build
 from memstrata.api.core import checked_scope as _scope
+from memstrata.api.scoped import Scoped
 from memstrata.config import Settings
 from memstrata.context import COMPACT_JOB, CompactionResult, Context
 from memstrata.conversation import ops
@@ -34,7 +35,9 @@ from memstrata.conversation.history import History
 from memstrata.embeddings.port import Embedder
 from memstrata.errors import InvalidInput, NotFound
 from memstrata.jobs import ops as jobs_ops
+from memstrata.jobs import presence as presence_ops
 from memstrata.jobs.ops import Job
+from memstrata.jobs.presence import Presence
 from memstrata.jobs.worker import Handler
 from memstrata.storage import tenancy
 from memstrata.storage.plan import read, write
@@ -402,6 +405,14 @@ class AsyncJobs:
         now = self._core.rt.clock()
         return await self._core.engine.arun(read(lambda: jobs_ops.queue_stats(now)))
 
+    async def presence(self, *, tenant: str | None = None, user: str | None = None) -> Presence:
+        """Due jobs (all, a tenant's or a user's) and whether any worker runs them:
+        ``.warning`` is one line for people when jobs are due and no worker was seen lately."""
+        now = self._core.rt.clock()
+        return await self._core.engine.arun(
+            read(lambda: presence_ops.presence(now, tenant=tenant, user=user))
+        )
+
     async def run_pending(
         self, kinds: Sequence[str] | None = None, max_jobs: int | None = None
     ) -> int:
@@ -479,6 +490,22 @@ class AsyncMemory:
     @property
     def core(self) -> Core:
         return self._core
+
+    def scoped(self, scope: Scope) -> Scoped:
+        """This memory bound to ``scope``: ``mem.scoped(scope).messages.append(cid, ...)``,
+        ``.history(cid)``, ... take no scope argument (see :mod:`memstrata.api.scoped`)."""
+        return Scoped(self, scope)
+
+    # unasync: async-only
+    def __await__(self) -> Any:  # a generator (typed loosely: the sync twin lacks it)
+        """``await AsyncMemory.open(...)`` works as well as the plain call: opening needs
+        no event loop, so the opened memory is the result either way."""
+        return self._opened().__await__()
+
+    async def _opened(self) -> AsyncMemory:
+        return self
+
+    # unasync: end
 
     async def history(
         self,

@@ -23,6 +23,7 @@ from memstrata.api._sync_state import (
 from memstrata.api._sync_transfer import Transfer
 from memstrata.api.core import Core, build
 from memstrata.api.core import checked_scope as _scope
+from memstrata.api.scoped import Scoped
 from memstrata.config import Settings
 from memstrata.context import COMPACT_JOB, CompactionResult, Context
 from memstrata.conversation import ops
@@ -30,7 +31,9 @@ from memstrata.conversation.history import History
 from memstrata.embeddings.port import Embedder
 from memstrata.errors import InvalidInput, NotFound
 from memstrata.jobs import ops as jobs_ops
+from memstrata.jobs import presence as presence_ops
 from memstrata.jobs.ops import Job
+from memstrata.jobs.presence import Presence
 from memstrata.jobs.worker import Handler
 from memstrata.storage import tenancy
 from memstrata.storage.plan import read, write
@@ -398,6 +401,14 @@ class Jobs:
         now = self._core.rt.clock()
         return self._core.engine.run(read(lambda: jobs_ops.queue_stats(now)))
 
+    def presence(self, *, tenant: str | None = None, user: str | None = None) -> Presence:
+        """Due jobs (all, a tenant's or a user's) and whether any worker runs them:
+        ``.warning`` is one line for people when jobs are due and no worker was seen lately."""
+        now = self._core.rt.clock()
+        return self._core.engine.run(
+            read(lambda: presence_ops.presence(now, tenant=tenant, user=user))
+        )
+
     def run_pending(
         self, kinds: Sequence[str] | None = None, max_jobs: int | None = None
     ) -> int:
@@ -475,6 +486,12 @@ class Memory:
     @property
     def core(self) -> Core:
         return self._core
+
+    def scoped(self, scope: Scope) -> Scoped:
+        """This memory bound to ``scope``: ``mem.scoped(scope).messages.append(cid, ...)``,
+        ``.history(cid)``, ... take no scope argument (see :mod:`memstrata.api.scoped`)."""
+        return Scoped(self, scope)
+
 
     def history(
         self,

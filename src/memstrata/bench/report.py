@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -157,11 +158,21 @@ def print_table(
     console: Console | None = None,
 ) -> None:
     out = console or Console()
-    table = Table(title=title, title_justify="left")
+    # No vertical rules and no edge padding: a dozen numeric columns fit 80 columns.
+    table = Table(
+        title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False
+    )
     for _, header in columns:
-        table.add_column(header, justify="right")
+        table.add_column(header, justify="right", no_wrap=True)
     for row in rows:
         table.add_row(*(fmt(row.get(key)) for key, _ in columns))
     out.print(table)
+    wide = sum(max(len(h), *(len(fmt(r.get(k))) for r in rows)) + 2 for k, h in columns)
+    if rows and wide > out.width:
+        out.print(
+            f"(the table needs {wide} columns and this terminal has {out.width}: widen it, "
+            "or read the numbers from --out FILE.json)",
+            highlight=False,
+        )
     for note in notes:
         out.print(note, highlight=False)

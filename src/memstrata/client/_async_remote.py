@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 import httpx
 
 from memstrata.api.core import build
+from memstrata.api.scoped import Scoped
 from memstrata.client import _decode as decode
 from memstrata.client._backoff import AsyncBackoff, retryable
 from memstrata.client._results import RemoteContext, RemoteHistory, RemoteNodeHistory
@@ -36,6 +37,7 @@ from memstrata.client._wire import (
     segment,
     version_headers,
 )
+from memstrata.context.kit import CompactionResult
 from memstrata.conversation.history import check_limits
 from memstrata.errors import BackendUnavailable, InvalidInput
 from memstrata.jobs.ops import Job
@@ -314,6 +316,20 @@ class AsyncRemoteMessages:
         h = await self._s.scoped(scope)
         params = _query(limit=limit, cursor=cursor)
         path = f"{_conv(conversation_id)}/leaves"
+        return await self._s.get(path, decode.page(decode.message), h, params)
+
+    async def list(
+        self,
+        scope: Scope,
+        conversation_id: str,
+        *,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Page[Message]:
+        """Every message of the conversation, all branches, oldest first."""
+        h = await self._s.scoped(scope)
+        params = _query(limit=limit, cursor=cursor)
+        path = f"{_conv(conversation_id)}/messages"
         return await self._s.get(path, decode.page(decode.message), h, params)
 
 
@@ -782,6 +798,34 @@ class AsyncRemoteMemory:
             json=body,
             idempotent=True,
         )
+
+    async def compact(
+        self, scope: Scope, conversation_id: str, leaf_id: str | None = None
+    ) -> CompactionResult:
+        """Compact the branch now and wait for the outcome (``summary`` is the JSON object)."""
+        h = await self._session.scoped(scope)
+        body = _query(leaf_id=leaf_id, wait=True)
+        return await self._session.call(
+            "POST",
+            f"{_conv(conversation_id)}/compact",
+            decode.compaction,
+            headers=h,
+            json=body,
+        )
+
+    def scoped(self, scope: Scope) -> Scoped:
+        """This memory bound to ``scope``: the same calls without the scope argument."""
+        return Scoped(self, scope)
+
+    # unasync: async-only
+    def __await__(self) -> Any:  # a generator (typed loosely: the sync twin lacks it)
+        """``await AsyncMemory.open(url, api_key=...)`` works too (opening connects lazily)."""
+        return self._opened().__await__()
+
+    async def _opened(self) -> AsyncRemoteMemory:
+        return self
+
+    # unasync: end
 
     async def close(self) -> None:
         """Close the HTTP connections (the server and its data stay)."""

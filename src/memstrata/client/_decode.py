@@ -18,6 +18,7 @@ from memstrata.client._results import (
     RemoteHistory,
     RemoteNodeHistory,
 )
+from memstrata.context.kit import CompactionResult
 from memstrata.context.ops import ContextReport, TierReport
 from memstrata.errors import MemstrataError
 from memstrata.jobs.ops import Job, JobStatus
@@ -339,3 +340,7 @@ def turn(d: Any) -> Turn:
 
 def user(d: Any) -> tuple[str, datetime]:
     return d["id"], _dt(d["created_at"])
+
+
+def compaction(d: Any) -> CompactionResult:
+    return CompactionResult(d["outcome"], d.get("reason"), d.get("summary"))

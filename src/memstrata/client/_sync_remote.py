@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 import httpx
 
 from memstrata.api.core import build
+from memstrata.api.scoped import Scoped
 from memstrata.client import _decode as decode
 from memstrata.client._backoff import Backoff, retryable
 from memstrata.client._results import RemoteContext, RemoteHistory, RemoteNodeHistory
@@ -26,6 +27,7 @@ from memstrata.client._wire import (
     segment,
     version_headers,
 )
+from memstrata.context.kit import CompactionResult
 from memstrata.conversation.history import check_limits
 from memstrata.errors import BackendUnavailable, InvalidInput
 from memstrata.jobs.ops import Job
@@ -304,6 +306,20 @@ class RemoteMessages:
         h = self._s.scoped(scope)
         params = _query(limit=limit, cursor=cursor)
         path = f"{_conv(conversation_id)}/leaves"
+        return self._s.get(path, decode.page(decode.message), h, params)
+
+    def list(
+        self,
+        scope: Scope,
+        conversation_id: str,
+        *,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Page[Message]:
+        """Every message of the conversation, all branches, oldest first."""
+        h = self._s.scoped(scope)
+        params = _query(limit=limit, cursor=cursor)
+        path = f"{_conv(conversation_id)}/messages"
         return self._s.get(path, decode.page(decode.message), h, params)
 
 
@@ -772,6 +788,25 @@ class RemoteMemory:
             json=body,
             idempotent=True,
         )
+
+    def compact(
+        self, scope: Scope, conversation_id: str, leaf_id: str | None = None
+    ) -> CompactionResult:
+        """Compact the branch now and wait for the outcome (``summary`` is the JSON object)."""
+        h = self._session.scoped(scope)
+        body = _query(leaf_id=leaf_id, wait=True)
+        return self._session.call(
+            "POST",
+            f"{_conv(conversation_id)}/compact",
+            decode.compaction,
+            headers=h,
+            json=body,
+        )
+
+    def scoped(self, scope: Scope) -> Scoped:
+        """This memory bound to ``scope``: the same calls without the scope argument."""
+        return Scoped(self, scope)
+
 
     def close(self) -> None:
         """Close the HTTP connections (the server and its data stay)."""

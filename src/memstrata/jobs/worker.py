@@ -22,7 +22,7 @@ from typing import Generic, Protocol, TypeVar
 
 from memstrata.backends.registry import Engine
 from memstrata.errors import InvalidInput
-from memstrata.jobs import ops
+from memstrata.jobs import ops, presence
 from memstrata.jobs.ops import Job
 from memstrata.logs import bound_request_id
 from memstrata.storage.plan import write
@@ -175,6 +175,8 @@ class Worker(Generic[C]):
         self._backoff = backoff
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._started_at = _micros()
+        self._beat_at = float("-inf")  # monotonic time of the last heartbeat
 
     @property
     def wakeup(self) -> Wakeup:
@@ -248,11 +250,23 @@ class Worker(Generic[C]):
     def _store_closed(self) -> bool:
         return self._engine.closed
 
+    def heartbeat(self, force: bool = False) -> None:
+        """Tell the store this worker is alive (at most every ``presence.BEAT_S``)."""
+        now = time.monotonic()
+        if not force and now - self._beat_at < presence.BEAT_S:
+            return
+        self._beat_at = now
+        kinds = self._registry.kinds()
+        self._engine.run(
+            write(lambda: presence.seen(self.name, kinds, _micros(), self._started_at))
+        )
+
     def _loop(self) -> None:
         while not self._stop.is_set():
             if self._store_closed():  # closed under us: nothing left to do
                 return
             try:
+                self.heartbeat()
                 ran = self.run_pending(max_jobs=10)
             except Exception:
                 if self._store_closed():
@@ -277,6 +291,11 @@ class Worker(Generic[C]):
         self._wakeup.notify()
         for t in self._threads:
             t.join(timeout)
+        if self._threads and not self._store_closed():
+            try:
+                self._engine.run(write(lambda: presence.forget(self.name)))
+            except Exception:  # the row then ages out; nothing depends on it being gone
+                log.debug("worker %s: could not remove its heartbeat", self.name, exc_info=True)
         self._threads.clear()
 
     @property

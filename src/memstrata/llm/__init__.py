@@ -9,6 +9,7 @@ only when the client is first used (``pip install 'memstrata[llm]'``).
 from __future__ import annotations
 
 import importlib
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -16,6 +17,9 @@ from memstrata.config import Settings
 from memstrata.errors import BackendUnavailable, ConfigurationError, MissingDependency
 
 __all__ = ["LLM", "ChatMessage", "OpenAICompatibleLLM", "llm_from_settings"]
+
+log = logging.getLogger("memstrata.llm")
+_demo_announced = False
 
 ChatMessage = Mapping[str, Any]
 
@@ -117,11 +121,26 @@ class OpenAICompatibleLLM:
 
 
 def llm_from_settings(settings: Settings) -> LLM | None:
-    """The configured client, or None (features then use their offline fallbacks)."""
+    """The configured client, or None (features then use their offline fallbacks).
+
+    ``MEMSTRATA_LLM_BASE_URL=fake://`` selects the rule-based demo model
+    (:mod:`memstrata.llm.demo`) and says so in the log: it is never chosen silently.
+    """
     if not settings.llm_model:
         if settings.llm_base_url:
             raise ConfigurationError("MEMSTRATA_LLM_BASE_URL is set but MEMSTRATA_LLM_MODEL is not")
         return None
+    from memstrata.llm.demo import DemoLLM, is_demo_url
+
+    if is_demo_url(settings.llm_base_url):
+        global _demo_announced
+        if not _demo_announced:  # once per process, however many memories open
+            _demo_announced = True
+            log.warning(
+                "LLM: the rule-based demo model (MEMSTRATA_LLM_BASE_URL=fake://), a demo and "
+                "test aid: answers come from fixed rules, not a language model"
+            )
+        return DemoLLM(settings.llm_model)
     return OpenAICompatibleLLM(
         model=settings.llm_model,
         base_url=settings.llm_base_url,

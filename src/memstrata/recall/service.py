@@ -11,6 +11,7 @@ message at once whether or not a worker runs.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -25,6 +26,9 @@ from memstrata.recall.text import QueryInfo, analyse_query, document_text, menti
 from memstrata.storage.plan import Op
 from memstrata.types import Message, Scope
 from memstrata.usage import MeteredEmbedder
+
+log = logging.getLogger("memstrata.recall")
+_announced: set[str] = set()  # keyword-only reasons already logged by this process
 
 if TYPE_CHECKING:
     from memstrata.api.core import Core
@@ -195,6 +199,7 @@ class RecallEngine:
         self._core = core
         self._embedder = embedder
         self._resolved = embedder is not None
+        self._unavailable: str | None = None
         self._index: PlannedIndex | None = None
         self._lock = threading.Lock()
         self.params = FusionParams()
@@ -223,6 +228,7 @@ class RecallEngine:
         with self._lock:
             self._embedder = embedder
             self._resolved = True
+            self._unavailable = None
             self._index = None
 
     # -- wiring ----------------------------------------------------------------------------
@@ -247,11 +253,32 @@ class RecallEngine:
         if not self._resolved:
             with self._lock:
                 if not self._resolved:
-                    self._embedder = _default_embedder(self._core)
+                    self._embedder, self._unavailable = _default_embedder()
                     self._resolved = True
         if self.mode == "off" or self._embedder is None:
             return None
         return MeteredEmbedder(self._embedder, self._core.usage)
+
+    @property
+    def keyword_only(self) -> str | None:
+        """Why recall runs on keywords alone, or None when it also searches by meaning.
+
+        A missing embedder names the command that installs it; ``MEMSTRATA_EMBEDDER=none``
+        and ``MEMSTRATA_RECALL_EMBED=off`` are choices and say so.
+        """
+        emb = self.embedder
+        if emb is not None:
+            return None
+        if self._unavailable is not None:
+            return self._unavailable
+        if self.mode == "off":
+            return "keyword recall only: MEMSTRATA_RECALL_EMBED=off"
+        return "keyword recall only: no embedder configured (MEMSTRATA_EMBEDDER=none)"
+
+    @property
+    def embedder_missing(self) -> bool:
+        """True when an embedder was asked for but cannot run here (not a choice)."""
+        return self.embedder is None and self._unavailable is not None
 
     def hook(self, scope: Scope, message: Message) -> Op[None]:
         """Index a stored message (inside its transaction) and queue its embedding."""
@@ -333,22 +360,29 @@ class RecallEngine:
         return analyse_query(query)
 
 
-def _default_embedder(core: Core) -> Embedder | None:
+def _default_embedder() -> tuple[Embedder | None, str | None]:
     """The embedder ``MEMSTRATA_EMBEDDER`` names (default: the offline MiniLM), or None
-    (keyword recall only) when it is ``none`` or cannot be used here.
+    (keyword recall only) when it is ``none`` or cannot be used here; with None, why not.
 
     Only builds it (and, for the default, locates its weights); models load on first use.
+    A missing embedder is logged once per process: recall then runs on keywords alone.
     """
     from memstrata.embeddings.minilm import MiniLMEmbedder
     from memstrata.embeddings.registry import get_embedder
+    from memstrata.errors import MemstrataError
 
     try:
         emb = get_embedder()
         if isinstance(emb, MiniLMEmbedder):
-            emb.identity  # noqa: B018 - locates the weights: a missing package shows here
-    except Exception:  # a missing optional dependency: recall still works on keywords
-        return None
-    return emb
+            emb.identity  # noqa: B018 - locates the model: a missing runner shows here
+    except Exception as exc:  # a missing optional dependency: recall still works on keywords
+        detail = exc.message if isinstance(exc, MemstrataError) else str(exc)
+        reason = f"keyword recall only, no semantic search: {' '.join(detail.split())}"
+        if reason not in _announced:
+            _announced.add(reason)
+            log.warning("%s", reason)
+        return None, reason
+    return emb, None
 
 
 def _run_embed_job(job: Job, memory: Any) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import anyio
 from fastapi import FastAPI
 
 from memstrata.api import AsyncMemory
@@ -59,11 +60,14 @@ def create_app(memory: AsyncMemory | None = None, settings: Settings | None = No
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         mem.core.start_local_worker()
-        try:
-            yield
-        finally:
-            if owned:
-                await mem.close()
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(health.watch_workers, mem)  # logs due jobs that have no worker
+            try:
+                yield
+            finally:
+                tasks.cancel_scope.cancel()
+                if owned:
+                    await mem.close()
 
     app = FastAPI(
         title="memstrata",
@@ -94,7 +98,9 @@ def create_app(memory: AsyncMemory | None = None, settings: Settings | None = No
     app.include_router(routes_longterm.router)
     app.include_router(routes_me.router)
     ui.mount_ui(app)  # the web UI at / and /ui/ (not in the OpenAPI)
-    mount_mcp(app, mem)  # MCP (streamable HTTP) at /mcp behind the API keys; not in the OpenAPI
+    app.state.mcp = mount_mcp(
+        app, mem
+    )  # MCP (streamable HTTP) at /mcp behind the API keys; not in the OpenAPI
     install_openapi(app)
 
     # Added last is outermost: metrics see every answer, including a 413.

@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import logging
+from typing import Any
+
+import anyio
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import PlainTextResponse
 
+from memstrata.api import AsyncMemory
 from memstrata.errors import BackendUnavailable, MemstrataError
+from memstrata.jobs.presence import BEAT_S, STALE_S
 from memstrata.server.auth import Mem
 from memstrata.server.metrics import Metrics, render_state
 from memstrata.server.responses import JSONResponse
 
-__all__ = ["router"]
+__all__ = ["router", "watch_workers"]
+
+log = logging.getLogger("memstrata.server")
 
 router = APIRouter(tags=["health"])
 
@@ -35,7 +43,31 @@ async def readyz(mem: Mem) -> Response:
             "not ready: " + "; ".join(f"{name}: {state}" for name, state in down.items()),
             backends=backends,
         )
-    return JSONResponse({"status": "ready", "backends": backends})
+    details = await _details(mem)
+    warnings = [d["warning"] for d in details.values() if d.get("warning")]
+    return JSONResponse(
+        {"status": "ready", "backends": backends, "details": details, "warnings": warnings}
+    )
+
+
+async def _details(mem: AsyncMemory) -> dict[str, dict[str, Any]]:
+    """What works in a degraded way: ready, but a person should know (the UI shows these)."""
+    recall = mem.core.recall
+    emb = recall.embedder
+    keyword_only = recall.keyword_only
+    details: dict[str, dict[str, Any]] = {
+        "recall": {
+            "semantic": emb is not None,
+            "embedder": emb.identity if emb is not None else None,
+            "warning": keyword_only if recall.embedder_missing else None,
+            "note": keyword_only,
+        }
+    }
+    try:
+        details["jobs"] = (await mem.jobs.presence()).to_dict()
+    except MemstrataError as exc:  # readiness already asked the database; keep answering
+        details["jobs"] = {"warning": None, "error": exc.message}
+    return details
 
 
 @router.get(
@@ -51,3 +83,23 @@ async def metrics(request: Request, mem: Mem) -> Response:
         jobs = None
     text = registry.render() + render_state(jobs, mem.core.usage.snapshot())
     return PlainTextResponse(text, media_type=PROMETHEUS_TEXT)
+
+
+async def watch_workers(
+    mem: AsyncMemory, *, first_s: float = BEAT_S, every_s: float = STALE_S
+) -> None:
+    """Log (once each time it starts) that jobs are due and no worker runs them.
+
+    The first look waits ``first_s``, so this process's own worker has beaten by then.
+    """
+    await anyio.sleep(first_s)
+    warned = False
+    while True:
+        try:
+            warning = (await mem.jobs.presence()).warning
+        except MemstrataError:  # the database is down: readiness reports that
+            warning = None
+        if warning and not warned:
+            log.warning("%s", warning)
+        warned = warning is not None
+        await anyio.sleep(every_s)

@@ -74,7 +74,10 @@ async def list_jobs(
 ) -> Response:
     tenant, user = owner
     page = await mem.jobs.list(tenant=tenant, user=user, status=status, limit=limit, cursor=cursor)
-    return JSONResponse(page_body(page, _render(mem, caller)))
+    body = page_body(page, _render(mem, caller))
+    # Queued jobs wait silently when no worker runs: say so beside them.
+    body["worker_warning"] = (await mem.jobs.presence(tenant=tenant, user=user)).warning
+    return JSONResponse(body)
 
 
 @router.get("/{jid}", response_model=JobOut, responses=_NOT_FOUND, summary="One job")

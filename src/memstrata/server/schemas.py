@@ -151,6 +151,11 @@ class JobOut(BaseModel):
 class JobPage(BaseModel):
     items: list[JobOut]
     next_cursor: str | None
+    worker_warning: str | None = Field(
+        default=None,
+        description="Set when some of these jobs are due and no worker has been seen lately "
+        "(nothing will run them until one starts): one line saying what to start.",
+    )
 
 
 # -- long-term memory ---------------------------------------------------------------------

@@ -477,6 +477,17 @@ _GRAPH_TABLES = (
     )""",
 )
 
+# Worker presence: one row per running worker, refreshed by its heartbeat (jobs/presence.py).
+_WORKER_TABLES = (
+    """CREATE TABLE workers (
+        name TEXT PRIMARY KEY,
+        kinds TEXT NOT NULL,
+        started_at {time} NOT NULL,
+        seen_at {time} NOT NULL
+    )""",
+    "CREATE INDEX workers_seen ON workers (seen_at)",
+)
+
 _TYPES = {
     "sqlite": {
         "serial": "INTEGER PRIMARY KEY AUTOINCREMENT",
@@ -544,6 +555,11 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
             13,
             "graphs: LangGraph checkpoints, pending writes and store items",
             _render(dialect, _GRAPH_TABLES),
+        ),
+        Migration(
+            14,
+            "workers: heartbeats, so due jobs without a running worker are reported",
+            _render(dialect, _WORKER_TABLES),
         ),
     )
     for dialect in _TYPES

@@ -36,6 +36,7 @@ const ROUTES = [
 const main = document.getElementById("main");
 const nav = document.getElementById("nav");
 const who = document.getElementById("who");
+const notices = document.getElementById("notices");
 let drawing = 0; // the newest render; an older one that finishes late is thrown away
 
 function parseHash() {
@@ -118,8 +119,21 @@ function drawChrome(path) {
   );
 }
 
+/** What works in a degraded way (keyword-only recall, jobs with no worker), from /readyz. */
+async function drawNotices() {
+  let warnings = [];
+  try {
+    const response = await fetch("/readyz");
+    if (response.ok) warnings = (await response.json()).warnings || [];
+  } catch {
+    return; // the views report an unreachable server themselves
+  }
+  fill(notices, ...warnings.map((w) => h("p", { class: "notice", "data-testid": "notice" }, w)));
+}
+
 async function render() {
   const mine = ++drawing;
+  drawNotices();
   let { path, query } = parseHash();
   if (!session.signedIn && path !== "/signin") path = "/signin";
   else if (path === "/" || path === "/signin") {

@@ -1,0 +1,40 @@
+"""Every example under examples/ runs with no LLM: the demo model
+(``MEMSTRATA_LLM_BASE_URL=fake://``) answers, offline. The tutorial's example has its own
+checks in test_tutorial.py."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+CHECKED_ELSEWHERE = {"tutorial_chat.py"}
+
+
+@pytest.mark.parametrize(
+    "example",
+    [p.name for p in sorted(EXAMPLES.glob("*.py")) if p.name not in CHECKED_ELSEWHERE],
+)
+def test_example_runs_with_the_demo_model(example: str, tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSTRATA_")}
+    env.update(
+        MEMSTRATA_LLM_BASE_URL="fake://",
+        MEMSTRATA_LLM_MODEL="demo",
+        MEMSTRATA_EMBEDDER="none",
+        TMPDIR=str(tmp_path),
+    )
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / example)],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.strip()

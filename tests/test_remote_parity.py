@@ -1,0 +1,140 @@
+"""The remote client offers what REST serves: ``Memory`` and ``RemoteMemory`` (and their
+async twins) have the same methods, sub-APIs included, except those listed in
+``LOCAL_ONLY`` with the reason. A method added to ``Memory`` fails this test until the
+remote client has it too or it is listed here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import pytest
+
+from memstrata import AsyncMemory, Memory, Scope
+from memstrata.api.scoped import Scoped
+from memstrata.client import AsyncRemoteMemory, RemoteMemory
+from memstrata.config import Settings
+
+#: Methods of the embedded facade that the remote client does not have, and why.
+#: One entry per method ("sub_api.method" or a top-level name); keep the reasons short.
+LOCAL_ONLY: dict[str, str] = {
+    "open": "constructor (Memory.open with an http(s) URL returns the remote client)",
+    "compaction.assemble": "internal step of context(); REST serves POST .../context",
+    "compaction.log": "process-local compaction log",
+    "compaction.run": "REST serves it as compact(), which the client has",
+    "compaction.summary": "no REST route for the stored summary",
+    "jobs.blocked": "a property of the process that runs jobs",
+    "jobs.enqueue": "job kinds are registered in the server's process",
+    "jobs.presence": "operators read it from /readyz (jobs.list carries worker_warning)",
+    "jobs.register": "handlers run in the server's process",
+    "jobs.run_pending": "runs jobs in the calling process",
+    "jobs.stats": "served by /metrics, not the API",
+    "keys.authenticate": "the server authenticates; keys are made with the CLI",
+    "keys.create": "API keys are managed with `memstrata keys` (no REST route)",
+    "keys.list": "API keys are managed with `memstrata keys` (no REST route)",
+    "keys.revoke": "API keys are managed with `memstrata keys` (no REST route)",
+    "keys.rotate": "API keys are managed with `memstrata keys` (no REST route)",
+    "longterm.export": "`memstrata export` (no REST route)",
+    "longterm.flush": "runs extraction in the calling process",
+    "longterm.import_memory": "`memstrata import` (no REST route)",
+    "longterm.observe": "POST .../observe is being added to REST; add it to the client then",
+    "longterm.status": "served by `memstrata doctor`",
+    "longterm.updates": "no REST route",
+    "messages.path": "no REST route (history covers a branch)",
+    "nodes.gc": "`memstrata gc --node-memory` (operator task)",
+    "nodes.open": "a local handle on the blob store",
+    "recall.backfill": "`memstrata reindex` (operator task)",
+    "recall.flush": "embeds in the calling process",
+    "recall.pending": "`memstrata reindex` (operator task)",
+    "retention.apply": "`memstrata retention` (operator task, no REST route)",
+    "retention.delete": "`memstrata retention` (operator task, no REST route)",
+    "retention.policies": "`memstrata retention` (operator task, no REST route)",
+    "retention.schedule": "`memstrata retention` (operator task, no REST route)",
+    "retention.set": "`memstrata retention` (operator task, no REST route)",
+    "transfer.export": "`memstrata export` (no REST route)",
+    "transfer.import_": "`memstrata import` (no REST route)",
+    "working.delete": "no REST route",
+}
+
+#: Methods only the remote client has.
+REMOTE_ONLY = {"identity": "who the API key speaks for (GET /v1/me)"}
+
+
+def surface(mem: Any) -> set[str]:
+    """Public methods, and ``sub_api.method`` for each sub-API object."""
+    out: set[str] = set()
+    for name in dir(mem):
+        if name.startswith("_") or name == "core":
+            continue
+        value = getattr(mem, name)
+        if callable(value):
+            out.add(name)
+        elif type(value).__module__.startswith("memstrata."):
+            out |= {
+                f"{name}.{m}"
+                for m in dir(value)
+                if not m.startswith("_") and callable(getattr(value, m))
+            }
+    return out
+
+
+@pytest.fixture
+def local(tmp_path):
+    mem = Memory.open("sqlite://", settings=Settings(home=tmp_path, worker="off", embedder="none"))
+    yield mem
+    mem.close()
+
+
+def test_remote_client_has_every_method_rest_serves(local):
+    remote = RemoteMemory("http://127.0.0.1:9", api_key="msk_unused")  # connects lazily
+    mine, theirs = surface(local), surface(remote)
+    assert sorted(mine - theirs) == sorted(LOCAL_ONLY)
+    assert sorted(theirs - mine) == sorted(REMOTE_ONLY)
+
+
+def test_async_twins_have_the_same_surface(local):
+    async def go() -> None:
+        amem = await AsyncMemory.open("sqlite://", settings=Settings(worker="off", embedder="none"))
+        try:
+            assert surface(amem) == surface(local)
+        finally:
+            await amem.close()
+        aremote = await AsyncMemory.open("http://127.0.0.1:9", api_key="msk_unused")
+        assert isinstance(aremote, AsyncRemoteMemory)
+        sync_remote = surface(RemoteMemory("http://127.0.0.1:9", api_key="k"))
+        assert surface(aremote) - {"aclose"} == sync_remote  # aclose: an alias of close
+        await aremote.close()
+
+    anyio.run(go)
+
+
+def test_a_bound_scope_takes_no_scope_argument(local):
+    alice = local.scoped(Scope("acme", "alice"))
+    assert isinstance(alice, Scoped)
+    conv = alice.conversations.create(title="Trip")
+    first = alice.messages.append(conv.id, role="user", content="I like trains.")
+    alice.messages.append(conv.id, role="assistant", content="Noted.")
+    assert alice.messages.list(conv.id).items[0].id == first.id
+    assert len(alice.history(conv.id).messages) == 2
+    assert alice.context(conv.id, budget=500).messages
+    assert alice.recall.search("trains")[0].message.id == first.id
+    # The same data through the unbound memory, and nothing under another scope.
+    assert local.conversations.get(Scope("acme", "alice"), conv.id).id == conv.id
+    assert local.conversations.list(Scope("acme", "bob")).items == []
+    # Calls that take no scope pass through.
+    assert alice.jobs.register is not None
+    assert alice.memory is local
+
+
+def test_async_bound_scope(tmp_path):
+    async def go() -> None:
+        async with await AsyncMemory.open(
+            "sqlite://", settings=Settings(home=tmp_path, worker="off", embedder="none")
+        ) as amem:
+            bob = amem.scoped(Scope("acme", "bob"))
+            conv = await bob.conversations.create()
+            await bob.messages.append(conv.id, role="user", content="hello")
+            history = await bob.history(conv.id)
+            assert [m.content for m in history.messages] == ["hello"]
+
+    anyio.run(go)
