@@ -7,7 +7,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
 
-.PHONY: run test lint typecheck services browser bench clean
+.PHONY: run test lint typecheck services browser tools bench bench-serve clean
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "memstrata needs Python >= 3.11"'
@@ -46,11 +46,21 @@ browser:
 	  $$SUDO apt-get update -qq && \
 	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
 
-test: lint typecheck services browser
+# wrk, the C load generator `memstrata bench serve` drives the server with (Debian's package).
+tools:
+	@command -v wrk >/dev/null || { \
+	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  $$SUDO apt-get update -qq && \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk; }
+
+test: lint typecheck services browser tools
 	$(BIN)/pytest -n 2 --cov=memstrata --cov-report=term --cov-report=xml:coverage.xml
 
 bench: $(VENV)/.installed-server
 	$(BIN)/memstrata bench history --out bench-results/history.json
+
+bench-serve: $(VENV)/.installed-dev tools
+	$(BIN)/memstrata bench serve --out bench-results/serve.json
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis coverage.xml .coverage*
