@@ -9,7 +9,7 @@ BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
 TS     := clients/typescript
 
-.PHONY: run test lint typecheck services browser typescript bench clean
+.PHONY: run test lint typecheck services browser tools typescript bench bench-serve clean
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "memstrata needs Python >= 3.11"'
@@ -61,11 +61,21 @@ $(TS)/node_modules/.installed: $(TS)/package-lock.json
 typescript: $(TS)/node_modules/.installed
 	cd $(TS) && npm run build
 
-test: lint typecheck services browser typescript
+# wrk, the C load generator `memstrata bench serve` drives the server with (Debian's package).
+tools:
+	@command -v wrk >/dev/null || { \
+	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  $$SUDO apt-get update -qq && \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk; }
+
+test: lint typecheck services browser tools typescript
 	$(BIN)/pytest -n 2 --cov=memstrata --cov-report=term --cov-report=xml:coverage.xml
 
 bench: $(VENV)/.installed-server
 	$(BIN)/memstrata bench history --out bench-results/history.json
+
+bench-serve: $(VENV)/.installed-dev tools
+	$(BIN)/memstrata bench serve --out bench-results/serve.json
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis coverage.xml .coverage*

@@ -809,12 +809,13 @@ def bench(
         typer.Option(
             "--time-limit",
             min=1,
-            help="Seconds of appends after which a system is reported as 'over' (peers).",
+            help="Seconds of appends after which a system is reported as 'over' (peers); "
+            "seconds of load per operation (serve).",
         ),
     ] = None,
     processes: Annotated[
         int | None,
-        typer.Option("--processes", min=1, help="Server processes (load)."),
+        typer.Option("--processes", min=1, help="Server processes (load, serve)."),
     ] = None,
 ) -> None:
     """Run a benchmark: prints a table and writes the JSON envelope with --out."""

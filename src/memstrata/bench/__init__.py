@@ -90,6 +90,33 @@ def _load() -> Benchmark:
     )
 
 
+def _serve() -> Benchmark:
+    from memstrata.bench import serve
+
+    def run(
+        db: str | None,
+        sizes: list[int] | None,
+        progress: Callable[[str], None],
+        processes: int = 1,
+        time_limit: float | None = None,
+        **_: Any,
+    ) -> dict[str, Any]:
+        return serve.run(
+            db=db,
+            messages=sizes[0] if sizes else serve.MESSAGES,
+            seconds=time_limit or serve.SECONDS,
+            processes=processes,
+            progress=progress,
+        )
+
+    return Benchmark(
+        name="serve",
+        summary="server CPU per REST request (wrk) against the same call in process",
+        run=run,
+        show=serve.print_result,
+    )
+
+
 def _peers() -> Benchmark:
     from memstrata.bench import peers
 
@@ -129,6 +156,7 @@ _REGISTRY: dict[str, Callable[[], Benchmark]] = {
     "locomo": _locomo,
     "nodes": _nodes,
     "peers": _peers,
+    "serve": _serve,
 }
 
 

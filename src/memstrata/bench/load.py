@@ -11,10 +11,6 @@ each client on its own user's conversations with its own key. It reports every e
 from __future__ import annotations
 
 import asyncio
-import os
-import socket
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -22,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from memstrata.bench.report import envelope, machine_line, percentile, print_table
+from memstrata.bench.serverproc import ServerProcess
 from memstrata.errors import InvalidInput
 
 __all__ = ["print_result", "run"]
@@ -31,6 +28,13 @@ REQUESTS = 4_000
 USERS = 8
 CONVERSATIONS = 4  # per user
 MESSAGES = 200  # per conversation
+
+# The load run measures history and context alone: no background work, no recall index.
+_QUIET = {
+    "MEMSTRATA_WORKER": "off",
+    "MEMSTRATA_RECALL_INDEX": "false",
+    "MEMSTRATA_LOG_LEVEL": "WARNING",
+}
 
 
 def _seed(
@@ -58,67 +62,6 @@ def _seed(
     finally:
         mem.close()
     return out
-
-
-class _Server:
-    """``memstrata serve`` in a process of its own (its own interpreter and GIL, as deployed),
-    on a free loopback port."""
-
-    def __init__(self, url: str, home: Path, processes: int = 1) -> None:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP) as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        self.command = [
-            sys.executable,
-            "-m",
-            "memstrata",
-            "serve",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(self.port),
-            "--db",
-            url,
-            "--processes",
-            str(processes),
-        ]
-        self.env = {
-            **os.environ,
-            "MEMSTRATA_HOME": str(home),
-            "MEMSTRATA_WORKER": "off",
-            "MEMSTRATA_RECALL_INDEX": "false",
-            "MEMSTRATA_LOG_LEVEL": "WARNING",
-        }
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def __enter__(self) -> str:
-        import httpx
-
-        self.process = subprocess.Popen(
-            self.command, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-        )
-        base = f"http://127.0.0.1:{self.port}"
-        deadline = time.monotonic() + 60
-        while True:
-            if self.process.poll() is not None:
-                err = self.process.stderr.read().decode() if self.process.stderr else ""
-                raise RuntimeError(f"the server exited: {err[-2000:]}")
-            try:
-                if httpx.get(base + "/healthz", timeout=1).status_code == 200:
-                    return base
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("the server did not start")
-            time.sleep(0.1)
-
-    def __exit__(self, *exc: object) -> None:
-        if self.process is not None:
-            self.process.terminate()
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
 
 
 async def _drive(
@@ -184,7 +127,8 @@ def run(
         url = db or f"sqlite:///{(home / 'load.db').as_posix()}"
         progress(f"load: seeding {users} users x {conversations} conversations x {messages}")
         owners = _seed(url, home, users, conversations, messages)
-        with _Server(url, home, processes) as base:
+        with ServerProcess(url, home, processes, _QUIET) as server:
+            base = server.base
             progress(f"load: {requests} requests from {clients} clients on {base}")
             t0 = time.perf_counter()
             times, errors = asyncio.run(_drive(base, owners, clients, requests))
