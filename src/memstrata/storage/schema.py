@@ -418,6 +418,23 @@ def _render(dialect: str, statements: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(sql.format(**_TYPES[dialect]) for sql in statements)
 
 
+# Ancestry labels (migration 11): a message continues its parent's chain when it is the
+# parent's first child (lowest seq), else starts its own (see conversation/branches.py).
+# Stored messages are labelled here by one walk down from the chain heads.
+_CHAIN_LABELS = (
+    "ALTER TABLE messages ADD COLUMN chain_id TEXT",
+    "CREATE TABLE chain_backfill AS WITH RECURSIVE lab(id, chain_id) AS ("
+    " SELECT m.id, m.id FROM messages m WHERE m.parent_id IS NULL OR EXISTS"
+    " (SELECT 1 FROM messages s WHERE s.parent_id = m.parent_id AND s.seq < m.seq)"
+    " UNION ALL SELECT c.id, lab.chain_id FROM lab JOIN messages c ON c.parent_id = lab.id"
+    " WHERE NOT EXISTS (SELECT 1 FROM messages s WHERE s.parent_id = c.parent_id AND s.seq < c.seq))"
+    " SELECT id, chain_id FROM lab",
+    "CREATE UNIQUE INDEX chain_backfill_id ON chain_backfill (id)",
+    "UPDATE messages SET chain_id = "
+    "(SELECT b.chain_id FROM chain_backfill b WHERE b.id = messages.id)",
+    "DROP TABLE chain_backfill",
+)
+
 _CORE = "core: tenants, users, keys, conversations, messages"
 
 MIGRATIONS: dict[str, tuple[Migration, ...]] = {
@@ -453,6 +470,11 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
             9,
             "retention: how long each kind of data is kept, per tenant",
             _render(dialect, _RETENTION_TABLES),
+        ),
+        Migration(
+            11,
+            "messages: ancestry labels (chain_id), so recall keeps to the branch being answered",
+            _CHAIN_LABELS,
         ),
     )
     for dialect in _TYPES
