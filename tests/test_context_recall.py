@@ -230,7 +230,8 @@ def test_common_terms_are_probed_within_a_bound(memory: Memory) -> None:
     run = memory.core.engine.run
     # A posting list is read up to its cap, newest first, on every backend.
     apples = run(read(lambda: term_postings(dialect, scope, "apple", 2)))
-    assert len(apples) == 2 and apples[0].seq > apples[1].seq
+    assert len(apples) == 2
+    assert apples[0].seq > apples[1].seq
     hits = run(read(lambda: keyword_search(dialect, scope, ["apple", "pear"], 10, cap=3)))
     assert len(hits) == 4  # kept, read up to the cap
     rare = run(
@@ -238,7 +239,8 @@ def test_common_terms_are_probed_within_a_bound(memory: Memory) -> None:
     )
     # "apple" is held by 3 of the scope's messages: too common to read; "pear" stays.
     assert [h.message_id for h in rare] == [ids[3]]
-    assert len(rare) == 1 and 0 < rare[0].coverage < 1
+    assert len(rare) == 1
+    assert 0 < rare[0].coverage < 1
 
 
 def test_the_tier_still_finds_a_fact_when_its_other_words_are_everywhere(mem: Memory) -> None:
