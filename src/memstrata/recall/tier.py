@@ -19,7 +19,7 @@ from memstrata.recall import index as idx
 from memstrata.recall.fusion import fuse
 from memstrata.recall.gate import RelevanceGate
 from memstrata.recall.service import MAX_K, BranchRule, candidates_op
-from memstrata.recall.text import analyse_query
+from memstrata.recall.text import analyse_query, speaker_of
 from memstrata.runtime import Runtime
 from memstrata.storage.plan import Op
 from memstrata.types import Message, Status
@@ -29,8 +29,8 @@ if TYPE_CHECKING:
 
 __all__ = ["BELOW_FLOOR", "DEFAULT_K", "RecallTier", "render_item"]
 
-DEFAULT_K = 40
-CANDIDATES = 60
+DEFAULT_K = 60
+CANDIDATES = 100
 MAX_TERMS = 12
 MAX_DF = 200
 #: Longest query text searched (the rest of a long message adds little but cost).
@@ -42,10 +42,13 @@ REPORTED_BELOW = 3
 
 
 def render_item(message: Message) -> str:
-    """One line per message: its date, role and content (line breaks folded)."""
+    """One line per message: its date, its speaker (the one a client named in its
+    metadata, else its role) and content (line breaks folded)."""
     when = message.occurred_at.date().isoformat()
     content = " ".join(message.content.split())
-    return f"[{when}] {message.role.value}: {content}"
+    speaker = speaker_of(message)
+    who = message.role.value if speaker is None else speaker
+    return f"[{when}] {who}: {content}"
 
 
 class RecallTier:
@@ -114,27 +117,24 @@ class RecallTier:
             drop_common=True,
         )
         ranked = fuse(found.candidates, temporal=info.temporal, params=self._engine.params)
-        chosen: list[tuple[Message, float, float]] = []
-        below: list[tuple[Message, float, float]] = []
+        considered: list[tuple[Message, float, float]] = []
         siblings: set[tuple[str, str | None, str]] = set()
         for c in ranked:
             m = found.messages[c.id]
             if m.id in request.window_ids or m.status is not Status.COMPLETE:
                 continue
-            # Regeneration siblings (same parent, same role) say the same thing twice.
+            # Regeneration siblings (same parent, same role) say the same thing twice:
+            # the best ranked of them stands for all.
             family = (m.conversation_id, m.parent_id, m.role.value)
-            if m.parent_id is not None and family in siblings:
-                continue
+            if m.parent_id is not None:
+                if family in siblings:
+                    continue
+                siblings.add(family)
             sim = found.similarity.get(m.id)
-            evidence = self.gate.evidence(found.coverage.get(m.id, 0.0), sim)
-            if evidence < 1.0:
-                if len(below) < REPORTED_BELOW:
-                    below.append((m, c.score, evidence))
-                continue
-            siblings.add(family)
-            chosen.append((m, c.score, evidence))
-            if len(chosen) == self.k:
-                break
+            considered.append((m, c.score, self.gate.evidence(found.coverage.get(m.id, 0.0), sim)))
+        admitted = self.gate.admit([e for _, _, e in considered])
+        chosen = [c for c, ok in zip(considered, admitted, strict=True) if ok][: self.k]
+        below = [] if chosen else considered[:REPORTED_BELOW]
         facts = yield from idx.facts_from(request.scope, [m for m, _, _ in chosen])
         items = [
             request.item(
