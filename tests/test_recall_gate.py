@@ -3,7 +3,6 @@ already holds (window, regeneration siblings, facts drawn from a message)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -34,17 +33,17 @@ def minilm() -> Embedder:
 
 
 @pytest.fixture
-def mem(memory: Memory) -> Iterator[Memory]:
+def mem(memory: Memory) -> Memory:
     memory.core.recall.use(FakeEmbedder(64))
     memory.core.context.auto_compact = False
-    yield memory
+    return memory
 
 
 @pytest.fixture
-def real(memory: Memory, minilm: Embedder) -> Iterator[Memory]:
+def real(memory: Memory, minilm: Embedder) -> Memory:
     memory.core.recall.use(minilm)
     memory.core.context.auto_compact = False
-    yield memory
+    return memory
 
 
 def _past(mem: Memory, scope: Scope, texts: list[str]) -> dict[str, str]:
