@@ -8,6 +8,7 @@ from __future__ import annotations
 import random
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -208,7 +209,7 @@ def test_labels_answer_ancestry_like_a_walk(memory: Memory) -> None:
     run = memory.core.engine.run
     labels = run(read(lambda: labels_of(ids)))
     for leaf in rnd.sample(ids, 25):
-        branch = run(read(lambda leaf=leaf: branch_of(conv.id, leaf)))
+        branch = run(read(partial(branch_of, conv.id, leaf)))
         assert branch is not None
         path = _naive_path(memory, scope, conv.id, leaf)
         got = {m for m in ids if branch.contains(*labels[m])}

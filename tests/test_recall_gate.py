@@ -9,6 +9,7 @@ import pytest
 
 from memstrata import Memory, Scope
 from memstrata.context import Context
+from memstrata.context.tiers import TierPolicy, default_policies
 from memstrata.embeddings import Embedder, get_embedder
 from memstrata.recall.gate import RelevanceGate
 from memstrata.recall.tier import BELOW_FLOOR
@@ -29,7 +30,9 @@ PAST = [
 def minilm() -> Embedder:
     # The floor is calibrated for the default embedder: the realistic cases use it
     # (offline; its weights ship with the package).
-    return get_embedder()
+    emb = get_embedder()
+    assert emb is not None
+    return emb
 
 
 @pytest.fixture
@@ -116,8 +119,6 @@ def test_the_window_is_never_repeated(mem: Memory) -> None:
             scope, conv.id, role="user", content=f"note {i}: my dog Biscuit ate sock number {i}"
         )
     mem.messages.append(scope, conv.id, role="user", content="What did my dog Biscuit eat?")
-    from memstrata.context.tiers import TierPolicy, default_policies
-
     # Room held for recall, so the window cannot take everything.
     mem.core.context.set_policy("recall", TierPolicy(default_policies()["recall"].priority, 200))
     for budget in (300, 600, 4000):
@@ -184,8 +185,7 @@ def test_messages_carried_by_an_injected_fact_are_left_out(real: Memory) -> None
     assert PAST[2] in _recalled(tight)
 
 
-def _no_room():  # type: ignore[no-untyped-def]
-    from memstrata.context.tiers import TierPolicy, default_policies
+def _no_room() -> TierPolicy:
 
     return TierPolicy(default_policies()["facts"].priority, 0, 0)
 

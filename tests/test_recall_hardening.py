@@ -150,9 +150,10 @@ def test_search_work_is_bounded_and_neighbours_are_batched(mem: Memory) -> None:
     assert returned > 200  # neighbours of every hit fit the budget at this range
     assert queries <= few_queries
     # The public limits: 422 over REST, InvalidInput here.
-    for bad in ({"k": 201}, {"message_range": 21}):
-        with pytest.raises(InvalidInput):
-            mem.recall.search(scope, "fox", **bad)
+    with pytest.raises(InvalidInput):
+        mem.recall.search(scope, "fox", k=201)
+    with pytest.raises(InvalidInput):
+        mem.recall.search(scope, "fox", message_range=21)
     with pytest.raises(InvalidInput):
         mem.recall.search(scope, "fox " * 2501)
 

@@ -14,6 +14,7 @@ import random
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -116,7 +117,7 @@ def _ancestry(
     for _ in range(calls):
         leaf = rng.choice(leaves).id
         t0 = time.perf_counter_ns()
-        branch = mem.core.engine.run(read(lambda leaf=leaf: branch_of(cid, leaf)))
+        branch = mem.core.engine.run(read(partial(branch_of, cid, leaf)))
         assert branch is not None
         kept = sum(branch.contains(chain, depth) for chain, depth in labels)
         times.append(time.perf_counter_ns() - t0)
