@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memstrata.errors import ConfigurationError
-from memstrata.recall.scoring import DocMatch, idf, score_docs
+from memstrata.recall.scoring import COVERAGE_CORPUS, DocMatch, idf, score_docs
 from memstrata.recall.text import INDEXED_ROLES, document_text, owner_token
 from memstrata.storage.plan import Exec, Op, Query, Row
 from memstrata.storage.records import MESSAGE_COLUMNS, to_message
@@ -271,7 +271,7 @@ def keyword_search(
     for term in terms:
         docs = yield from term_postings(dialect, scope, term, cap, conversation_id=conversation_id)
         if drop_common and len(docs) >= cap:
-            dropped += idf(cap)
+            dropped += idf(cap, COVERAGE_CORPUS)
             continue
         postings[term] = docs
     scored = score_docs(postings, dropped)[:limit]

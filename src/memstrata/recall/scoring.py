@@ -19,17 +19,22 @@ from dataclasses import dataclass
 
 __all__ = ["DocMatch", "ScoredDoc", "idf", "score_docs"]
 
-#: The notional corpus size idf is computed against (a constant: never a shared count).
-CORPUS = 10_000
+#: The notional corpus size a score's idf is computed against (a constant, never a shared
+#: count; above every per-term read cap, so idf stays positive and ordered). Chosen with
+#: ``memstrata bench locomo``: keyword TurnRecall@10 0.676 against 0.666 with 10,000.
+CORPUS = 2_000
+#: The corpus size of the coverage's idf (the relevance gate's keyword evidence, whose
+#: floors were calibrated with it; see :mod:`memstrata.recall.gate`).
+COVERAGE_CORPUS = 10_000
 #: The notional average message length in tokens (BM25's length normalisation).
 AVG_LEN = 40.0
 K1 = 1.2
 B = 0.75
 
 
-def idf(df: int) -> float:
+def idf(df: int, corpus: int = CORPUS) -> float:
     """BM25's idf of a term held by ``df`` of the scope's messages (always > 0)."""
-    return math.log(1.0 + (CORPUS - df + 0.5) / (df + 0.5)) if df < CORPUS else math.log(1.5)
+    return math.log(1.0 + (corpus - df + 0.5) / (df + 0.5)) if df < corpus else math.log(1.5)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +65,8 @@ def score_docs(
     best first (ties: newest first). ``dropped_mass`` is the idf of query terms too
     common to read: they still count in the query's mass, so coverage stays honest."""
     weights = {t: idf(len(docs)) for t, docs in postings.items()}
-    total = sum(weights.values()) + dropped_mass
+    mass = {t: idf(len(docs), COVERAGE_CORPUS) for t, docs in postings.items()}
+    total = sum(mass.values()) + dropped_mass
     acc: dict[int, list[float]] = {}
     meta: dict[int, DocMatch] = {}
     for term, docs in postings.items():
@@ -69,7 +75,7 @@ def score_docs(
             norm = (K1 + 1.0) / (1.0 + K1 * (1.0 - B + B * max(d.tokens, 1) / AVG_LEN))
             entry = acc.setdefault(d.seq, [0.0, 0.0])
             entry[0] += w * norm
-            entry[1] += w
+            entry[1] += mass[term]
             meta[d.seq] = d
     out = [
         ScoredDoc(
