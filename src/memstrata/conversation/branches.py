@@ -50,18 +50,20 @@ class Branch:
         return exit_depth is not None and depth <= exit_depth
 
 
-def branch_of(conversation_id: str, leaf_id: str) -> Op[Branch | None]:
+def branch_of(conversation_id: str, leaf_id: str, min_depth: int = 0) -> Op[Branch | None]:
     """The branch ending at ``leaf_id`` (None when no such message in the conversation).
 
-    Walks chain heads, not messages: one row per fork on the branch.
+    Walks chain heads, not messages: one row per fork on the branch, and only as far up
+    as ``min_depth`` (a caller judging messages no shallower than that needs no more).
     """
     rows = yield Query(
         "WITH RECURSIVE ch(chain_id, exit_depth) AS ("
         " SELECT chain_id, depth FROM messages WHERE id = ? AND conversation_id = ?"
         " UNION ALL SELECT p.chain_id, p.depth FROM ch"
-        " JOIN messages h ON h.id = ch.chain_id JOIN messages p ON p.id = h.parent_id)"
+        " JOIN messages h ON h.id = ch.chain_id JOIN messages p ON p.id = h.parent_id"
+        " WHERE p.depth >= ?)"
         " SELECT chain_id, exit_depth FROM ch",
-        (leaf_id, conversation_id),
+        (leaf_id, conversation_id, min_depth),
     )
     if not rows:
         return None

@@ -37,6 +37,7 @@ __all__ = [
     "EMBED_JOB",
     "BranchRule",
     "Found",
+    "LazyRule",
     "RecallEngine",
     "RecallHit",
     "candidates_op",
@@ -119,6 +120,32 @@ class BranchRule:
         if self.from_depth is not None and message.depth >= self.from_depth:
             return False
         return self.covered_depth is None or message.depth > self.covered_depth
+
+
+@dataclass(frozen=True, slots=True)
+class LazyRule:
+    """A :class:`BranchRule` read only once the candidates are known, and only as deep
+    as they need: none of the conversation outside the context's ranges, no walk."""
+
+    conversation_id: str
+    leaf_id: str
+    from_depth: int | None = None
+    covered_depth: int | None = None
+
+    def resolve(self, candidates: Iterable[tuple[Message, str | None]]) -> Op[BranchRule | None]:
+        depths = [
+            m.depth
+            for m, _ in candidates
+            if m.conversation_id == self.conversation_id
+            and (self.from_depth is None or m.depth < self.from_depth)
+            and (self.covered_depth is None or m.depth > self.covered_depth)
+        ]
+        if not depths:  # nothing to judge: the ranges alone decide
+            branch = Branch(self.conversation_id, self.leaf_id, {})
+        else:
+            found = yield from branch_of(self.conversation_id, self.leaf_id, min(depths))
+            branch = found or Branch(self.conversation_id, self.leaf_id, {})
+        return BranchRule(branch, from_depth=self.from_depth, covered_depth=self.covered_depth)
 
 
 def branch_rule(
@@ -248,6 +275,7 @@ def candidates_op(
     rule: BranchRule | None,
     cap: int,
     drop_common: bool = False,
+    lazy_rule: LazyRule | None = None,
 ) -> Op[Found]:
     """Keyword and vector candidates of ``scope``, filtered by ``excluded`` and ``rule``."""
     keyword = yield from idx.keyword_search(
@@ -270,6 +298,8 @@ def candidates_op(
     labelled = yield from idx.labelled_messages(
         scope, list(dict.fromkeys([*coverage, *similarity]))
     )
+    if rule is None and lazy_rule is not None:
+        rule = yield from lazy_rule.resolve(labelled.values())
     messages = {
         mid: m for mid, (m, chain) in labelled.items() if rule is None or rule.keeps(m, chain)
     }

@@ -13,12 +13,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from memstrata.context.tiers import TierItem, TierRequest
-from memstrata.conversation.branches import branch_of
 from memstrata.errors import InvalidInput
 from memstrata.recall import index as idx
 from memstrata.recall.fusion import fuse
 from memstrata.recall.gate import RelevanceGate
-from memstrata.recall.service import MAX_K, BranchRule, candidates_op
+from memstrata.recall.service import MAX_K, LazyRule, candidates_op
 from memstrata.recall.text import analyse_query, speaker_of
 from memstrata.runtime import Runtime
 from memstrata.storage.plan import Op
@@ -93,13 +92,13 @@ class RecallTier:
         info = analyse_query(query, max_terms=self.max_terms)
         rule = None
         if request.leaf_id is not None:
-            branch = yield from branch_of(request.conversation_id, request.leaf_id)
-            if branch is not None:
-                rule = BranchRule(
-                    branch,
-                    from_depth=request.window_from_depth,
-                    covered_depth=request.covered_depth,
-                )
+            # Read once the candidates are known: most calls need no walk at all.
+            rule = LazyRule(
+                request.conversation_id,
+                request.leaf_id,
+                from_depth=request.window_from_depth,
+                covered_depth=request.covered_depth,
+            )
         # Vectors only from the space the query was embedded in: never mix spaces.
         vectors = self._engine.opened_index(request.embedder)
         qvec = request.query_vector if vectors is not None else None
@@ -112,7 +111,8 @@ class RecallTier:
             n=self.candidates,
             conversation_id=None,
             excluded=frozenset(),  # the window is left out by the rule's depth range
-            rule=rule,
+            rule=None,
+            lazy_rule=rule,
             cap=self.max_df,
             drop_common=True,
         )
