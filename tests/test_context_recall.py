@@ -175,7 +175,7 @@ def test_report_adds_up_and_stays_within_budget(mem: Memory) -> None:
         ctx = mem.context(scope, cid, budget=budget)
         _check_report(ctx)
         recall = ctx.report.tiers["recall"]
-        assert recall.items <= 8
+        assert recall.items <= mem.core.recall.tier.k
         lines = _recall_block(ctx).splitlines()[1:-1]
         assert len(lines) == recall.items
     mem.core.recall.tier.k = 3
@@ -217,17 +217,30 @@ def test_sync_and_async_give_the_same_context(mem: Memory) -> None:
 
 
 def test_common_terms_are_probed_within_a_bound(memory: Memory) -> None:
-    from memstrata.recall.index import common_terms
+    from memstrata.recall.index import keyword_search, term_postings
     from memstrata.storage.plan import read
 
     scope = fresh_scope()
     conv = memory.conversations.create(scope)
-    for text in ("apple pie", "apple tart", "apple juice", "pear cake"):
-        memory.messages.append(scope, conv.id, role="user", content=text)
+    ids = [
+        memory.messages.append(scope, conv.id, role="user", content=text).id
+        for text in ("apple pie", "apple tart", "apple juice", "pear cake")
+    ]
     dialect = memory.core.engine.dialect
-    common = memory.core.engine.run(read(lambda: common_terms(dialect, ["apple", "pear"], 3)))
-    # SQLite probes posting lists; PostgreSQL reports nothing common and searches all terms.
-    assert common == ({"apple"} if dialect == "sqlite" else set())
+    run = memory.core.engine.run
+    # A posting list is read up to its cap, newest first, on every backend.
+    apples = run(read(lambda: term_postings(dialect, scope, "apple", 2)))
+    assert len(apples) == 2
+    assert apples[0].seq > apples[1].seq
+    hits = run(read(lambda: keyword_search(dialect, scope, ["apple", "pear"], 10, cap=3)))
+    assert len(hits) == 4  # kept, read up to the cap
+    rare = run(
+        read(lambda: keyword_search(dialect, scope, ["apple", "pear"], 10, cap=3, drop_common=True))
+    )
+    # "apple" is held by 3 of the scope's messages: too common to read; "pear" stays.
+    assert [h.message_id for h in rare] == [ids[3]]
+    assert len(rare) == 1
+    assert 0 < rare[0].coverage < 1
 
 
 def test_the_tier_still_finds_a_fact_when_its_other_words_are_everywhere(mem: Memory) -> None:

@@ -797,7 +797,8 @@ def bench(
     data: Annotated[
         Path | None,
         typer.Option(
-            "--data", help="Data set of the benchmark (locomo, peers: the LoCoMo JSON file)."
+            "--data",
+            help="Data set of the benchmark (locomo, context-quality, peers: the LoCoMo JSON file).",
         ),
     ] = None,
     runs: Annotated[

@@ -42,6 +42,7 @@ class Recall:
         leaf_id: str | None = None,
         message_range: int = 0,
         exclude_ids: Iterable[str] = (),
+        include_other_branches: bool = False,
     ) -> list[RecallHit]:
         """The ``k`` messages of ``scope`` most relevant to ``query``, best first.
 
@@ -49,7 +50,12 @@ class Recall:
         user's); ``leaf_id`` (with ``conversation_id``) to the branch ending there;
         ``exclude_ids`` drops messages the caller already has (e.g. the recent window);
         ``message_range`` adds up to that many messages before and after each hit
-        (marked ``neighbour_of``), so a result may hold more than ``k`` items.
+        (marked ``neighbour_of``), so a result may hold more than ``k`` items (at most
+        2,000 with neighbours: past that, the lower hits come alone).
+
+        With ``leaf_id`` only that branch's messages are returned: not answers regenerated
+        away, questions edited away or anything under them. ``include_other_branches``
+        searches the whole conversation instead.
         """
         s = _scope(scope)
         info = RecallEngine.analyse(query)
@@ -76,6 +82,7 @@ class Recall:
                     message_range=message_range,
                     excluded=excluded,
                     params=params,
+                    include_other_branches=bool(include_other_branches),
                 )
             )
         )

@@ -55,6 +55,19 @@ def _locomo() -> Benchmark:
     )
 
 
+def _context_quality() -> Benchmark:
+    from memstrata.bench import context_quality
+
+    return Benchmark(
+        name="context-quality",
+        summary="LoCoMo-format data: evidence in mem.context's recall tier at 1k/2k/4k, off-topic",
+        run=lambda db, sizes, progress, data=None, **_: context_quality.run(
+            data=data, db=db, progress=progress
+        ),
+        show=context_quality.print_result,
+    )
+
+
 def _nodes() -> Benchmark:
     from memstrata.bench import nodes
 
@@ -151,6 +164,7 @@ def _peers() -> Benchmark:
 # optional peers (LangChain, mem0, ...) are imported only when that benchmark runs.
 _REGISTRY: dict[str, Callable[[], Benchmark]] = {
     "context": _context,
+    "context-quality": _context_quality,
     "history": _history,
     "load": _load,
     "locomo": _locomo,

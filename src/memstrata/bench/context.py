@@ -14,6 +14,7 @@ import random
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +83,7 @@ def _one_size(
             times.append(elapsed)
             totals.append(ctx.report.total)
             with_summary += ctx.report.summary_id is not None
+        ancestry = _ancestry(mem, conv.id, leaves, calls, random.Random(f"{seed}:{size}:anc"))
     finally:
         mem.close()
     return {
@@ -95,6 +97,37 @@ def _one_size(
         "context_p99_ms": ms(percentile(times, 99)),
         "tokens_avg": round(sum(totals) / len(totals), 1),
         "calls_with_summary": with_summary,
+        **ancestry,
+    }
+
+
+def _ancestry(
+    mem: Memory, cid: str, leaves: Sequence[Any], calls: int, rng: random.Random
+) -> dict[str, Any]:
+    """The branch filter's own cost, as the recall tier pays it: read the leaf's chains
+    (one query) and judge 100 labelled candidates against them."""
+    from memstrata.conversation.branches import branch_of, labels_of
+    from memstrata.storage.plan import read
+
+    sample = [m.id for m in rng.sample(list(leaves), min(100, len(leaves)))]
+    labels = list(mem.core.engine.run(read(lambda: labels_of(sample))).values())
+    times: list[int] = []
+    chains: list[int] = []
+    on_branch = 0
+    for _ in range(calls):
+        leaf = rng.choice(leaves).id
+        t0 = time.perf_counter_ns()
+        branch = mem.core.engine.run(read(partial(branch_of, cid, leaf)))
+        assert branch is not None
+        kept = sum(branch.contains(chain, depth) for chain, depth in labels)
+        times.append(time.perf_counter_ns() - t0)
+        chains.append(len(branch.exits))
+        on_branch += kept
+    return {
+        "ancestry_p50_ms": ms(percentile(times, 50)),
+        "ancestry_p95_ms": ms(percentile(times, 95)),
+        "chains_per_branch_avg": round(sum(chains) / len(chains), 1),
+        "candidates_on_branch_avg": round(on_branch / calls, 2),
     }
 
 
@@ -147,7 +180,10 @@ def run(
         "leaf_choice": "uniform over all leaves",
         "result_cache": False,
         "llm": "excluded (one offline compaction before timing)",
-        "tiers": "system, recent window, summary, working memory, plan, recall (keywords)",
+        "tiers": "system, recent window, summary, working memory, plan, recall (keywords; "
+        "relevance gate and branch filter on)",
+        "ancestry": "branch_of(leaf) (one query over its chains) + 100 labelled candidates "
+        "judged, per call; also inside every context call's recall tier",
         "targets": {"context_p95_ms_at_100k_sqlite": TARGET_P95_MS},
     }
     return envelope("context", params=params, headline=headline, rows=rows)
@@ -161,6 +197,8 @@ _COLUMNS = (
     ("context_p99_ms", "p99\nms"),
     ("tokens_avg", "tokens\navg"),
     ("calls_with_summary", "calls with\nsummary"),
+    ("ancestry_p95_ms", "ancestry\np95 ms"),
+    ("chains_per_branch_avg", "chains per\nbranch"),
 )
 
 

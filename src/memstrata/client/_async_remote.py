@@ -349,6 +349,7 @@ class AsyncRemoteRecall:
         leaf_id: str | None = None,
         message_range: int = 0,
         exclude_ids: Iterable[str] = (),
+        include_other_branches: bool = False,
     ) -> list[RecallHit]:
         """The ``k`` messages of ``scope`` most relevant to ``query``, best first."""
         if isinstance(exclude_ids, str) or any(True for _ in exclude_ids):
@@ -360,6 +361,7 @@ class AsyncRemoteRecall:
             conversation_id=conversation_id,
             leaf_id=leaf_id,
             message_range=message_range,
+            include_other_branches=include_other_branches or None,
         )
         # A search changes nothing: safe to send again.
         return await self._s.call(

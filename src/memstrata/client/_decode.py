@@ -180,7 +180,7 @@ def _report(d: Any) -> ContextReport:
         encoding=d["encoding"],
         leaf_id=d["leaf_id"],
         tiers={
-            name: TierReport(int(t["asked"]), int(t["granted"]), int(t["items"]))
+            name: TierReport(int(t["asked"]), int(t["granted"]), int(t["items"]), t.get("reason"))
             for name, t in d["tiers"].items()
         },
         dropped=list(d["dropped"]),

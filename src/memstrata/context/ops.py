@@ -177,9 +177,14 @@ class TierReport:
     asked: int = 0
     granted: int = 0
     items: int = 0
+    # Why the tier is empty when it offered nothing usable (e.g. "below relevance floor").
+    reason: str | None = None
 
-    def to_dict(self) -> dict[str, int]:
-        return {"asked": self.asked, "granted": self.granted, "items": self.items}
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"asked": self.asked, "granted": self.granted, "items": self.items}
+        if self.reason is not None:
+            out["reason"] = self.reason
+        return out
 
 
 @dataclass(slots=True)
@@ -394,13 +399,19 @@ def _provide(
     policies: Mapping[str, TierPolicy],
     room: int,
     window_ids: frozenset[str] = frozenset(),
+    window_from_depth: int | None = None,
 ) -> Op[list[TierItem]]:
     tier = provider.tier
     if tier not in BLOCK_TAGS or tier in ("summary", "working", "plan", "iterations"):
         raise InvalidInput(f"a provider cannot supply tier {tier!r}", field="tier")
     cap = policies[tier].cap if tier in policies else None
     allowance = room if cap is None else min(cap, room)
-    request = replace(base, allowance=max(allowance, 0), window_ids=window_ids)
+    request = replace(
+        base,
+        allowance=max(allowance, 0),
+        window_ids=window_ids,
+        window_from_depth=window_from_depth,
+    )
     return (yield from provider.provide(rt, request))
 
 
@@ -464,7 +475,8 @@ def _note_asks(
     tok: Tokenizer,
 ) -> None:
     for name, items in offered.items():
-        tiers.setdefault(name, TierReport()).asked = _ask(items, name, tok)
+        wanted = [i for i in items if not i.provenance.get("rejected")]
+        tiers.setdefault(name, TierReport()).asked = _ask(wanted, name, tok)
         if name not in policies:  # a provider's tier with no policy goes last
             policies[name] = TierPolicy(len(policies))
             order.append(name)
@@ -551,6 +563,36 @@ def _grant_window(
     return window
 
 
+def _window_from_depth(br: _Branch, window: Sequence[Message]) -> int | None:
+    """Where the window starts on the branch (the leaf's depth + 1 when it is empty)."""
+    if br.leaf is None:
+        return None
+    return window[0].depth if window else br.leaf.depth + 1
+
+
+def _usable(
+    name: str, items: Sequence[TierItem], taken: set[str], report: ContextReport
+) -> list[TierItem]:
+    """The items a tier may inject: rejected ones (a provider's verdict) and ones carried
+    by an item already in the context (``covered_by``) go to the report instead."""
+    out: list[TierItem] = []
+    rejected = False
+    for item in items:
+        reason = item.provenance.get("rejected")
+        if reason:
+            rejected = True
+            report.dropped.append(_drop(name, item, str(reason)))
+        elif taken.intersection(item.provenance.get("covered_by", ())):
+            report.dropped.append(_drop(name, item, "carried by an injected fact"))
+        else:
+            out.append(item)
+    if rejected and not out:
+        report.tiers[name].reason = next(
+            str(i.provenance["rejected"]) for i in items if i.provenance.get("rejected")
+        )
+    return out
+
+
 def _grant_tiers(
     order: Sequence[str],
     policies: Mapping[str, TierPolicy],
@@ -562,6 +604,7 @@ def _grant_tiers(
 ) -> dict[str, list[TierItem]]:
     chosen: dict[str, list[TierItem]] = {}
     group_left = dict(GROUP_CAPS)
+    taken: set[str] = set()
     for i, name in enumerate(order):
         reserve.pop(name, None)
         if name == "recent" or name not in offered:
@@ -574,7 +617,9 @@ def _grant_tiers(
             allow = min(allow, cap)
         if group is not None and group in group_left:
             allow = min(allow, group_left[group])
-        items, cost = _select(name, offered[name], max(allow, 0), tok, report.dropped)
+        usable = _usable(name, offered[name], taken, report)
+        items, cost = _select(name, usable, max(allow, 0), tok, report.dropped)
+        taken.update(item.id for item in items)
         if items:
             chosen[name] = items
         if group is not None and group in group_left:
@@ -638,8 +683,11 @@ def assemble(
     remaining = budget - tiers["system"].granted - tiers["recent"].granted
     if late:
         in_context = frozenset(m.id for m in (*br.system, *window))
+        from_depth = _window_from_depth(br, window)
         for provider in late:
-            items = yield from _provide(rt, provider, asking, policies, remaining, in_context)
+            items = yield from _provide(
+                rt, provider, asking, policies, remaining, in_context, from_depth
+            )
             offered.setdefault(provider.tier, []).extend(items)
         _note_asks({p.tier: offered[p.tier] for p in late}, tiers, policies, order, tok)
     chosen = _grant_tiers(order, policies, offered, reserve, remaining, tok, report)

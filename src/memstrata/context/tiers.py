@@ -94,8 +94,13 @@ class TierRequest:
     ``query`` is the caller's query, or else the content of the newest user message
     on the branch. ``query_vector`` is that query embedded by ``embedder`` (the
     identity of its vector space) before the transaction, or None. ``window_ids``
-    holds the messages already in the context (system run and recent window); it is
-    filled only for a provider that runs after the window (``after_window``).
+    holds the messages already in the context (system run and recent window), and
+    ``window_from_depth`` where the window starts on the branch; both are filled only
+    for a provider that runs after the window (``after_window``).
+
+    An item whose provenance has ``rejected`` (a reason) is reported, never injected;
+    one whose ``covered_by`` names an item another tier put in the same context (e.g.
+    a fact drawn from that message) is left out as already carried.
     """
 
     scope: Scope
@@ -110,6 +115,9 @@ class TierRequest:
     query_vector: Sequence[float] | None = None
     embedder: str | None = None
     window_ids: frozenset[str] = frozenset()
+    # The depth of the window's oldest message: the branch from there down to the leaf is
+    # in the context (a range, so no window is too long to leave out).
+    window_from_depth: int | None = None
 
     def item(self, id: str, text: str, **provenance: Any) -> TierItem:
         """Build an item with its cost counted the way the assembler counts it."""

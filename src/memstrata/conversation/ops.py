@@ -15,6 +15,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from memstrata.conversation.branches import CHAIN_SQL
 from memstrata.conversation.history import History, HistoryPlanner, check_limits
 from memstrata.conversation.tree import place
 from memstrata.errors import Conflict, InvalidInput, NotFound
@@ -364,8 +365,8 @@ def append_message(
     yield Exec(
         "INSERT INTO messages (id, conversation_id, parent_id, role, content, files, tool_calls, "
         "tool_call_id, status, metadata, occurred_at, created_at, depth, token_count, "
-        "branch_tokens, system_tail_id, legacy_parent) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "branch_tokens, system_tail_id, legacy_parent, chain_id) "
+        f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {CHAIN_SQL})",
         (
             mid,
             conv.id,
@@ -384,6 +385,8 @@ def append_message(
             spot.branch_tokens,
             spot.system_tail_id,
             int(legacy),
+            None if parent is None else parent.id,
+            mid,
         ),
     )
     yield Exec(

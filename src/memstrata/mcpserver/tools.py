@@ -255,11 +255,24 @@ class MemoryTools:
         conversation_id: Annotated[
             str | None, Field(description="Search only this conversation.")
         ] = None,
+        leaf_id: Annotated[
+            str | None,
+            Field(description="With conversation_id: only the branch ending at this message."),
+        ] = None,
+        include_other_branches: Annotated[
+            bool,
+            Field(description="With leaf_id: also the conversation's other branches."),
+        ] = False,
     ) -> Result:
         """Search the user's past messages across all conversations (keywords and meaning),
         best match first."""
         hits = await self._mem.recall.search(
-            self._scope_of(ctx), query, k, conversation_id=conversation_id
+            self._scope_of(ctx),
+            query,
+            k,
+            conversation_id=conversation_id,
+            leaf_id=leaf_id,
+            include_other_branches=include_other_branches,
         )
         return {"hits": [_hit(h) for h in hits]}
 

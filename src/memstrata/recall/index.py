@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memstrata.errors import ConfigurationError
+from memstrata.recall.scoring import COVERAGE_CORPUS, DocMatch, idf, score_docs
 from memstrata.recall.text import INDEXED_ROLES, document_text, owner_token
 from memstrata.storage.plan import Exec, Op, Query, Row
 from memstrata.storage.records import MESSAGE_COLUMNS, to_message
@@ -20,13 +21,17 @@ from memstrata.types import Message, Scope
 
 __all__ = [
     "KeywordHit",
+    "ancestors_within",
     "delete_for_conversations",
     "delete_for_user",
     "index_message",
     "keyword_search",
+    "labelled_children",
+    "labelled_messages",
     "mark_embedded",
     "messages_by_id",
     "pending",
+    "term_postings",
     "unindexed",
 ]
 
@@ -36,11 +41,13 @@ _SQL: dict[str, dict[str, str]] = {
     "sqlite": {
         "insert_keywords": "INSERT INTO recall_fts (rowid, owner, body) VALUES (?, ?, ?)",
         # bm25() is lower-is-better; the owner column gets weight 0 so only the body ranks.
-        "search": (
-            "SELECT d.message_id, d.conversation_id, -bm25(recall_fts, 0.0, 1.0) AS score "
+        # Which of the scope's messages hold a term, newest first: no bm25(), whose
+        # statistics span the whole store (see recall/scoring.py).
+        "postings": (
+            "SELECT d.seq, d.message_id, d.conversation_id, m.token_count "
             "FROM recall_fts JOIN recall_docs d ON d.seq = recall_fts.rowid "
-            "WHERE recall_fts MATCH ? AND {scope} ORDER BY bm25(recall_fts, 0.0, 1.0), d.seq "
-            "LIMIT ?"
+            "JOIN messages m ON m.seq = d.seq "
+            "WHERE recall_fts MATCH ? AND {scope} ORDER BY recall_fts.rowid DESC LIMIT ?"
         ),
         "delete_conversations": (
             "DELETE FROM recall_fts WHERE rowid IN "
@@ -57,10 +64,10 @@ _SQL: dict[str, dict[str, str]] = {
     },
     "postgres": {
         "insert_keywords": "UPDATE recall_docs SET tsv = to_tsvector('english', ?) WHERE seq = ?",
-        "search": (
-            "SELECT d.message_id, d.conversation_id, ts_rank_cd(d.tsv, q, 1) AS score "
-            "FROM recall_docs d, to_tsquery('english', ?) q "
-            "WHERE d.tsv @@ q AND {scope} ORDER BY score DESC, d.seq LIMIT ?"
+        "postings": (
+            "SELECT d.seq, d.message_id, d.conversation_id, m.token_count "
+            "FROM recall_docs d JOIN messages m ON m.seq = d.seq, to_tsquery('english', ?) q "
+            "WHERE d.tsv @@ q AND {scope} ORDER BY d.seq DESC LIMIT ?"
         ),
     },
 }
@@ -213,37 +220,37 @@ class KeywordHit:
     message_id: str
     conversation_id: str
     score: float
+    #: Share of the query's idf mass the message matches (0..1).
+    coverage: float = 0.0
 
 
-def _fts_query(dialect: str, owner: str, terms: Sequence[str]) -> str:
+def _term_query(dialect: str, owner: str, term: str) -> str:
     if dialect == "sqlite":
-        # Quoted strings are plain tokens to FTS5 (no operators), then stemmed by porter.
-        body = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
-        return f'owner : "{owner}" AND body : ({body})'
+        # A quoted string is a plain token to FTS5 (no operators), then stemmed by porter.
+        return f'owner : "{owner}" AND body : "' + term.replace('"', '""') + '"'
     # to_tsquery syntax; terms are word characters only (see text.analyse_query).
-    return " | ".join("'" + t.replace("'", "''").replace("\\", "") + "'" for t in terms)
+    return "'" + term.replace("'", "''").replace("\\", "") + "'"
 
 
-def common_terms(dialect: str, terms: Sequence[str], threshold: int) -> Op[set[str]]:
-    """The ``terms`` whose posting lists hold at least ``threshold`` documents.
-
-    A keyword search costs the length of its terms' posting lists, so a caller that must
-    stay cheap (the context's recall tier runs on every call) leaves these out. Each probe
-    stops at ``threshold`` rows, so the check itself stays bounded. Only SQLite is
-    probed; PostgreSQL's GIN scan is left as it is (nothing is reported common).
-    """
-    if dialect != "sqlite":
-        return set()
-    common: set[str] = set()
-    for term in terms:
-        probe = 'body : "' + term.replace('"', '""') + '"'
-        rows = yield Query(
-            "SELECT count(*) FROM (SELECT 1 FROM recall_fts WHERE recall_fts MATCH ? LIMIT ?)",
-            (probe, threshold),
-        )
-        if rows[0][0] >= threshold:
-            common.add(term)
-    return common
+def term_postings(
+    dialect: str,
+    scope: Scope,
+    term: str,
+    cap: int,
+    *,
+    conversation_id: str | None = None,
+) -> Op[list[DocMatch]]:
+    """The scope's newest messages holding ``term``, at most ``cap`` (so the read is
+    bounded; ``cap`` rows back means the term is at least that common in the scope)."""
+    where, params = _scope_sql(scope)
+    if conversation_id is not None:
+        where += " AND d.conversation_id = ?"
+        params.append(conversation_id)
+    sql = _sql(dialect, "postings")
+    assert sql is not None
+    query = _term_query(dialect, owner_token(scope.tenant, scope.user), term)
+    rows: list[Row] = yield Query(sql.format(scope=where), (query, *params, cap))
+    return [DocMatch(int(r[0]), r[1], r[2], int(r[3])) for r in rows]
 
 
 def keyword_search(
@@ -253,24 +260,34 @@ def keyword_search(
     limit: int,
     *,
     conversation_id: str | None = None,
+    cap: int = 1000,
+    drop_common: bool = False,
 ) -> Op[list[KeywordHit]]:
-    """Best ``limit`` keyword matches of ``scope`` (any of ``terms``), best first."""
-    if not terms:
-        return []
-    where, params = _scope_sql(scope)
-    if conversation_id is not None:
-        where += " AND d.conversation_id = ?"
-        params.append(conversation_id)
-    sql = _sql(dialect, "search")
-    assert sql is not None
-    query = _fts_query(dialect, owner_token(scope.tenant, scope.user), terms)
-    rows: list[Row] = yield Query(sql.format(scope=where), (query, *params, limit))
-    return [KeywordHit(r[0], r[1], float(r[2])) for r in rows]
+    """Best ``limit`` keyword matches of ``scope`` (any of ``terms``), best first, scored
+    from the scope's own statistics (see :mod:`memstrata.recall.scoring`).
+
+    A term held by ``cap`` or more of the scope's messages is read only up to ``cap``
+    (newest first), or left out with ``drop_common`` (it costs the most and tells the
+    least); either way the decision depends on the caller's own messages only.
+    """
+    postings: dict[str, list[DocMatch]] = {}
+    dropped = 0.0
+    for term in terms:
+        docs = yield from term_postings(dialect, scope, term, cap, conversation_id=conversation_id)
+        if drop_common and len(docs) >= cap:
+            dropped += idf(cap, COVERAGE_CORPUS)
+            continue
+        postings[term] = docs
+    scored = score_docs(postings, dropped)[:limit]
+    return [KeywordHit(d.message_id, d.conversation_id, d.score, d.coverage) for d in scored]
 
 
-def messages_by_id(scope: Scope, ids: Sequence[str]) -> Op[dict[str, Message]]:
-    """The messages of ``ids`` that ``scope`` owns (the scope is checked again here)."""
-    out: dict[str, Message] = {}
+def labelled_messages(
+    scope: Scope, ids: Sequence[str]
+) -> Op[dict[str, tuple[Message, str | None]]]:
+    """The messages of ``ids`` that ``scope`` owns (the scope is checked again here), each
+    with its ancestry label (``chain_id``, see :mod:`memstrata.conversation.branches`)."""
+    out: dict[str, tuple[Message, str | None]] = {}
     cols = ", ".join(f"m.{c.strip()}" for c in MESSAGE_COLUMNS.split(","))
     agent = " AND c.agent_id = ?" if scope.agent is not None else ""
     extra = [scope.agent] if scope.agent is not None else []
@@ -280,26 +297,77 @@ def messages_by_id(scope: Scope, ids: Sequence[str]) -> Op[dict[str, Message]]:
             # CROSS JOIN fixes the order on SQLite: look the ids up first. Left to itself the
             # planner starts from the owner's conversations and scans all their messages
             # (measured: 122 ms instead of 0.6 ms for 60 ids in a 100k-message conversation).
-            f"SELECT {cols} FROM messages m CROSS JOIN conversations c "
+            f"SELECT {cols}, m.chain_id FROM messages m CROSS JOIN conversations c "
             f"WHERE m.id IN ({_ph(len(batch))}) AND c.id = m.conversation_id "
             f"AND c.tenant_id = ? AND c.user_id = ?{agent}",
             (*batch, scope.tenant, scope.user, *extra),
         )
         for r in rows:
-            out[r[0]] = to_message(r)
+            out[r[0]] = (to_message(r[:-1]), r[-1])
     return out
 
 
-def children_of(conversation_id: str, ids: Sequence[str]) -> Op[list[Message]]:
-    out: list[Message] = []
+def messages_by_id(scope: Scope, ids: Sequence[str]) -> Op[dict[str, Message]]:
+    """The messages of ``ids`` that ``scope`` owns."""
+    found = yield from labelled_messages(scope, ids)
+    return {mid: m for mid, (m, _) in found.items()}
+
+
+def ancestors_within(scope: Scope, ids: Sequence[str], n: int) -> Op[dict[str, list[Message]]]:
+    """Up to ``n`` ancestors of each message of ``ids`` (nearest first), in one query per
+    batch. The ids must already be ``scope``'s: ancestors share their conversation."""
+    out: dict[str, list[Message]] = {i: [] for i in ids}
+    cols = ", ".join(f"m.{c.strip()}" for c in MESSAGE_COLUMNS.split(","))
     for start in range(0, len(ids), _BATCH):
         batch = list(ids[start : start + _BATCH])
         rows = yield Query(
-            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id = ? "
-            f"AND parent_id IN ({_ph(len(batch))}) ORDER BY seq",
-            (conversation_id, *batch),
+            "WITH RECURSIVE up(origin, parent_id, hop) AS ("
+            f" SELECT id, parent_id, 0 FROM messages WHERE id IN ({_ph(len(batch))})"
+            " UNION ALL SELECT up.origin, m.parent_id, up.hop + 1 FROM up"
+            " JOIN messages m ON m.id = up.parent_id WHERE up.hop + 1 < ?)"
+            f" SELECT up.origin, up.hop, {cols} FROM up JOIN messages m ON m.id = up.parent_id",
+            (*batch, n),
         )
-        out += [to_message(r) for r in rows]
+        for r in sorted(rows, key=lambda r: r[1]):
+            out[r[0]].append(to_message(r[2:]))
+    return out
+
+
+def labelled_children(
+    scope: Scope, ids: Sequence[str]
+) -> Op[dict[str, list[tuple[Message, str | None]]]]:
+    """The children of each message of ``ids`` (oldest first), with their labels. The ids
+    must already be ``scope``'s: children share their conversation."""
+    out: dict[str, list[tuple[Message, str | None]]] = {}
+    for start in range(0, len(ids), _BATCH):
+        batch = list(ids[start : start + _BATCH])
+        rows = yield Query(
+            f"SELECT {MESSAGE_COLUMNS}, chain_id FROM messages "
+            f"WHERE parent_id IN ({_ph(len(batch))}) ORDER BY seq",
+            batch,
+        )
+        for r in rows:
+            m = to_message(r[:-1])
+            out.setdefault(m.parent_id or "", []).append((m, r[-1]))
+    return out
+
+
+def facts_from(scope: Scope, messages: Sequence[Message]) -> Op[dict[str, list[str]]]:
+    """``{message id: [active fact ids]}`` for the facts of ``scope`` that name one of
+    ``messages`` as a source (provenance: what a fact already carries)."""
+    out: dict[str, list[str]] = {}
+    by_conv = sorted({m.conversation_id for m in messages})
+    ids = [m.id for m in messages]
+    if not ids:
+        return out
+    rows = yield Query(
+        "SELECT s.message_id, f.id FROM fact_sources s JOIN facts f ON f.id = s.fact_id "
+        f"WHERE s.conversation_id IN ({_ph(len(by_conv))}) AND s.message_id IN ({_ph(len(ids))}) "
+        "AND f.status = 'active' AND f.tenant_id = ? AND f.user_id = ? ORDER BY f.id",
+        (*by_conv, *ids, scope.tenant, scope.user),
+    )
+    for mid, fid in rows:
+        out.setdefault(mid, []).append(fid)
     return out
 
 

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from memstrata.conversation import ops as conv_ops
-from memstrata.errors import InvalidInput
+from memstrata.conversation.branches import Branch, branch_of
+from memstrata.errors import InvalidInput, NotFound
 from memstrata.jobs import ops as jobs_ops
 from memstrata.recall import index as idx
 from memstrata.recall.fusion import Candidate, FusionParams, fuse, ranks
@@ -36,7 +37,16 @@ if TYPE_CHECKING:
     from memstrata.jobs.ops import Job
     from memstrata.vectors.port import PlannedIndex, VectorItem
 
-__all__ = ["EMBED_JOB", "RecallEngine", "RecallHit", "search_op"]
+__all__ = [
+    "EMBED_JOB",
+    "BranchRule",
+    "Found",
+    "LazyRule",
+    "RecallEngine",
+    "RecallHit",
+    "candidates_op",
+    "search_op",
+]
 
 EMBED_JOB = "recall.embed"
 #: Most messages a search embeds before it runs (the rest wait for the job).
@@ -44,6 +54,11 @@ CATCH_UP_LIMIT = 512
 EMBED_BATCH = 64
 MAX_K = 200
 MAX_RANGE = 20
+#: Most messages one search returns with their neighbours (``message_range``): beyond it,
+#: the lower hits come without neighbours.
+MAX_RESULT = 2000
+#: Most of the scope's messages read per query term (newest first).
+SEARCH_TERM_CAP = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,33 +101,103 @@ def check_args(k: int, message_range: int, exclude_ids: Iterable[str]) -> frozen
     return excluded
 
 
+@dataclass(frozen=True, slots=True)
+class BranchRule:
+    """Which messages of the conversation being answered a search may return.
+
+    Messages of ``branch.conversation_id`` must lie on ``branch`` (ancestors of its
+    leaf), unless ``other_branches``; on the branch, those at depth >= ``from_depth``
+    (the context's window) or <= ``covered_depth`` (under the summary in use) are
+    already in the context. Other conversations are not affected.
+    """
+
+    branch: Branch
+    other_branches: bool = False
+    from_depth: int | None = None
+    covered_depth: int | None = None
+
+    def keeps(self, message: Message, chain_id: str | None) -> bool:
+        if message.conversation_id != self.branch.conversation_id:
+            return True
+        if not self.branch.contains(chain_id, message.depth):
+            return self.other_branches
+        if self.from_depth is not None and message.depth >= self.from_depth:
+            return False
+        return self.covered_depth is None or message.depth > self.covered_depth
+
+
+@dataclass(frozen=True, slots=True)
+class LazyRule:
+    """A :class:`BranchRule` read only once the candidates are known, and only as deep
+    as they need: none of the conversation outside the context's ranges, no walk."""
+
+    conversation_id: str
+    leaf_id: str
+    from_depth: int | None = None
+    covered_depth: int | None = None
+
+    def resolve(self, candidates: Iterable[tuple[Message, str | None]]) -> Op[BranchRule | None]:
+        depths = [
+            m.depth
+            for m, _ in candidates
+            if m.conversation_id == self.conversation_id
+            and (self.from_depth is None or m.depth < self.from_depth)
+            and (self.covered_depth is None or m.depth > self.covered_depth)
+        ]
+        if not depths:  # nothing to judge: the ranges alone decide
+            branch = Branch(self.conversation_id, self.leaf_id, {})
+        else:
+            found = yield from branch_of(self.conversation_id, self.leaf_id, min(depths))
+            branch = found or Branch(self.conversation_id, self.leaf_id, {})
+        return BranchRule(branch, from_depth=self.from_depth, covered_depth=self.covered_depth)
+
+
+def branch_rule(
+    scope: Scope, conversation_id: str | None, leaf_id: str | None, other_branches: bool
+) -> Op[BranchRule | None]:
+    """The rule for ``mem.recall.search``'s ``leaf_id`` (checked against the scope)."""
+    if conversation_id is not None:
+        yield from conv_ops.get_conversation(scope, conversation_id)  # NotFound elsewhere
+    if leaf_id is None:
+        return None
+    if conversation_id is None:
+        raise InvalidInput("leaf_id needs conversation_id", field="leaf_id")
+    branch = yield from branch_of(conversation_id, leaf_id)
+    if branch is None:
+        raise NotFound(f"leaf {leaf_id} not found", kind="leaf")
+    return BranchRule(branch, other_branches)
+
+
 def _neighbours(
-    scope: Scope, hit: Message, n: int, branch: dict[str, Message] | None
-) -> Op[tuple[list[Message], list[Message]]]:
-    """Up to ``n`` messages before and after ``hit`` on its branch (the given branch,
-    else the newest child at each step)."""
-    before: list[Message] = []
-    cur = hit
-    while len(before) < n and cur.parent_id is not None:
-        parent = branch.get(cur.parent_id) if branch is not None else None
-        if parent is None:
-            found = yield from idx.messages_by_id(scope, [cur.parent_id])
-            parent = found.get(cur.parent_id)
-        if parent is None:
+    scope: Scope, hits: Sequence[Message], n: int, rule: BranchRule | None
+) -> Op[tuple[dict[str, list[Message]], dict[str, list[Message]]]]:
+    """Up to ``n`` messages before and after each hit on its branch: the rule's branch in
+    its conversation, else the newest child at each step. Batched: one query for every
+    hit's ancestors, then one per step down (never one per hit)."""
+    ids = [m.id for m in hits]
+    up = yield from idx.ancestors_within(scope, ids, n)
+    before = {m.id: list(reversed(up.get(m.id, []))) for m in hits}
+    after: dict[str, list[Message]] = {m.id: [] for m in hits}
+    frontier = {m.id: m for m in hits}  # hit id -> the last message reached below it
+    for _ in range(n):
+        if not frontier:
             break
-        before.append(parent)
-        cur = parent
-    after: list[Message] = []
-    cur = hit
-    while len(after) < n:
-        children = yield from idx.children_of(cur.conversation_id, [cur.id])
-        if branch is not None:
-            children = [c for c in children if c.id in branch]
-        if not children:
-            break
-        cur = children[-1]
-        after.append(cur)
-    return list(reversed(before)), after
+        children = yield from idx.labelled_children(scope, [m.id for m in frontier.values()])
+        nxt: dict[str, Message] = {}
+        for origin, cur in frontier.items():
+            options = [
+                c
+                for c, chain in children.get(cur.id, [])
+                if rule is None
+                or c.conversation_id != rule.branch.conversation_id
+                or rule.other_branches
+                or rule.branch.contains(chain, c.depth)
+            ]
+            if options:
+                nxt[origin] = options[-1]  # newest (children come in seq order)
+                after[origin].append(options[-1])
+        frontier = nxt
+    return before, after
 
 
 def search_op(
@@ -129,33 +214,101 @@ def search_op(
     excluded: frozenset[str],
     params: FusionParams,
     candidates: int = 100,
+    include_other_branches: bool = False,
 ) -> Op[list[RecallHit]]:
     """Hybrid search in one read transaction (see :mod:`memstrata.recall.fusion`)."""
-    branch: dict[str, Message] | None = None
-    if leaf_id is not None:
-        if conversation_id is None:
-            raise InvalidInput("leaf_id needs conversation_id", field="leaf_id")
-        path = yield from conv_ops.path(scope, conversation_id, leaf_id)
-        branch = {m.id: m for m in path}
-    elif conversation_id is not None:
-        yield from conv_ops.get_conversation(scope, conversation_id)  # NotFound elsewhere
-    # Filtered-out ids must not eat the candidate budget.
-    n = min(max(candidates, 5 * k) + len(excluded), 1000)
-    keyword = yield from idx.keyword_search(
-        dialect, scope, query.terms, n, conversation_id=conversation_id
+    rule = yield from branch_rule(scope, conversation_id, leaf_id, include_other_branches)
+    found = yield from candidates_op(
+        dialect,
+        vectors,
+        scope,
+        query,
+        query_vector,
+        n=min(max(candidates, 5 * k) + len(excluded), 1000),
+        conversation_id=conversation_id,
+        excluded=excluded,
+        rule=rule,
+        cap=SEARCH_TERM_CAP,
     )
-    semantic: list[str] = []
+    ranked = fuse(found.candidates, temporal=query.temporal, params=params)[:k]
+    messages = found.messages
+    if message_range == 0:
+        return [RecallHit(messages[c.id], c.conversation_id, c.score, (c.id,)) for c in ranked]
+    # The work budget: neighbours for as many of the best hits as keep the answer within
+    # MAX_RESULT messages; the rest come alone (documented truncation).
+    with_context = max(1, MAX_RESULT // (2 * message_range + 1))
+    near = [messages[c.id] for c in ranked[:with_context]]
+    before, after = yield from _neighbours(scope, near, message_range, rule)
+    hits: list[RecallHit] = []
+    seen: set[str] = set()
+    for c in ranked:
+        m = messages[c.id]
+        around = (before.get(m.id, []), [m], after.get(m.id, []))
+        for group in around:
+            for other in group:
+                if other.id in seen or (other is not m and other.id in excluded):
+                    continue
+                seen.add(other.id)
+                of = None if other is m else m.id
+                hits.append(RecallHit(other, m.conversation_id, c.score, (other.id,), of))
+    return hits
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """What the two rankers found: fusion candidates, their messages, and the evidence
+    each one has on its own (keyword coverage, cosine similarity)."""
+
+    candidates: list[Candidate]
+    messages: dict[str, Message]
+    chains: dict[str, str | None]
+    coverage: dict[str, float]
+    similarity: dict[str, float]
+
+
+def candidates_op(
+    dialect: str,
+    vectors: PlannedIndex | None,
+    scope: Scope,
+    query: QueryInfo,
+    query_vector: Sequence[float] | None,
+    *,
+    n: int,
+    conversation_id: str | None,
+    excluded: frozenset[str],
+    rule: BranchRule | None,
+    cap: int,
+    drop_common: bool = False,
+    lazy_rule: LazyRule | None = None,
+) -> Op[Found]:
+    """Keyword and vector candidates of ``scope``, filtered by ``excluded`` and ``rule``."""
+    keyword = yield from idx.keyword_search(
+        dialect,
+        scope,
+        query.terms,
+        n,
+        conversation_id=conversation_id,
+        cap=cap,
+        drop_common=drop_common,
+    )
+    semantic: list[tuple[str, float]] = []
     if vectors is not None and query_vector is not None:
-        found = yield from vectors.search_op(
+        vec = yield from vectors.search_op(
             scope, query_vector, n, conversation_id=conversation_id, exclude_message_ids=excluded
         )
-        semantic = [h.message_id for h in found]
-    keep = [h.message_id for h in keyword if h.message_id not in excluded]
-    if branch is not None:
-        keep = [m for m in keep if m in branch]
-        semantic = [m for m in semantic if m in branch]
-    kw_rank, vec_rank = ranks(keep), ranks(semantic)
-    messages = yield from idx.messages_by_id(scope, list(dict.fromkeys(keep + semantic)))
+        semantic = [(h.message_id, h.score) for h in vec]
+    coverage = {h.message_id: h.coverage for h in keyword if h.message_id not in excluded}
+    similarity = {mid: score for mid, score in semantic if mid not in excluded}
+    labelled = yield from idx.labelled_messages(
+        scope, list(dict.fromkeys([*coverage, *similarity]))
+    )
+    if rule is None and lazy_rule is not None:
+        rule = yield from lazy_rule.resolve(labelled.values())
+    messages = {
+        mid: m for mid, (m, chain) in labelled.items() if rule is None or rule.keeps(m, chain)
+    }
+    kw_rank = ranks([h.message_id for h in keyword if h.message_id in messages])
+    vec_rank = ranks([mid for mid, _ in semantic if mid in messages])
     cands = [
         Candidate(
             id=m.id,
@@ -168,27 +321,13 @@ def search_op(
         )
         for m in messages.values()
     ]
-    ranked = fuse(cands, temporal=query.temporal, params=params)[:k]
-    hits: list[RecallHit] = []
-    seen: set[str] = set()
-    for c in ranked:
-        m = messages[c.id]
-        if message_range == 0:
-            hits.append(RecallHit(m, m.conversation_id, c.score, (m.id,)))
-            continue
-        before, after = yield from _neighbours(scope, m, message_range, branch)
-        for other in before:
-            if other.id not in seen and other.id not in excluded:
-                seen.add(other.id)
-                hits.append(RecallHit(other, m.conversation_id, c.score, (other.id,), m.id))
-        if m.id not in seen:
-            seen.add(m.id)
-            hits.append(RecallHit(m, m.conversation_id, c.score, (m.id,)))
-        for other in after:
-            if other.id not in seen and other.id not in excluded:
-                seen.add(other.id)
-                hits.append(RecallHit(other, m.conversation_id, c.score, (other.id,), m.id))
-    return hits
+    return Found(
+        cands,
+        messages,
+        {mid: chain for mid, (_, chain) in labelled.items() if mid in messages},
+        {mid: v for mid, v in coverage.items() if mid in messages},
+        {mid: v for mid, v in similarity.items() if mid in messages},
+    )
 
 
 class RecallEngine:

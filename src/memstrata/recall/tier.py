@@ -10,14 +10,15 @@ conversations. Each item is one message, rendered as ``[date] role: content``.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from memstrata.context.tiers import TierItem, TierRequest
 from memstrata.errors import InvalidInput
-from memstrata.recall.index import common_terms
-from memstrata.recall.service import MAX_K, search_op
-from memstrata.recall.text import analyse_query
+from memstrata.recall import index as idx
+from memstrata.recall.fusion import fuse
+from memstrata.recall.gate import RelevanceGate
+from memstrata.recall.service import MAX_K, LazyRule, candidates_op
+from memstrata.recall.text import analyse_query, speaker_of
 from memstrata.runtime import Runtime
 from memstrata.storage.plan import Op
 from memstrata.types import Message, Status
@@ -25,28 +26,39 @@ from memstrata.types import Message, Status
 if TYPE_CHECKING:
     from memstrata.recall.service import RecallEngine
 
-__all__ = ["DEFAULT_K", "RecallTier", "render_item"]
+__all__ = ["BELOW_FLOOR", "DEFAULT_K", "RecallTier", "render_item"]
 
-DEFAULT_K = 8
-CANDIDATES = 40
+DEFAULT_K = 60
+CANDIDATES = 100
 MAX_TERMS = 12
-MAX_DF = 500
+MAX_DF = 200
 #: Longest query text searched (the rest of a long message adds little but cost).
 MAX_QUERY_CHARS = 10_000
+#: The report's reason when candidates were found but none cleared the floor.
+BELOW_FLOOR = "below relevance floor"
+#: Candidates below the floor named in the report (the best of them).
+REPORTED_BELOW = 3
 
 
 def render_item(message: Message) -> str:
-    """One line per message: its date, role and content (line breaks folded)."""
+    """One line per message: its date, its speaker (the one a client named in its
+    metadata, else its role) and content (line breaks folded)."""
     when = message.occurred_at.date().isoformat()
     content = " ".join(message.content.split())
-    return f"[{when}] {message.role.value}: {content}"
+    speaker = speaker_of(message)
+    who = message.role.value if speaker is None else speaker
+    return f"[{when}] {who}: {content}"
 
 
 class RecallTier:
     """Tier provider ``recall`` (registered by :meth:`RecallEngine.install`).
 
     ``k`` is how many messages it offers at most (best first); the budget may
-    grant fewer, whole messages only.
+    grant fewer, whole messages only. Only candidates that clear ``gate`` are offered;
+    within the conversation being answered only ancestors of its leaf outside the
+    window and the summary in use; of regeneration siblings only the best. Each item
+    names the active facts that came from its message (``covered_by``), so the
+    assembler leaves it out when one of them is in the same context.
     """
 
     tier = "recall"
@@ -59,8 +71,9 @@ class RecallTier:
         self.candidates = CANDIDATES
         #: Query terms searched (a whole user message can hold many; each costs a posting list).
         self.max_terms = MAX_TERMS
-        #: A term found in this many indexed messages or more is left out of the tier's search.
+        #: A term held by this many of the caller's messages or more is left out.
         self.max_df = MAX_DF
+        self.gate = RelevanceGate()
 
     @property
     def k(self) -> int:
@@ -77,44 +90,76 @@ class RecallTier:
         if self.k == 0 or not query.strip():
             return []
         info = analyse_query(query, max_terms=self.max_terms)
-        # Terms so common that ranking them would read a large part of the index cost the
-        # most and tell the least (bm25 weights them near zero): the tier skips them.
-        common = yield from common_terms(self._engine.dialect, info.terms, self.max_df)
-        if common:
-            info = replace(info, terms=tuple(t for t in info.terms if t not in common))
+        rule = None
+        if request.leaf_id is not None:
+            # Read once the candidates are known: most calls need no walk at all.
+            rule = LazyRule(
+                request.conversation_id,
+                request.leaf_id,
+                from_depth=request.window_from_depth,
+                covered_depth=request.covered_depth,
+            )
         # Vectors only from the space the query was embedded in: never mix spaces.
         vectors = self._engine.opened_index(request.embedder)
         qvec = request.query_vector if vectors is not None else None
-        excluded = request.window_ids
-        hits = yield from search_op(
+        found = yield from candidates_op(
             self._engine.dialect,
             vectors,
             request.scope,
             info,
             qvec,
-            k=min(self.k + 4, MAX_K),  # a little slack for what is filtered below
+            n=self.candidates,
             conversation_id=None,
-            leaf_id=None,
-            message_range=0,
-            excluded=excluded,
-            params=self._engine.params,
-            # Fewer candidates than a search: this runs on every context call.
-            candidates=self.candidates,
+            excluded=frozenset(),  # the window is left out by the rule's depth range
+            rule=None,
+            lazy_rule=rule,
+            cap=self.max_df,
+            drop_common=True,
         )
-        items: list[TierItem] = []
-        for hit in hits:
-            m = hit.message
-            if m.id in excluded or m.status is not Status.COMPLETE:
+        ranked = fuse(found.candidates, temporal=info.temporal, params=self._engine.params)
+        considered: list[tuple[Message, float, float]] = []
+        siblings: set[tuple[str, str | None, str]] = set()
+        for c in ranked:
+            m = found.messages[c.id]
+            if m.id in request.window_ids or m.status is not Status.COMPLETE:
                 continue
-            items.append(
+            # Regeneration siblings (same parent, same role) say the same thing twice:
+            # the best ranked of them stands for all.
+            family = (m.conversation_id, m.parent_id, m.role.value)
+            if m.parent_id is not None:
+                if family in siblings:
+                    continue
+                siblings.add(family)
+            sim = found.similarity.get(m.id)
+            considered.append((m, c.score, self.gate.evidence(found.coverage.get(m.id, 0.0), sim)))
+        admitted = self.gate.admit([e for _, _, e in considered])
+        chosen = [c for c, ok in zip(considered, admitted, strict=True) if ok][: self.k]
+        below = [] if chosen else considered[:REPORTED_BELOW]
+        facts = yield from idx.facts_from(request.scope, [m for m, _, _ in chosen])
+        items = [
+            request.item(
+                m.id,
+                render_item(m),
+                message_id=m.id,
+                conversation_id=m.conversation_id,
+                score=round(score, 6),
+                evidence=round(evidence, 3),
+                **({"covered_by": facts[m.id]} if m.id in facts else {}),
+            )
+            for m, score, evidence in chosen
+        ]
+        if not items:
+            # Nothing cleared the floor: the assembler reports these, never injects them.
+            items = [
                 request.item(
                     m.id,
                     render_item(m),
                     message_id=m.id,
                     conversation_id=m.conversation_id,
-                    score=round(hit.score, 6),
+                    score=round(score, 6),
+                    evidence=round(evidence, 3),
+                    rejected=BELOW_FLOOR,
                 )
-            )
-            if len(items) == self.k:
-                break
+                for m, score, evidence in below
+            ]
         return items

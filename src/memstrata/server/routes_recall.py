@@ -24,6 +24,11 @@ class SearchIn(BaseModel):
     conversation_id: str | None = None
     leaf_id: str | None = None
     message_range: int = Field(default=0, ge=0, le=MAX_RANGE)
+    include_other_branches: bool = Field(
+        default=False,
+        description="With leaf_id: also messages of the conversation's other branches "
+        "(answers regenerated away, questions edited away).",
+    )
 
 
 class HitOut(BaseModel):
@@ -52,5 +57,6 @@ async def search(mem: Mem, scope: CallerScope, body: SearchIn) -> JSONResponse:
         conversation_id=body.conversation_id,
         leaf_id=body.leaf_id,
         message_range=body.message_range,
+        include_other_branches=body.include_other_branches,
     )
     return JSONResponse({"hits": [h.to_dict() for h in hits]})

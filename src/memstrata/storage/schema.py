@@ -274,7 +274,7 @@ _NODE_TABLES = (
     "CREATE INDEX node_memories_last_write ON node_memories (last_write_at)",
 )
 
-# Node memory turn ids (migration 12): which caller message ids a node memory generation
+# Node memory turn ids (migration 11): which caller message ids a node memory generation
 # holds, with a digest of their turns, so a replayed turn is recognised without reading the
 # blobs (idempotent add_turn) and history knows whether its current message is stored.
 _NODE_TURN_TABLES = (
@@ -290,7 +290,7 @@ _NODE_TURN_TABLES = (
     )""",
 )
 
-# Deleting one message finds its vectors without a scan (migration 12).
+# Deleting one message finds its vectors without a scan (migration 11).
 _VECTORS_BY_MESSAGE = "CREATE INDEX vectors_message ON vectors (conversation_id, message_id)"
 
 # Long-term memory (migration 7). Facts are marked, never rewritten, by extraction
@@ -416,7 +416,7 @@ _RETENTION_TABLES = (
     )""",
 )
 
-# LangGraph graphs (migration 13): checkpoints and pending writes of a checkpointer (the
+# LangGraph graphs (migration 12): checkpoints and pending writes of a checkpointer (the
 # values are LangGraph's own serialisation, kept as bytes with its type tag), and the
 # items of a LangGraph store with the vectors of their indexed fields.
 _GRAPH_TABLES = (
@@ -509,6 +509,23 @@ def _render(dialect: str, statements: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(sql.format(**_TYPES[dialect]) for sql in statements)
 
 
+# Ancestry labels (migration 10): a message continues its parent's chain when it is the
+# parent's first child (lowest seq), else starts its own (see conversation/branches.py).
+# Stored messages are labelled here by one walk down from the chain heads.
+_CHAIN_LABELS = (
+    "ALTER TABLE messages ADD COLUMN chain_id TEXT",
+    "CREATE TABLE chain_backfill AS WITH RECURSIVE lab(id, chain_id) AS ("
+    " SELECT m.id, m.id FROM messages m WHERE m.parent_id IS NULL OR EXISTS"
+    " (SELECT 1 FROM messages s WHERE s.parent_id = m.parent_id AND s.seq < m.seq)"
+    " UNION ALL SELECT c.id, lab.chain_id FROM lab JOIN messages c ON c.parent_id = lab.id"
+    " WHERE NOT EXISTS (SELECT 1 FROM messages s WHERE s.parent_id = c.parent_id AND s.seq < c.seq))"
+    " SELECT id, chain_id FROM lab",
+    "CREATE UNIQUE INDEX chain_backfill_id ON chain_backfill (id)",
+    "UPDATE messages SET chain_id = "
+    "(SELECT b.chain_id FROM chain_backfill b WHERE b.id = messages.id)",
+    "DROP TABLE chain_backfill",
+)
+
 _CORE = "core: tenants, users, keys, conversations, messages"
 
 MIGRATIONS: dict[str, tuple[Migration, ...]] = {
@@ -546,18 +563,23 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
             _render(dialect, _RETENTION_TABLES),
         ),
         Migration(
-            12,
+            10,
+            "messages: ancestry labels (chain_id), so recall keeps to the branch being answered",
+            _CHAIN_LABELS,
+        ),
+        Migration(
+            11,
             "node memories: the message ids each generation holds (idempotent turns); "
             "vectors by message (single-message deletes)",
             (*_render(dialect, _NODE_TURN_TABLES), _VECTORS_BY_MESSAGE),
         ),
         Migration(
-            13,
+            12,
             "graphs: LangGraph checkpoints, pending writes and store items",
             _render(dialect, _GRAPH_TABLES),
         ),
         Migration(
-            14,
+            13,
             "workers: heartbeats, so due jobs without a running worker are reported",
             _render(dialect, _WORKER_TABLES),
         ),
