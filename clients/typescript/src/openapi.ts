@@ -970,6 +970,11 @@ export interface components {
             items: components["schemas"]["JobOut"][];
             /** Next Cursor */
             next_cursor: string | null;
+            /**
+             * Worker Warning
+             * @description Set when some of these jobs are due and no worker has been seen lately (nothing will run them until one starts): one line saying what to start.
+             */
+            worker_warning?: string | null;
         };
         /** MeOut */
         MeOut: {
@@ -1192,6 +1197,12 @@ export interface components {
         SearchIn: {
             /** Conversation Id */
             conversation_id?: string | null;
+            /**
+             * Include Other Branches
+             * @description With leaf_id: also messages of the conversation's other branches (answers regenerated away, questions edited away).
+             * @default false
+             */
+            include_other_branches?: boolean;
             /**
              * K
              * @default 10
