@@ -35,7 +35,7 @@ from memstrata.jobs import presence as presence_ops
 from memstrata.jobs.ops import Job
 from memstrata.jobs.presence import Presence
 from memstrata.jobs.worker import Handler
-from memstrata.storage import tenancy
+from memstrata.storage import sql, tenancy
 from memstrata.storage.plan import read, write
 from memstrata.storage.records import to_micros
 from memstrata.storage.tenancy import ApiKey, Principal
@@ -379,7 +379,7 @@ class Jobs:
         """Newest first, optionally only one tenant's (or user's) jobs in one status."""
         st = jobs_ops.parse_status(status)
         n = ops.page_limit(self._core.rt, limit)
-        before = ops.seq_cursor(cursor)
+        before = sql.seq_cursor(cursor)
         rows = self._core.engine.run(
             read(
                 lambda: jobs_ops.list_jobs(
@@ -388,7 +388,7 @@ class Jobs:
             )
         )
         items = [job for job, _ in rows[:n]]
-        return Page(items, ops.encode_cursor(rows[n - 1][1]) if len(rows) > n else None)
+        return Page(items, sql.encode_cursor(rows[n - 1][1]) if len(rows) > n else None)
 
     def retry(self, job_id: str, *, tenant: str | None = None) -> Job:
         """Send a dead job back to the queue."""

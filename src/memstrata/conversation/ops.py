@@ -7,8 +7,6 @@ indistinguishable from one that does not exist.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 import math
 from collections.abc import Callable
@@ -32,6 +30,7 @@ from memstrata.storage.records import (
     to_message,
     to_micros,
 )
+from memstrata.storage.sql import decode_cursor, encode_cursor, seq_cursor
 from memstrata.tokens import Tokenizer, get_tokenizer
 from memstrata.types import (
     Conversation,
@@ -73,36 +72,7 @@ def _owner(scope: Scope) -> tuple[str, str, str]:
     return (scope.tenant, scope.user, scope.agent_key)
 
 
-# -- cursors ---------------------------------------------------------------------------------
-
-
-def encode_cursor(value: int | str) -> str:
-    return base64.urlsafe_b64encode(str(value).encode()).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str | None) -> str | None:
-    """The value inside an opaque cursor; a cursor we did not issue is invalid input."""
-    if not cursor:
-        return None
-    try:
-        padded = (cursor + "=" * (-len(cursor) % 4)).encode()
-        value = base64.b64decode(padded, altchars=b"-_", validate=True).decode()
-    except (ValueError, binascii.Error, UnicodeDecodeError):
-        value = ""
-    if not value or "\x00" in value:  # PostgreSQL cannot compare against a NUL
-        raise InvalidInput("cursor is not one this server issued", field="cursor")
-    return value
-
-
-def seq_cursor(cursor: str | None) -> int | None:
-    """The server order inside a cursor: a decimal that fits a 64-bit column (anything
-    else would reach the driver, whose message must not reach the client)."""
-    value = decode_cursor(cursor)
-    if value is None:
-        return None
-    if not (value.isascii() and value.isdigit() and len(value) <= 19 and int(value) < 2**63):
-        raise InvalidInput("cursor is not one this server issued", field="cursor")
-    return int(value)
+# -- paging ----------------------------------------------------------------------------------
 
 
 def page_limit(rt: Runtime, limit: int | None) -> int:

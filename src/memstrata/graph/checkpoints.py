@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from memstrata.conversation.ops import decode_cursor, encode_cursor
 from memstrata.errors import InvalidInput
 from memstrata.runtime import Runtime
 from memstrata.storage import tenancy
 from memstrata.storage.plan import Exec, Op, Query, Row
 from memstrata.storage.records import from_micros
+from memstrata.storage.sql import decode_cursor, encode_cursor
 from memstrata.types import Page, Scope
 
 __all__ = [

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from memstrata.conversation.ops import encode_cursor, page_limit, seq_cursor
+from memstrata.conversation.ops import page_limit
 from memstrata.errors import Conflict, InvalidInput, NotFound
 from memstrata.longterm.apply import ActiveFact, UpdatePlan, content_key, plan_update
 from memstrata.longterm.model import (
@@ -31,6 +31,7 @@ from memstrata.runtime import Runtime
 from memstrata.storage import tenancy
 from memstrata.storage.plan import Exec, Op, Query, Row
 from memstrata.storage.records import check_text, dump_json, from_micros
+from memstrata.storage.sql import encode_cursor, seq_cursor
 from memstrata.types import Page, Scope
 
 __all__ = [

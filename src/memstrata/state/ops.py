@@ -19,19 +19,14 @@ from datetime import datetime
 from typing import Any, Literal
 
 from memstrata import strictjson
-from memstrata.conversation.ops import (
-    encode_cursor,
-    get_conversation,
-    hold_conversation,
-    page_limit,
-    seq_cursor,
-)
+from memstrata.conversation.ops import get_conversation, hold_conversation, page_limit
 from memstrata.errors import Expired, InvalidInput, NotFound, PreconditionFailed
 from memstrata.runtime import Runtime
 from memstrata.state.jsonschema import check_schema, validate
 from memstrata.storage import tenancy
 from memstrata.storage.plan import Exec, Op, Query, Row
 from memstrata.storage.records import check_text, from_micros
+from memstrata.storage.sql import encode_cursor, seq_cursor
 from memstrata.types import Page, Scope
 
 __all__ = [
