@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from memstrata import Memory, Scope
-from memstrata.cli_data import transcript
+from memstrata.cli.render import transcript
 from memstrata.config import Settings
 from memstrata.types import Message, Role, Status, ToolCall, ToolCallFunction
 
@@ -468,7 +468,9 @@ def test_transcript_starts_each_message_at_the_margin(items):
 # -- registration ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("first", ["memstrata.cli_longterm", "memstrata.cli_data", "memstrata.cli"])
+@pytest.mark.parametrize(
+    "first", ["memstrata.cli.longterm", "memstrata.cli.conversations", "memstrata.cli"]
+)
 def test_commands_register_whichever_module_is_imported_first(first):
     # A fresh interpreter: in this one the modules are loaded already.
     code = (

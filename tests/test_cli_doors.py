@@ -13,8 +13,9 @@ from typer.testing import CliRunner
 
 import memstrata
 from memstrata import Memory, Scope
-from memstrata.cli import _serve_urls, _serve_worker, app
-from memstrata.cli_tables import new_table
+from memstrata.cli import app
+from memstrata.cli.serve import _serve_urls, _serve_worker
+from memstrata.cli.tables import new_table
 from memstrata.config import Settings
 from memstrata.embeddings import minilm as minilm_module
 

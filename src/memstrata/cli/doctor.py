@@ -1,0 +1,293 @@
+"""``memstrata migrate`` and ``memstrata doctor``: the schema in place, and a check of the
+installation (versions, database, offline tokenizer, embedder, long-term extraction,
+workers) as a table for people or JSON for scripts.
+
+Doctor fails (exit 1) only on what does not work; what works in a lesser way (recall on
+keywords alone, extraction without an LLM, due jobs with no worker) is a warning.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+
+from memstrata.api import Memory
+from memstrata.backends.registry import redact
+from memstrata.cli._common import Db, JsonFlag, db_problem, errors, open_memory, settings_for
+from memstrata.cli.tables import new_table
+from memstrata.errors import MemstrataError, MissingDependency
+
+__all__ = ["doctor", "migrate"]
+
+TOKENIZER_SAMPLE = "memstrata counts tokens offline: héllo wörld, 你好, 12345 🚀"
+
+
+def _migrations(dialect: str) -> list[tuple[int, str]]:
+    from memstrata.storage.schema import MIGRATIONS  # facade gap: the known migrations
+
+    return [(m.version, m.name) for m in MIGRATIONS.get(dialect, ())]
+
+
+def _latest_schema(dialect: str) -> int:
+    return max((v for v, _ in _migrations(dialect)), default=0)
+
+
+def migrate(db: Db = None) -> None:
+    """Apply pending schema migrations and print the versions in place."""
+    settings = settings_for(db)
+    with errors(), open_memory(db) as mem:
+        engine = mem.core.engine  # facade gap: no schema version or migrate on Memory
+        # Opening the store applies pending migrations; this call picks up any that
+        # another process added meanwhile, and reports the result.
+        engine.migrate()
+        version = engine.schema_version()
+        known = _migrations(engine.dialect)
+    typer.echo(f"database: {redact(settings.database_url())}")
+    for number, name in known:
+        if number <= version:
+            typer.echo(f"  applied {number}: {name}")
+    typer.echo(f"schema version: {version}")
+
+
+def _probe(db: str | None, info: dict[str, Any], read: Callable[[Memory], dict[str, Any]]) -> bool:
+    """Open the memory and add what ``read`` finds to ``info``; False (and ``info["error"]``)
+    when it cannot be opened or read."""
+    try:
+        with open_memory(db) as mem:
+            info.update(read(mem))
+    except MemstrataError as exc:
+        info["error"] = exc.message
+        return False
+    except OSError as exc:
+        info["error"] = str(exc)
+        return False
+    return True
+
+
+def _schema_info(mem: Memory) -> dict[str, Any]:
+    engine = mem.core.engine  # facade gap: no schema version on Memory
+    return {
+        "dialect": engine.dialect,
+        "schema_version": engine.schema_version(),
+        "latest_schema_version": _latest_schema(engine.dialect),
+    }
+
+
+def _check_database(db: str | None) -> dict[str, Any]:
+    url = settings_for(db).database_url()
+    info: dict[str, Any] = {"url": redact(url), "ok": False}
+    if not _probe(db, info, _schema_info):
+        return info
+    if info["schema_version"] > info["latest_schema_version"]:
+        info["error"] = "the database was written by a newer memstrata"
+    else:
+        info["ok"] = True
+    return info
+
+
+def _check_tokenizer() -> dict[str, Any]:
+    from memstrata.tokens import get_encoding
+
+    info: dict[str, Any] = {"ok": True, "offline": True, "sample": TOKENIZER_SAMPLE, "counts": {}}
+    for name in ("o200k_base", "cl100k_base"):
+        try:
+            encoding = get_encoding(name)
+            if encoding.name != name:
+                raise RuntimeError(f"fell back to {encoding.name}")
+            info["counts"][name] = encoding.count(TOKENIZER_SAMPLE)
+        except Exception as exc:  # any failure here is what doctor must report
+            info["ok"] = False
+            info.setdefault("errors", {})[name] = str(exc)
+    return info
+
+
+EMBEDDER_SAMPLE = "memstrata recalls past conversations offline."
+
+
+def _check_embedder() -> dict[str, Any]:
+    """The embedder's state. A default embedder that cannot run here is a warning with the
+    command that fixes it (recall still works on keywords), not a failure."""
+    import math
+    import time
+
+    from memstrata.embeddings.registry import EmbedSettings, get_embedder
+
+    info: dict[str, Any] = {
+        "ok": False,
+        "dim": None,
+        "identity": None,
+        "backend": None,
+        "warnings": [],
+    }
+    try:
+        settings = EmbedSettings()
+        info["kind"] = settings.embedder
+        info["offline"] = settings.embedder == "default" or (
+            settings.embedder == "sentence-transformers"
+            and Path(settings.embed_model or "").is_dir()
+        )
+        embedder = get_embedder(settings)
+        if embedder is None:
+            info.update(ok=True, status="none (keyword recall only)")
+            return info
+        started = time.perf_counter()
+        vector = embedder.embed([EMBEDDER_SAMPLE])[0]
+        info["first_embed_seconds"] = round(time.perf_counter() - started, 3)
+        info["identity"] = embedder.identity
+        info["dim"] = embedder.dim
+        info["sample_norm"] = round(math.sqrt(sum(x * x for x in vector)), 6)
+        backend = getattr(embedder, "backend", None)
+        if isinstance(backend, str):
+            info["backend"] = backend
+        if len(vector) != info["dim"]:
+            raise RuntimeError(f"embedded {len(vector)} dimensions, expected {info['dim']}")
+        info["ok"] = True
+        info["status"] = info["identity"]
+    except MissingDependency as exc:
+        if info.get("kind") != "default":
+            info["error"] = exc.message
+            info["status"] = f"FAILED: {exc.message}"
+            return info
+        # A plain install: recall works on keywords; say how to get semantic recall.
+        info.update(ok=True, status="keyword recall only (no semantic search)")
+        info["warnings"].append(f"recall runs on keywords alone: {exc.message}")
+    except Exception as exc:  # any failure here is what doctor must report
+        info["error"] = " ".join(str(exc).split())
+        info["status"] = f"FAILED: {info['error']}"
+    return info
+
+
+def _check_longterm(db: str | None) -> dict[str, Any]:
+    """Doctor's long-term entry. Extraction that cannot run here (no LLM) or dead
+    extraction jobs are warnings, not failures: nothing is lost, jobs wait."""
+    info: dict[str, Any] = {"ok": False}
+    if not _probe(db, info, lambda mem: mem.longterm.status()):
+        return info
+    info["ok"] = True
+    warnings = []
+    if info["reason"]:
+        warnings.append(f"extraction disabled: {info['reason']}")
+    dead = info["jobs"].get("dead", 0)
+    if dead:
+        warnings.append(f"{dead} dead extraction job(s): see memstrata jobs list --status dead")
+    info["warnings"] = warnings
+    return info
+
+
+def _longterm_row(info: dict[str, Any]) -> tuple[str, str, str]:
+    """(check, status, detail) of doctor's table."""
+    if not info["ok"]:
+        return "long-term", "FAILED", info.get("error", "")
+    jobs = ", ".join(f"{k} {v}" for k, v in info["jobs"].items())
+    extraction = f"extraction {info['extraction']}"
+    if info["reason"]:
+        extraction += f" ({info['reason']})"
+    detail = f"{extraction}; capture {'on' if info['capture'] else 'off'}; jobs: {jobs}"
+    dead = info["jobs"].get("dead", 0)
+    if dead:
+        detail += f"; {dead} dead: see memstrata jobs list --status dead"
+    return "long-term", "warning" if info["warnings"] else "ok", detail
+
+
+def _check_workers(db: str | None) -> dict[str, Any]:
+    """Due jobs with no worker seen lately: a warning (they wait, nothing is lost)."""
+    info: dict[str, Any] = {"ok": False}
+    if not _probe(db, info, lambda mem: mem.jobs.presence().to_dict()):
+        return info
+    info["ok"] = True
+    info["warnings"] = [info["warning"]] if info["warning"] else []
+    return info
+
+
+def _worker_rows(report: dict[str, Any]) -> list[tuple[str, str, str]]:
+    info = report["workers"]
+    if not info["ok"]:
+        return [("workers", "FAILED", info.get("error", ""))]
+    if info["warning"]:
+        return [("workers", "warning", info["warning"])]
+    seen = info["last_seen_s"]
+    detail = f"{info['live_workers']} live; {info['due']} job(s) due" + (
+        "" if seen is None else f"; last heartbeat {seen} s ago"
+    )
+    return [("workers", "ok", detail)]
+
+
+def _diagnose(db: str | None) -> dict[str, Any]:
+    from memstrata import __version__
+
+    problem = db_problem(db) if db else None
+    unopened = {"ok": False, "error": f"database not opened: {problem}"}
+    report: dict[str, Any] = {
+        "python": platform.python_version(),
+        "memstrata": __version__,
+        "sqlite": sqlite3.sqlite_version,
+        # A bad --db is reported, and nothing is opened (or created) for it.
+        "database": {"url": redact(db), "ok": False, "error": problem}
+        if db and problem
+        else _check_database(db),
+        "tokenizer": _check_tokenizer(),
+        "embedder": _check_embedder(),
+        "longterm": dict(unopened) if problem else _check_longterm(db),
+        "workers": dict(unopened) if problem else _check_workers(db),
+    }
+    report["ok"] = all(
+        part["ok"] for part in report.values() if isinstance(part, dict) and "ok" in part
+    )
+    return report
+
+
+def _print_diagnosis(report: dict[str, Any]) -> None:
+    database = report["database"]
+    tokenizer = report["tokenizer"]
+    table = new_table("check", "status", "detail")
+    table.add_row("python", "ok", report["python"])
+    table.add_row("memstrata", "ok", report["memstrata"])
+    table.add_row("sqlite", "ok", report["sqlite"])
+    detail = database["url"]
+    if "schema_version" in database:
+        detail += f" (schema {database['schema_version']} of {database['latest_schema_version']})"
+    if "error" in database:
+        detail += f": {database['error']}"
+    table.add_row("database", "ok" if database["ok"] else "FAILED", detail)
+    counts = ", ".join(f"{k} {v}" for k, v in tokenizer["counts"].items())
+    errors = "; ".join(f"{k}: {v}" for k, v in tokenizer.get("errors", {}).items())
+    table.add_row(
+        "tokenizer",
+        "ok" if tokenizer["ok"] else "FAILED",
+        f"offline; sample tokens: {counts}" + (f"; {errors}" if errors else ""),
+    )
+    embedder = report["embedder"]
+    detail = embedder["status"]
+    if embedder["ok"] and embedder["dim"]:
+        detail = (
+            f"{embedder['kind']}: {embedder['identity']}"
+            + (f" via {embedder['backend']}" if embedder["backend"] else "")
+            + f"; {'offline' if embedder['offline'] else 'needs its server'}"
+            + f"; sample norm {embedder['sample_norm']}, first embed {embedder['first_embed_seconds']} s"
+        )
+    status = "FAILED" if not embedder["ok"] else "warning" if embedder["warnings"] else "ok"
+    table.add_row("embedder", status, "; ".join([detail, *embedder["warnings"]]))
+    table.add_row(*_longterm_row(report["longterm"]))
+    for extra in _worker_rows(report):
+        table.add_row(*extra)
+    # Details hold paths, URLs and install commands ("memstrata[embed]"): text, never markup.
+    Console(highlight=False).print(table)
+
+
+def doctor(db: Db = None, as_json: JsonFlag = False) -> None:
+    """Check the installation: versions, database, offline tokenizer, embedder, long-term
+    extraction (disabled without an LLM: a warning, not a failure)."""
+    report = _diagnose(db)
+    if as_json:
+        typer.echo(json.dumps(report, indent=2, ensure_ascii=False))
+    else:
+        _print_diagnosis(report)
+    if not report["ok"]:
+        raise typer.Exit(1)
