@@ -80,6 +80,11 @@ class Settings(BaseSettings):
         "another replica) is refused within this time. A new key works at once; a user "
         "deleted through this server is refused at once (0: look every key up).",
     )
+    serve_http: Literal["auto", "httptools", "h11"] = Field(
+        default="auto",
+        description="memstrata serve: the HTTP parser; auto is httptools (C, installed by the "
+        "server extra) when present, else h11 (pure Python, a few times the CPU per request).",
+    )
     serve_header_timeout_s: float = Field(
         default=10.0,
         gt=0,
