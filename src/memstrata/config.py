@@ -71,6 +71,20 @@ class Settings(BaseSettings):
     auth_failure_burst: int = Field(
         default=20, ge=1, description="Failed authentications a client address may make at once."
     )
+    key_cache_s: float = Field(
+        default=1.0,
+        ge=0,
+        le=60,
+        description="memstrata serve: seconds a server keeps a key it has checked before "
+        "checking it again; a key revoked, expired or deleted by another process (the CLI, "
+        "another replica) is refused within this time. A new key works at once; a user "
+        "deleted through this server is refused at once (0: look every key up).",
+    )
+    serve_http: Literal["auto", "httptools", "h11"] = Field(
+        default="auto",
+        description="memstrata serve: the HTTP parser; auto is httptools (C, installed by the "
+        "server extra) when present, else h11 (pure Python, a few times the CPU per request).",
+    )
     serve_header_timeout_s: float = Field(
         default=10.0,
         gt=0,

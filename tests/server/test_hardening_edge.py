@@ -539,14 +539,18 @@ def test_finding_14_postgres_first_start_prints_a_hint_not_a_key(
 # -- finding 10 (and 15 at the HTTP level): a live `memstrata serve` -------------------------
 
 
-@pytest.fixture(scope="module")
-def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
-    """One server for the module's live tests (each leaves no connection open)."""
+@pytest.fixture(scope="module", params=["httptools", "h11"])
+def live(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[str, Path]]:
+    """One server per HTTP parser for the module's live tests (each leaves no connection
+    open): the guards hold on httptools (the default) and on the h11 fallback alike."""
     from support import memstrata_serve, server_env
 
     tmp_path = tmp_path_factory.mktemp("live")
     env = server_env(
         home=str(tmp_path),
+        serve_http=request.param,
         serve_header_timeout_s="3",
         serve_body_timeout_s="3",
         serve_max_connections="4",

@@ -1,5 +1,6 @@
 """Keys on every request: 401, 403 for user keys with admin headers or on admin routes,
-admin keys naming the user, keys made or revoked elsewhere taking effect at once."""
+admin keys naming the user, keys made elsewhere working at once and keys revoked elsewhere
+refused within the key cache's time (at once for users deleted through the server)."""
 
 from __future__ import annotations
 
@@ -119,11 +120,44 @@ async def test_admin_of_another_tenant_sees_nothing_of_this_one(client, keys, au
     assert r.json()["items"] == []
 
 
-async def test_new_key_works_at_once_and_revoked_key_fails_at_once(
-    client, admin_mem, auth, problem
+async def test_new_key_works_at_once_and_revoked_key_fails_within_the_cache_time(
+    client, admin_mem, auth, problem, app, monkeypatch
 ):
+    clock = [1000.0]
+    monkeypatch.setattr(app.state.key_cache, "_clock", lambda: clock[0])
     key, secret = admin_mem.keys.create("t9", user="zed")
     r = await client.post("/v1/conversations", json={"title": "z"}, headers=auth(secret))
     assert r.status_code == 201
-    admin_mem.keys.revoke(key.id)
+    admin_mem.keys.revoke(key.id)  # elsewhere: this server still holds the key it checked
+    ttl = app.state.key_cache.ttl_s
+    clock[0] += ttl * 0.5
+    assert (await client.get("/v1/conversations", headers=auth(secret))).status_code == 200
+    clock[0] += ttl * 0.5
+    problem(await client.get("/v1/conversations", headers=auth(secret)), 401)
+
+
+async def test_keys_are_looked_up_every_time_with_the_cache_off(amemory, admin_mem, auth, problem):
+    import httpx
+
+    from memstrata.config import Settings
+    from memstrata.server import create_app
+
+    app = create_app(amemory, Settings(db=amemory.core.settings.db, key_cache_s=0))
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        key, secret = admin_mem.keys.create("t9", user="zed")
+        r = await client.post("/v1/conversations", json={"title": "z"}, headers=auth(secret))
+        assert r.status_code == 201
+        admin_mem.keys.revoke(key.id)
+        problem(await client.get("/v1/conversations", headers=auth(secret)), 401)
+
+
+async def test_a_user_deleted_through_the_server_is_refused_at_once(
+    client, admin_mem, auth, problem
+):
+    _, admin = admin_mem.keys.create("t9", admin=True)
+    _, secret = admin_mem.keys.create("t9", user="zed")
+    assert (await client.get("/v1/conversations", headers=auth(secret))).status_code == 200
+    r = await client.delete("/v1/users/zed", headers=auth(admin))
+    assert r.status_code == 204
     problem(await client.get("/v1/conversations", headers=auth(secret)), 401)

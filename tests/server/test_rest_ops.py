@@ -7,6 +7,7 @@ import json
 import logging
 import re
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import anyio
 import httpx
@@ -127,24 +128,39 @@ def test_local_buckets_refill_at_the_rate() -> None:
     assert b.take("k", now=0.5) == pytest.approx(0.5)
 
 
-async def test_a_rotated_key_stops_working_at_once(client, admin_mem: Memory, auth, problem):
+def _cache_clock(app: Any, monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The server's key cache on a clock the test moves."""
+    now = [1000.0]
+    monkeypatch.setattr(app.state.key_cache, "_clock", lambda: now[0])
+    return now
+
+
+async def test_a_rotated_key_stops_working_within_the_key_cache_time(
+    client, app, monkeypatch, admin_mem: Memory, auth, problem
+):
+    now = _cache_clock(app, monkeypatch)
     key, old = admin_mem.keys.create("t1", user="dave", label="laptop")
     assert (await client.get("/v1/conversations", headers=auth(old))).status_code == 200
     new_key, new = admin_mem.keys.rotate(key.id)
     assert (new_key.tenant, new_key.user, new_key.label) == ("t1", "dave", "laptop")
+    now[0] += app.state.key_cache.ttl_s
     problem(await client.get("/v1/conversations", headers=auth(old)), 401)
     assert (await client.get("/v1/conversations", headers=auth(new))).status_code == 200
     with pytest.raises(Exception, match="no live key"):
         admin_mem.keys.rotate(key.id)
 
 
-async def test_an_expired_key_is_refused(client, admin_mem: Memory, amemory, auth, problem):
+async def test_an_expired_key_is_refused(
+    client, app, monkeypatch, admin_mem: Memory, amemory, auth, problem
+):
+    now = _cache_clock(app, monkeypatch)
     _, secret = admin_mem.keys.create(
         "t1", user="erin", expires_at=datetime.now(UTC) + timedelta(hours=1)
     )
     assert (await client.get("/v1/conversations", headers=auth(secret))).status_code == 200
     later = amemory.core.rt.clock() + 2 * 3600 * 1_000_000
     amemory.core.rt.clock = lambda: later  # the server two hours on
+    now[0] += 2 * 3600
     problem(await client.get("/v1/conversations", headers=auth(secret)), 401)
     with pytest.raises(Exception, match="future"):
         admin_mem.keys.create("t1", user="erin", expires_at=datetime.now(UTC) - timedelta(1))

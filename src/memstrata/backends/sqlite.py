@@ -144,6 +144,10 @@ class SqliteEngine:
         # Shared-cache memory databases lock per table and ignore busy_timeout: serialise them.
         self._serial = threading.RLock() if self._uri else None
         self._limiter = CapacityLimiter(8)
+        # SQLite runs one writer at a time: writers of this process queue on the event loop
+        # instead of in threads spinning on the database lock (each woken writer costs CPU
+        # and the GIL); other processes' writers still meet the busy timeout.
+        self._write_limiter = CapacityLimiter(1)
         self._closed = False
         try:
             self._anchor = self._connect()  # keeps an in-memory database alive
@@ -239,6 +243,9 @@ class SqliteEngine:
         return result
 
     async def arun(self, plan: Plan[T]) -> T:
+        if plan.writes:
+            async with self._write_limiter:
+                return await anyio.to_thread.run_sync(self.run, plan, limiter=self._limiter)
         return await anyio.to_thread.run_sync(self.run, plan, limiter=self._limiter)
 
     # -- schema --------------------------------------------------------------------------

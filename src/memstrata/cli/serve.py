@@ -55,7 +55,7 @@ def serve(
             import uvicorn
 
             from memstrata.server import create_app
-            from memstrata.server.serving import GuardedH11Protocol, ServeLimits
+            from memstrata.server.serving import ServeLimits, guarded_protocol
         except ImportError as exc:
             raise MissingDependency(
                 f"the server needs its extra: pip install 'memstrata[server]' ({exc})"
@@ -68,7 +68,7 @@ def serve(
             note(line)
         configure_logging(json_logs=settings.log_format == "json", level=settings.log_level)
         # memstrata's access log (with request ids) replaces uvicorn's.
-        GuardedH11Protocol.use(ServeLimits.from_settings(settings))
+        protocol = guarded_protocol(ServeLimits.from_settings(settings))
         options: dict[str, Any] = {
             "host": host,
             "port": port,
@@ -76,7 +76,7 @@ def serve(
             "access_log": False,
             "log_config": None,
             # Header and body deadlines, a connection cap, problem JSON for bad HTTP.
-            "http": GuardedH11Protocol,
+            "http": protocol,
             "timeout_keep_alive": settings.serve_keepalive_s,
         }
         if processes == 1:

@@ -26,6 +26,7 @@ from memstrata.server import (
     routes_state,
     ui,
 )
+from memstrata.server.keycache import KeyCache
 from memstrata.server.limits import BodyLimit
 from memstrata.server.metrics import Metrics, MetricsMiddleware
 from memstrata.server.openapi import install_openapi
@@ -84,6 +85,7 @@ def create_app(memory: AsyncMemory | None = None, settings: Settings | None = No
     app.state.metrics = Metrics()
     app.state.limiter = rate_limiter(settings, mem.core.redis_url)
     app.state.auth_failures = auth_failures(settings)
+    app.state.key_cache = KeyCache(settings.key_cache_s)
 
     install_problem_handlers(app)
     app.include_router(health.router)

@@ -1,7 +1,8 @@
 """Who is calling: the API key on every request, and the scope it may act as.
 
-Keys are looked up on every request, with no cache, so a key made by the CLI
-works at once and a revoked key is refused at once. The scope comes from the key
+A key found in the store is kept for ``Settings.key_cache_s`` seconds (see
+:mod:`memstrata.server.keycache`): a key made by the CLI works at once, and a key revoked
+or deleted elsewhere is refused within that time. The scope comes from the key
 (and, for an admin key, from the ``X-Memstrata-User`` / ``X-Memstrata-Agent``
 headers), never from a request body.
 """
@@ -16,6 +17,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from memstrata.api import AsyncMemory
 from memstrata.errors import Forbidden, InvalidInput, Unauthorized
+from memstrata.server.keycache import KeyCache
 from memstrata.server.ratelimit import AuthFailures, LocalBuckets, check
 from memstrata.storage.tenancy import Principal
 from memstrata.types import Scope
@@ -52,11 +54,17 @@ async def principal(
     address = request.client.host if request.client is not None else "unknown"
     if isinstance(failures, AuthFailures):
         failures.check(address)  # before the lookup: a limited address costs the store nothing
-    found = await mem.keys.authenticate(credentials.credentials)
+    cache = getattr(request.app.state, "key_cache", None)
+    secret = credentials.credentials
+    found = cache.get(secret) if isinstance(cache, KeyCache) else None
     if found is None:
-        if isinstance(failures, AuthFailures):
-            failures.failed(address)
-        raise Unauthorized("unknown or revoked API key")
+        found = await mem.keys.authenticate(secret)
+        if found is None:
+            if isinstance(failures, AuthFailures):
+                failures.failed(address)
+            raise Unauthorized("unknown or revoked API key")
+        if isinstance(cache, KeyCache):
+            cache.put(secret, found)
     limiter = getattr(request.app.state, "limiter", None)
     if isinstance(limiter, LocalBuckets):
         check(limiter, found.key_id)

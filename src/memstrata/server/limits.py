@@ -14,13 +14,20 @@ route runs, so no route can store such a value (REST and ``/mcp`` alike).
 
 from __future__ import annotations
 
+from typing import Any
+
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memstrata.errors import InvalidInput
 from memstrata.server.problems import problem
 from memstrata.strictjson import loads
 
-__all__ = ["BodyLimit", "is_json"]
+__all__ = ["BodyLimit", "is_json", "parsed_json"]
+
+# Where the decoded body waits for a route that reads the body raw (an ASGI scope extension
+# key), so such a route does not decode it a second time.
+_PARSED = "memstrata.json"
+_ABSENT = object()
 
 
 def is_json(content_type: bytes | None) -> bool:
@@ -31,6 +38,12 @@ def is_json(content_type: bytes | None) -> bool:
     return media == b"application/json" or (
         media.startswith(b"application/") and media.endswith(b"+json")
     )
+
+
+def parsed_json(scope: Scope) -> tuple[bool, Any]:
+    """``(True, value)`` when :class:`BodyLimit` already decoded this request's JSON body."""
+    value = scope.get(_PARSED, _ABSENT)
+    return (False, None) if value is _ABSENT else (True, value)
 
 
 class BodyLimit:
@@ -81,7 +94,7 @@ class BodyLimit:
         body = b"".join(chunks)
         if body and is_json(headers.get(b"content-type")):
             try:
-                loads(body)
+                scope[_PARSED] = loads(body)
             except InvalidInput as exc:
                 await problem(422, exc.code, exc.message)(scope, receive, send)
                 return

@@ -5,10 +5,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 
 from memstrata.errors import InvalidInput, NotFound
 from memstrata.server.auth import AdminKey, Mem
+from memstrata.server.keycache import KeyCache
 from memstrata.server.pagination import Cursor, Limit, page_body
 from memstrata.server.responses import JSONResponse
 from memstrata.server.schemas import UserPage
@@ -40,11 +41,14 @@ async def list_users(
     responses={**_ADMIN_ONLY, 404: {"description": "No such user in this tenant."}},
     summary="Delete a user and everything the user owns",
 )
-async def delete_user(mem: Mem, caller: AdminKey, user: str) -> Response:
+async def delete_user(mem: Mem, caller: AdminKey, user: str, request: Request) -> Response:
     try:
         scope = Scope(caller.tenant, user)
     except InvalidInput:
         # A name that cannot be valid cannot exist either.
         raise NotFound(f"user {user} not found", kind="user") from None
     await mem.users.delete(scope)
+    cache = getattr(request.app.state, "key_cache", None)
+    if isinstance(cache, KeyCache):
+        cache.clear()  # the user's keys went with the user: refused from now on, not in a second
     return Response(status_code=204)

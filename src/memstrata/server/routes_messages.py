@@ -10,6 +10,7 @@ from memstrata import strictjson
 from memstrata.errors import InvalidInput
 from memstrata.server.auth import CallerScope, Mem
 from memstrata.server.history_params import MaxMessages, message_cap
+from memstrata.server.limits import parsed_json
 from memstrata.server.pagination import Cursor, Limit, page_body
 from memstrata.server.responses import JSONResponse
 from memstrata.server.schemas import HistoryOut, MessageOut, MessagePage
@@ -32,9 +33,11 @@ def _out(message: Message) -> dict[str, Any]:
 
 async def _json_object(request: Request) -> dict[str, Any]:
     """The raw body as a dict, so a left-out ``parent_id`` stays left out (not ``null``)."""
-    raw = await request.body()
-    # Strict whatever the content type said (the edge checks JSON-typed bodies only).
-    data = strictjson.loads(raw) if raw else None
+    decoded, data = parsed_json(request.scope)  # decoded (strictly) at the edge
+    if not decoded:
+        raw = await request.body()
+        # Strict whatever the content type said (the edge decodes JSON-typed bodies only).
+        data = strictjson.loads(raw) if raw else None
     if not isinstance(data, dict):
         raise InvalidInput("the request body must be a JSON object")
     return data

@@ -1,8 +1,10 @@
-"""How ``memstrata serve`` holds connections: uvicorn's h11 protocol with timeouts and a cap.
+"""How ``memstrata serve`` holds connections: uvicorn's HTTP protocol with timeouts and a cap.
 
 uvicorn by itself waits forever for a request's headers or body, accepts any number of
 connections, answers malformed HTTP in plain text and logs every failed ``accept()``.
-:class:`GuardedH11Protocol` adds, per connection:
+:class:`GuardedHttpToolsProtocol` (on httptools, the C parser the ``server`` extra installs:
+it costs a fraction of the pure-Python h11's CPU per request) and :class:`GuardedH11Protocol`
+(h11, used when httptools is absent) add, per connection:
 
 - a header deadline: a connection must send a request's complete headers within
   ``serve_header_timeout_s`` of connecting (or of its previous answer), else it is closed;
@@ -30,12 +32,25 @@ from typing import Any, ClassVar
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+try:  # the C parser of the server extra; h11 (pure Python) when it is absent
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+except ImportError:  # pragma: no cover - the server extra installs httptools
+    HttpToolsProtocol = None  # type: ignore[assignment,misc]
+
 from memstrata.config import Settings
+from memstrata.errors import MissingDependency
 from memstrata.logs import valid_request_id
 from memstrata.server.problems import problem
 from memstrata.server.requests import HEADER
 
-__all__ = ["GuardedH11Protocol", "RepeatFilter", "ServeLimits", "install_log_limits"]
+__all__ = [
+    "GuardedH11Protocol",
+    "GuardedHttpToolsProtocol",
+    "RepeatFilter",
+    "ServeLimits",
+    "guarded_protocol",
+    "install_log_limits",
+]
 
 # Connection-level events: a flood makes many, so this logger is rate-limited too.
 conn_log = logging.getLogger("memstrata.server.connections")
@@ -43,6 +58,7 @@ conn_log = logging.getLogger("memstrata.server.connections")
 
 @dataclass(frozen=True)
 class ServeLimits:
+    http: str = "auto"
     header_timeout_s: float = 10.0
     body_timeout_s: float = 30.0
     max_connections: int = 1000
@@ -51,6 +67,7 @@ class ServeLimits:
     @classmethod
     def from_settings(cls, settings: Settings) -> ServeLimits:
         return cls(
+            http=settings.serve_http,
             header_timeout_s=settings.serve_header_timeout_s,
             body_timeout_s=settings.serve_body_timeout_s,
             max_connections=settings.serve_max_connections,
@@ -75,76 +92,56 @@ async def _over_capacity(scope: Any, receive: Any, send: Any) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-class GuardedH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol with deadlines and a connection cap (see the module's docstring)."""
+class _Guard:
+    """The deadlines and the connection cap, over either of uvicorn's HTTP protocols: a
+    protocol says which phase its client is in (:meth:`_client_phase`) and how it answers
+    malformed HTTP; everything else is here."""
 
     _limits: ClassVar[ServeLimits | None] = None
+    # Provided by uvicorn's protocol classes this is mixed into.
+    transport: asyncio.Transport
+    loop: asyncio.AbstractEventLoop
+    connections: set[Any]
+    app: Any
 
     @classmethod
     def use(cls, limits: ServeLimits) -> None:
-        cls._limits = limits
+        _Guard._limits = limits
         install_log_limits(limits.log_interval_s)
 
     @classmethod
     def limits(cls) -> ServeLimits:
         # A process started by ``--processes N`` reads its settings from the environment.
-        if cls._limits is None:
+        if _Guard._limits is None:
             cls.use(ServeLimits.from_settings(Settings()))
-        assert cls._limits is not None
-        return cls._limits
+        assert _Guard._limits is not None
+        return _Guard._limits
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def _guard_init(self) -> None:
         self._deadline: asyncio.TimerHandle | None = None
         self._phase: str | None = None
 
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
+    def _client_phase(self) -> str | None:
+        """What the client owes now: ``"headers"``, ``"body"`` or nothing (``None``)."""
+        raise NotImplementedError
+
+    def _guard_connection(self) -> None:
         cap = self.limits().max_connections
         if len(self.connections) > 2 * cap:
             conn_log.warning("closed a connection at once: over twice the connection cap")
-            transport.close()
+            self.transport.close()
             return
         if len(self.connections) > cap:
             conn_log.warning("answered 503: over the connection cap")
             self.app = _over_capacity
         self._watch()
 
-    def data_received(self, data: bytes) -> None:
-        super().data_received(data)
-        self._watch()
-
-    def on_response_complete(self) -> None:
-        super().on_response_complete()
-        self._watch()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._cancel()
-        super().connection_lost(exc)
-
-    def send_400_response(self, msg: str) -> None:
-        headers, body = _problem(
-            400,
-            "bad_request",
-            "the HTTP request is malformed (request line, headers or message framing)",
-        )
-        for event in (
-            h11.Response(status_code=400, headers=headers, reason=b"Bad Request"),
-            h11.Data(data=body),
-            h11.EndOfMessage(),
-        ):
-            self.transport.write(self.conn.send(event))
-        self.transport.close()
-
-    # -- deadlines -------------------------------------------------------------------------
-
     def _watch(self) -> None:
         """Arm the deadline of what the client owes now: headers, a body, or nothing."""
         if self.transport.is_closing():
             self._cancel()
             return
-        state = self.conn.their_state
-        phase = "headers" if state is h11.IDLE else "body" if state is h11.SEND_BODY else None
+        phase = self._client_phase()
         if phase == self._phase:
             return  # the deadline of this phase is already running: a trickle never extends it
         self._cancel()
@@ -165,6 +162,114 @@ class GuardedH11Protocol(H11Protocol):
         if not self.transport.is_closing():
             conn_log.warning("closed a connection: its request %s did not arrive in time", phase)
             self.transport.close()
+
+
+class GuardedH11Protocol(_Guard, H11Protocol):
+    """uvicorn's h11 protocol with deadlines and a connection cap (see the module's docstring)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._guard_init()
+
+    def _client_phase(self) -> str | None:
+        state = self.conn.their_state
+        return "headers" if state is h11.IDLE else "body" if state is h11.SEND_BODY else None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._guard_connection()
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        self._watch()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        self._watch()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cancel()
+        super().connection_lost(exc)
+
+    def send_400_response(self, msg: str) -> None:
+        headers, body = _bad_request()
+        for event in (
+            h11.Response(status_code=400, headers=headers, reason=b"Bad Request"),
+            h11.Data(data=body),
+            h11.EndOfMessage(),
+        ):
+            self.transport.write(self.conn.send(event))
+        self.transport.close()
+
+
+def _bad_request() -> tuple[list[tuple[bytes, bytes]], bytes]:
+    return _problem(
+        400,
+        "bad_request",
+        "the HTTP request is malformed (request line, headers or message framing)",
+    )
+
+
+if HttpToolsProtocol is not None:
+
+    class GuardedHttpToolsProtocol(_Guard, HttpToolsProtocol):
+        """uvicorn's httptools protocol with deadlines and a connection cap (see the module's
+        docstring). httptools reports a request in callbacks: the phase follows them."""
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self._guard_init()
+            self._client: str | None = "headers"
+
+        def _client_phase(self) -> str | None:
+            return self._client
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._guard_connection()
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            self._watch()
+
+        def on_headers_complete(self) -> None:
+            super().on_headers_complete()
+            self._client = "body"  # until on_message_complete says the body is all here
+
+        def on_message_complete(self) -> None:
+            super().on_message_complete()
+            self._client = None
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            self._client = "headers"  # the next request, on a kept-alive connection
+            self._watch()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._cancel()
+            super().connection_lost(exc)
+
+        def send_400_response(self, msg: str) -> None:
+            headers, body = _bad_request()
+            head = [b"HTTP/1.1 400 Bad Request\r\n"]
+            head += [name + b": " + value + b"\r\n" for name, value in headers]
+            self.transport.write(b"".join(head) + b"\r\n" + body)
+            self.transport.close()
+
+
+def guarded_protocol(limits: ServeLimits) -> type[asyncio.Protocol]:
+    """The protocol class ``memstrata serve`` gives uvicorn, guarding with ``limits``:
+    the parser ``limits.http`` names (``auto``: httptools when installed)."""
+    _Guard.use(limits)
+    if limits.http == "h11":
+        return GuardedH11Protocol
+    if HttpToolsProtocol is not None:
+        return GuardedHttpToolsProtocol
+    if limits.http == "httptools":
+        raise MissingDependency(
+            "MEMSTRATA_SERVE_HTTP=httptools needs httptools: pip install 'memstrata[server]'"
+        )
+    return GuardedH11Protocol
 
 
 class RepeatFilter(logging.Filter):
