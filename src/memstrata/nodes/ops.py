@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from memstrata.conversation.ops import get_conversation
+from memstrata.conversation.conversations import get_conversation
 from memstrata.errors import Conflict
 from memstrata.ids import new_id
 from memstrata.jobs import ops as jobs_ops
