@@ -2,7 +2,9 @@
 root in chunks sized by stored token counts, and its token-budgeted history (sans-IO).
 
 A branch is named by its leaf (default: the conversation's active leaf). The walk reads
-about as many rows as a caller keeps, whatever the branch's length.
+about as many rows as a caller keeps, whatever the branch's length. Whether a given
+message lies on a branch, without walking it, is :mod:`memstrata.conversation.branches`'
+job (ancestry labels).
 """
 
 from __future__ import annotations
