@@ -13,8 +13,8 @@ import pytest
 from memstrata import Memory, Scope
 from memstrata.config import Settings
 from memstrata.context import COMPACT_JOB, Context, TierItem, TierPolicy, TierRequest
-from memstrata.context.ops import context_window
 from memstrata.context.summarize import SECTIONS, extractive_summary, summary_problem
+from memstrata.context.windows import context_window
 from memstrata.llm import OpenAICompatibleLLM, llm_from_settings
 from memstrata.runtime import Runtime
 from memstrata.storage.plan import Op

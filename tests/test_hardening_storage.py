@@ -29,7 +29,6 @@ from memstrata import Memory, Scope
 from memstrata.backends.sqlite import SqliteEngine, check_store
 from memstrata.backends.sqlite import translate as sqlite_translate
 from memstrata.cli import app as cli_app
-from memstrata.conversation.ops import encode_cursor
 from memstrata.errors import (
     BackendUnavailable,
     Conflict,
@@ -38,6 +37,7 @@ from memstrata.errors import (
     PreconditionFailed,
 )
 from memstrata.storage.plan import Exec, Op, write
+from memstrata.storage.sql import encode_cursor
 from support import open_memory
 
 SCOPE = Scope("hard", "ann")

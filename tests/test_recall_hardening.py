@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from memstrata import Memory, Scope
-from memstrata.conversation import ops as conv_ops
+from memstrata import conversation as conv_ops
 from memstrata.errors import InvalidInput
 from memstrata.recall import index as idx
 from memstrata.recall.service import MAX_RESULT, RecallEngine, search_op

@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from memstrata.errors import InvalidInput
 from memstrata.ids import new_id
 from memstrata.storage.cascade import Cascade
+from memstrata.storage.sql import now_micros
 from memstrata.tokens import Tokenizer
 
 if TYPE_CHECKING:
     from memstrata.storage.plan import Op
     from memstrata.types import Message, Scope
 
-__all__ = ["Limits", "MessageHook", "Runtime"]
+__all__ = ["Limits", "MessageHook", "Runtime", "page_limit"]
 
 #: Runs inside the transaction that stored a complete message (appended, or a pending one
 #: completed), so data derived from it (e.g. recall's keyword index) commits with it.
@@ -32,10 +33,6 @@ class Limits:
     max_page_size: int = 500
 
 
-def _now_micros() -> int:
-    return time.time_ns() // 1000
-
-
 @dataclass(slots=True)
 class Runtime:
     """Shared by the sync and async facades of one opened memory."""
@@ -43,6 +40,15 @@ class Runtime:
     tokenizer: Tokenizer
     limits: Limits = field(default_factory=Limits)
     cascade: Cascade = field(default_factory=Cascade)
-    clock: Callable[[], int] = _now_micros
+    clock: Callable[[], int] = now_micros
     make_id: Callable[[], str] = new_id
     on_message: list[MessageHook] = field(default_factory=list)
+
+
+def page_limit(rt: Runtime, limit: int | None) -> int:
+    """The page size to read: the caller's ``limit`` within the store's bounds, or the default."""
+    if limit is None:
+        return rt.limits.page_size
+    if not 1 <= limit <= rt.limits.max_page_size:
+        raise InvalidInput(f"limit must be between 1 and {rt.limits.max_page_size}", field="limit")
+    return limit

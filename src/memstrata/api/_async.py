@@ -11,6 +11,7 @@ from datetime import datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, overload
 
+from memstrata import conversation as ops
 from memstrata.api._async_context import AsyncCompaction
 from memstrata.api._async_graph import AsyncGraphs
 from memstrata.api._async_longterm import AsyncFacts, AsyncLongTerm
@@ -30,7 +31,6 @@ from memstrata.api.core import checked_scope as _scope
 from memstrata.api.scoped import Scoped
 from memstrata.config import Settings
 from memstrata.context import COMPACT_JOB, CompactionResult, Context
-from memstrata.conversation import ops
 from memstrata.conversation.history import History
 from memstrata.embeddings.port import Embedder
 from memstrata.errors import InvalidInput, NotFound
@@ -39,6 +39,7 @@ from memstrata.jobs import presence as presence_ops
 from memstrata.jobs.ops import Job
 from memstrata.jobs.presence import Presence
 from memstrata.jobs.worker import Handler
+from memstrata.runtime import page_limit
 from memstrata.storage import sql, tenancy
 from memstrata.storage.plan import read, write
 from memstrata.storage.records import to_micros
@@ -382,7 +383,7 @@ class AsyncJobs:
     ) -> Page[Job]:
         """Newest first, optionally only one tenant's (or user's) jobs in one status."""
         st = jobs_ops.parse_status(status)
-        n = ops.page_limit(self._core.rt, limit)
+        n = page_limit(self._core.rt, limit)
         before = sql.seq_cursor(cursor)
         rows = await self._core.engine.arun(
             read(

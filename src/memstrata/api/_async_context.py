@@ -11,12 +11,12 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
+from memstrata import context as ops
 from memstrata.api._async_recall import AsyncRecall
 from memstrata.api.core import Core
 from memstrata.api.core import checked_scope as _scope
-from memstrata.context import ops
+from memstrata.context import CompactionPlan, Context, Summary
 from memstrata.context.kit import CompactionResult, ContextKit
-from memstrata.context.ops import CompactionPlan, Context, Summary
 from memstrata.context.summarize import build_prompt, extractive_summary, summary_problem
 from memstrata.recall.service import EMBED_BATCH
 from memstrata.recall.tier import MAX_QUERY_CHARS

@@ -7,6 +7,7 @@ from datetime import datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, overload
 
+from memstrata import conversation as ops
 from memstrata.api._sync_context import Compaction
 from memstrata.api._sync_graph import Graphs
 from memstrata.api._sync_longterm import Facts, LongTerm
@@ -26,7 +27,6 @@ from memstrata.api.core import checked_scope as _scope
 from memstrata.api.scoped import Scoped
 from memstrata.config import Settings
 from memstrata.context import COMPACT_JOB, CompactionResult, Context
-from memstrata.conversation import ops
 from memstrata.conversation.history import History
 from memstrata.embeddings.port import Embedder
 from memstrata.errors import InvalidInput, NotFound
@@ -35,6 +35,7 @@ from memstrata.jobs import presence as presence_ops
 from memstrata.jobs.ops import Job
 from memstrata.jobs.presence import Presence
 from memstrata.jobs.worker import Handler
+from memstrata.runtime import page_limit
 from memstrata.storage import sql, tenancy
 from memstrata.storage.plan import read, write
 from memstrata.storage.records import to_micros
@@ -378,7 +379,7 @@ class Jobs:
     ) -> Page[Job]:
         """Newest first, optionally only one tenant's (or user's) jobs in one status."""
         st = jobs_ops.parse_status(status)
-        n = ops.page_limit(self._core.rt, limit)
+        n = page_limit(self._core.rt, limit)
         before = sql.seq_cursor(cursor)
         rows = self._core.engine.run(
             read(

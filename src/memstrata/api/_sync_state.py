@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from memstrata import state as ops
 from memstrata.api.core import Core
 from memstrata.api.core import checked_scope as _scope
-from memstrata.state import ops
-from memstrata.state.ops import Checkpoint, Format, Iteration, PlanDoc, RunSnapshot, WorkingMemory
+from memstrata.state import Checkpoint, Format, Iteration, PlanDoc, RunSnapshot, WorkingMemory
 from memstrata.storage.plan import read, write
 from memstrata.types import Page, Scope
 

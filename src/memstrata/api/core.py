@@ -9,9 +9,10 @@ from typing import Any, TypeVar
 import anyio.to_thread
 from pydantic import BaseModel, ValidationError
 
+from memstrata import context as context_ops
+from memstrata import state as state_ops
 from memstrata.backends.registry import Engine, open_engine
 from memstrata.config import Settings
-from memstrata.context import ops as context_ops
 from memstrata.context.kit import COMPACT_JOB, ContextKit, compact_job
 from memstrata.embeddings.port import Embedder
 from memstrata.errors import ConfigurationError, InvalidInput, MemstrataError
@@ -25,7 +26,6 @@ from memstrata.nodes import service as nodes_service
 from memstrata.recall.service import RecallEngine
 from memstrata.redact import RedactingLLM, Redactor
 from memstrata.runtime import Limits, Runtime
-from memstrata.state import ops as state_ops
 from memstrata.storage.plan import Op, Query, read
 from memstrata.tokens import get_tokenizer
 from memstrata.types import Scope

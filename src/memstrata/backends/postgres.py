@@ -6,7 +6,7 @@ transactions so a multi-statement read sees one snapshot; writes run in
 ``READ COMMITTED`` and lock their parent row first (``FOR SHARE``, or
 ``FOR UPDATE`` for appends and completions), which a delete takes exclusively
 before it reads: no write lands under a deleted conversation or user (see
-``conversation.ops.hold_conversation`` and ``tenancy.ensure_user``). A read that fails because its connection
+``conversation.conversations.hold_conversation`` and ``tenancy.ensure_user``). A read that fails because its connection
 dropped is retried once on a fresh connection. A write is retried only when its
 connection was found dead before BEGIN (nothing reached the server); once it has
 started it never is, since it may have committed: the client retries it safely

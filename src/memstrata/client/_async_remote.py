@@ -44,7 +44,7 @@ from memstrata.jobs.ops import Job
 from memstrata.longterm.model import Fact, FactEvent, ProfileSection
 from memstrata.nodes.layout import Turn
 from memstrata.recall.service import RecallHit
-from memstrata.state.ops import Checkpoint, Format, Iteration, PlanDoc, RunSnapshot, WorkingMemory
+from memstrata.state import Checkpoint, Format, Iteration, PlanDoc, RunSnapshot, WorkingMemory
 from memstrata.types import (
     Conversation,
     FileRef,

@@ -18,8 +18,8 @@ from memstrata.client._results import (
     RemoteHistory,
     RemoteNodeHistory,
 )
+from memstrata.context import ContextReport, TierReport
 from memstrata.context.kit import CompactionResult
-from memstrata.context.ops import ContextReport, TierReport
 from memstrata.errors import MemstrataError
 from memstrata.jobs.ops import Job, JobStatus
 from memstrata.longterm.model import (
@@ -32,7 +32,7 @@ from memstrata.longterm.model import (
 )
 from memstrata.nodes.layout import Turn
 from memstrata.recall.service import RecallHit
-from memstrata.state.ops import Checkpoint, Iteration, PlanDoc, RunSnapshot, WorkingMemory
+from memstrata.state import Checkpoint, Iteration, PlanDoc, RunSnapshot, WorkingMemory
 from memstrata.types import (
     Conversation,
     FileRef,

@@ -3,7 +3,7 @@
 The REST history carries each message's id, role, content, files and tool calls,
 not the whole stored row; :class:`RemoteHistory` holds those and renders them
 with the embedded renderers, so ``to_openai()`` gives the same bytes. A context's
-report is the embedded :class:`~memstrata.context.ops.ContextReport`.
+report is the embedded :class:`~memstrata.context.ContextReport`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from memstrata.context.ops import ContextReport
+from memstrata.context import ContextReport
 from memstrata.conversation.render import to_openai, to_text
 from memstrata.types import FileRef, Message, Role, ToolCall, dump_files, dump_tool_calls
 
@@ -75,7 +75,7 @@ class RemoteHistory:
 
 @dataclass(frozen=True, slots=True)
 class RemoteContext:
-    """Like :class:`~memstrata.context.ops.Context`: chat messages and the report on them."""
+    """Like :class:`~memstrata.context.Context`: chat messages and the report on them."""
 
     messages: list[dict[str, Any]]
     report: ContextReport

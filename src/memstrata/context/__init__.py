@@ -1,18 +1,47 @@
-"""Context assembly under one token budget, and rolling compaction."""
+"""Context assembly under one token budget, and rolling compaction.
 
+The operations the facade runs, by concern: :mod:`.assemble` (with the pure
+:mod:`.budget`), :mod:`.summaries`, :mod:`.compaction` and :mod:`.windows`.
+"""
+
+from memstrata.context.assemble import Settings, assemble, default_query
+from memstrata.context.compaction import (
+    MIN_NEW_TOKENS,
+    CompactionPlan,
+    compaction_log,
+    finish_compaction,
+    prepare_compaction,
+    record_compaction_failure,
+)
 from memstrata.context.kit import COMPACT_JOB, CompactionResult, ContextKit
-from memstrata.context.ops import Context, ContextReport, Summary
+from memstrata.context.report import Context, ContextReport, TierReport
+from memstrata.context.summaries import Summary, forget_messages, get_summary
 from memstrata.context.tiers import TierItem, TierPolicy, TierProvider, TierRequest
+from memstrata.context.windows import DEFAULT_WINDOW, context_window
 
 __all__ = [
     "COMPACT_JOB",
+    "DEFAULT_WINDOW",
+    "MIN_NEW_TOKENS",
+    "CompactionPlan",
     "CompactionResult",
     "Context",
     "ContextKit",
     "ContextReport",
+    "Settings",
     "Summary",
     "TierItem",
     "TierPolicy",
     "TierProvider",
+    "TierReport",
     "TierRequest",
+    "assemble",
+    "compaction_log",
+    "context_window",
+    "default_query",
+    "finish_compaction",
+    "forget_messages",
+    "get_summary",
+    "prepare_compaction",
+    "record_compaction_failure",
 ]

@@ -17,8 +17,9 @@ import json
 from collections.abc import Callable
 
 from memstrata.context.tiers import TierItem
-from memstrata.state.ops import _to_wm, _wm_row
+from memstrata.state.working import find_working_memory
 from memstrata.storage.plan import Op, Query
+from memstrata.storage.sql import placeholders
 from memstrata.types import Scope
 
 __all__ = [
@@ -49,9 +50,8 @@ def working_items(scope: Scope, conversation_id: str, item: Item) -> Op[list[Tie
         (None, USER_LABEL, "working:user"),
         (conversation_id, CONVERSATION_LABEL, "working:conversation"),
     ):
-        row = yield from _wm_row(scope, cid)
-        if row is not None:
-            doc = _to_wm(row)
+        doc = yield from find_working_memory(scope, cid)
+        if doc is not None:
             scope_name = "user" if cid is None else "conversation"
             out.append(item(name, f"{label}\n{doc.text}", version=doc.version, scope=scope_name))
     return out
@@ -65,7 +65,7 @@ def iteration_items(
     conversation_id: str, task: str, item: Item, limit: int = MAX_ATTEMPTS
 ) -> Op[list[TierItem]]:
     """The task's newest failed attempts in this conversation, oldest first."""
-    marks = ", ".join("?" * len(SUCCESS_OUTCOMES))
+    marks = placeholders(len(SUCCESS_OUTCOMES))
     rows = yield Query(
         "SELECT seq, attempt, outcome, error, detail FROM iteration_logs "
         f"WHERE conversation_id = ? AND task = ? AND outcome NOT IN ({marks}) "

@@ -11,8 +11,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from memstrata.context.ops import DEFAULT_WINDOW, Settings
+from memstrata.context.assemble import Settings
 from memstrata.context.tiers import TierPolicy, TierProvider
+from memstrata.context.windows import DEFAULT_WINDOW
 from memstrata.jobs.ops import Job
 from memstrata.llm import LLM
 from memstrata.storage.plan import Op
@@ -44,7 +45,7 @@ class CompactionResult:
 
     outcome: str
     reason: str | None
-    summary: object | None  # memstrata.context.ops.Summary, or None
+    summary: object | None  # memstrata.context.summaries.Summary, or None
 
     def to_dict(self) -> dict[str, object]:
         to_dict = getattr(self.summary, "to_dict", None)

@@ -20,11 +20,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from memstrata.storage.plan import Op, Query
+from memstrata.storage.sql import BATCH, placeholders
 
 __all__ = ["CHAIN_SQL", "Branch", "branch_of", "labels_of"]
-
-_BATCH = 500
-
 
 # The chain of a new message, as an SQL expression over (parent id, new id): the parent's
 # chain when the parent has no child yet, else the new message's own id.
@@ -77,10 +75,10 @@ def branch_of(conversation_id: str, leaf_id: str, min_depth: int = 0) -> Op[Bran
 def labels_of(ids: Sequence[str]) -> Op[dict[str, tuple[str | None, int]]]:
     """``{message id: (chain id, depth)}`` for the given ids (batched)."""
     out: dict[str, tuple[str | None, int]] = {}
-    for start in range(0, len(ids), _BATCH):
-        batch = list(ids[start : start + _BATCH])
+    for start in range(0, len(ids), BATCH):
+        batch = list(ids[start : start + BATCH])
         rows = yield Query(
-            f"SELECT id, chain_id, depth FROM messages WHERE id IN ({', '.join('?' * len(batch))})",
+            f"SELECT id, chain_id, depth FROM messages WHERE id IN ({placeholders(len(batch))})",
             batch,
         )
         for mid, chain_id, depth in rows:

@@ -24,7 +24,7 @@ from memstrata.longterm.model import Fact
 from memstrata.types import Conversation, Message, Scope
 
 if TYPE_CHECKING:
-    from memstrata.context.ops import Context
+    from memstrata.context import Context
 
 __all__ = [
     "MemoryLike",

@@ -25,12 +25,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 from memstrata.errors import Conflict, InvalidInput, NotFound
 from memstrata.logs import current_request_id
 from memstrata.storage.plan import Exec, Op, Query, Row
 from memstrata.storage.records import dump_json, from_micros
+from memstrata.storage.sql import placeholders
 
 __all__ = [
     "Job",
@@ -107,37 +108,61 @@ class Job:
         }
 
 
-_COLUMNS = (
-    "id, kind, dedupe_key, tenant_id, user_id, agent_id, conversation_id, payload, flags, status, attempts, "
-    "max_attempts, run_after, first_enqueued_at, enqueue_count, lease_token, worker, last_error, "
-    "created_at, updated_at, finished_at, request_id"
-)
+class _JobRow(NamedTuple):
+    """A ``jobs`` row, its fields named as the columns."""
+
+    id: str
+    kind: str
+    dedupe_key: str | None
+    tenant_id: str
+    user_id: str
+    agent_id: str | None
+    conversation_id: str | None
+    payload: str | None
+    flags: str | None
+    status: str
+    attempts: int
+    max_attempts: int
+    run_after: int
+    first_enqueued_at: int
+    enqueue_count: int
+    lease_token: str | None
+    worker: str | None
+    last_error: str | None
+    created_at: int
+    updated_at: int
+    finished_at: int | None
+    request_id: str | None
+
+
+_COLUMNS = ", ".join(_JobRow._fields)
 
 
 def _job(row: Row) -> Job:
+    r = _JobRow._make(row)
     return Job(
-        id=row[0],
-        kind=row[1],
-        key=row[2],
-        tenant=row[3],
-        user=row[4],
-        agent=row[5] or None,
-        conversation_id=row[6],
-        payload={} if row[7] is None else json.loads(row[7]),
-        flags={} if row[8] is None else json.loads(row[8]),
-        status=JobStatus(row[9]),
-        attempts=row[10],
-        max_attempts=row[11],
-        run_after=from_micros(row[12]),
-        first_enqueued_at=from_micros(row[13]),
-        enqueue_count=row[14],
-        lease_token=row[15],
-        worker=row[16],
-        last_error=row[17],
-        created_at=from_micros(row[18]),
-        updated_at=from_micros(row[19]),
-        finished_at=None if row[20] is None else from_micros(row[20]),
-        request_id=row[21],
+        id=r.id,
+        kind=r.kind,
+        key=r.dedupe_key,
+        tenant=r.tenant_id,
+        user=r.user_id,
+        agent=r.agent_id or None,
+        conversation_id=r.conversation_id,
+        payload={} if r.payload is None else json.loads(r.payload),
+        flags={} if r.flags is None else json.loads(r.flags),
+        status=JobStatus(r.status),
+        attempts=r.attempts,
+        max_attempts=r.max_attempts,
+        run_after=from_micros(r.run_after),
+        first_enqueued_at=from_micros(r.first_enqueued_at),
+        enqueue_count=r.enqueue_count,
+        lease_token=r.lease_token,
+        worker=r.worker,
+        last_error=r.last_error,
+        created_at=from_micros(r.created_at),
+        updated_at=from_micros(r.updated_at),
+        finished_at=None if r.finished_at is None else from_micros(r.finished_at),
+        request_id=r.request_id,
     )
 
 
@@ -275,7 +300,7 @@ def claim(
     if kinds is not None:
         if not kinds:
             return []
-        kind_sql = f" AND j.kind IN ({', '.join('?' * len(kinds))})"
+        kind_sql = f" AND j.kind IN ({placeholders(len(kinds))})"
         params.extend(kinds)
     params.append(now)
     params.append(limit)
@@ -395,7 +420,7 @@ def list_jobs(
         f"SELECT {_COLUMNS} FROM jobs WHERE {' AND '.join(where)} ORDER BY created_at DESC, id DESC LIMIT ?",
         (*params, limit),
     )
-    return [(_job(r), r[18]) for r in rows]
+    return [(_job(r), _JobRow._make(r).created_at) for r in rows]
 
 
 def queue_stats(now: int) -> Op[dict[str, Any]]:
@@ -412,7 +437,7 @@ def queue_stats(now: int) -> Op[dict[str, Any]]:
 
 def delete_for_conversations(ids: Sequence[str]) -> Op[None]:
     """Cascade step: jobs about a deleted conversation go with it."""
-    yield Exec(f"DELETE FROM jobs WHERE conversation_id IN ({', '.join('?' * len(ids))})", ids)
+    yield Exec(f"DELETE FROM jobs WHERE conversation_id IN ({placeholders(len(ids))})", ids)
 
 
 def delete_for_user(tenant: str, user: str) -> Op[None]:
@@ -432,7 +457,7 @@ def queued_by_key(kind: str, key: str) -> Op[Job | None]:
 def counts_of(kinds: Sequence[str]) -> Op[dict[str, int]]:
     """Jobs of ``kinds`` by status (every status present, zeros included)."""
     rows = yield Query(
-        f"SELECT status, count(*) FROM jobs WHERE kind IN ({', '.join('?' * len(kinds))}) "
+        f"SELECT status, count(*) FROM jobs WHERE kind IN ({placeholders(len(kinds))}) "
         "GROUP BY status",
         list(kinds),
     )

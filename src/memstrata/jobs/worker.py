@@ -26,6 +26,7 @@ from memstrata.jobs import ops, presence
 from memstrata.jobs.ops import Job
 from memstrata.logs import bound_request_id
 from memstrata.storage.plan import write
+from memstrata.storage.sql import now_micros
 
 __all__ = ["Handler", "JobRegistry", "LocalWakeup", "Wakeup", "Worker"]
 
@@ -109,10 +110,6 @@ class LocalWakeup:
         self._event.set()
 
 
-def _micros() -> int:
-    return time.time_ns() // 1000
-
-
 class _LeaseKeeper:
     """Renews one job's lease every third of its length until stopped."""
 
@@ -138,7 +135,7 @@ class _LeaseKeeper:
         while not self._stop.wait(self._lease_s / 3):
             try:
                 alive = self._engine.run(
-                    write(lambda: ops.heartbeat(self._job.id, token, _micros(), self._lease_s))
+                    write(lambda: ops.heartbeat(self._job.id, token, now_micros(), self._lease_s))
                 )
             except Exception:  # a passing database error: try again next beat
                 log.warning("lease renewal failed for job %s", self._job.id, exc_info=True)
@@ -175,7 +172,7 @@ class Worker(Generic[C]):
         self._backoff = backoff
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._started_at = _micros()
+        self._started_at = now_micros()
         self._beat_at = float("-inf")  # monotonic time of the last heartbeat
 
     @property
@@ -190,7 +187,9 @@ class Worker(Generic[C]):
         # its kind's lease, not after the longest lease of any kind this process handles.
         leases = {k: e.lease_s for k in known if (e := self._registry.get(k)) is not None}
         jobs = self._engine.run(
-            write(lambda: ops.claim(kinds=known, worker=self.name, now=_micros(), lease_s=leases))
+            write(
+                lambda: ops.claim(kinds=known, worker=self.name, now=now_micros(), lease_s=leases)
+            )
         )
         return jobs[0] if jobs else None
 
@@ -218,7 +217,7 @@ class Worker(Generic[C]):
             error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=5)}"
             backoff = self._backoff(job.attempts)
             status = self._engine.run(
-                write(lambda: ops.fail(job.id, token, error, _micros(), backoff))
+                write(lambda: ops.fail(job.id, token, error, now_micros(), backoff))
             )
             log.warning(
                 "job %s (%s) failed on attempt %d -> %s",
@@ -229,7 +228,7 @@ class Worker(Generic[C]):
                 extra={**extra, "error": f"{type(exc).__name__}: {exc}"},
             )
             return True
-        done = self._engine.run(write(lambda: ops.complete(job.id, token, _micros())))
+        done = self._engine.run(write(lambda: ops.complete(job.id, token, now_micros())))
         if not done:
             log.warning("job %s finished after its lease was lost; its new holder decides", job.id)
         else:
@@ -258,7 +257,7 @@ class Worker(Generic[C]):
         self._beat_at = now
         kinds = self._registry.kinds()
         self._engine.run(
-            write(lambda: presence.seen(self.name, kinds, _micros(), self._started_at))
+            write(lambda: presence.seen(self.name, kinds, now_micros(), self._started_at))
         )
 
     def _loop(self) -> None:

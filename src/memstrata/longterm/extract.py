@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from memstrata.conversation import ops as conv_ops
+from memstrata import conversation as conv_ops
 from memstrata.longterm import store
 from memstrata.longterm.apply import UpdatePlan, plan_update
 from memstrata.longterm.capture import detect_signals, filter_turns

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from memstrata.conversation.ops import page_limit
 from memstrata.errors import Conflict, InvalidInput, NotFound
 from memstrata.longterm.apply import ActiveFact, UpdatePlan, content_key, plan_update
 from memstrata.longterm.model import (
@@ -27,7 +26,7 @@ from memstrata.longterm.model import (
     ProfileSection,
     ProposedUpdate,
 )
-from memstrata.runtime import Runtime
+from memstrata.runtime import Runtime, page_limit
 from memstrata.storage import tenancy
 from memstrata.storage.plan import Exec, Op, Query, Row
 from memstrata.storage.records import check_text, dump_json, from_micros

@@ -32,7 +32,7 @@ from memstrata.disclosure import client_message
 from memstrata.errors import InvalidInput, MemstrataError, NotFound, PreconditionFailed
 from memstrata.longterm.model import Fact
 from memstrata.recall.service import MAX_K, RecallHit
-from memstrata.state.ops import WorkingMemory
+from memstrata.state import WorkingMemory
 from memstrata.types import Scope
 
 __all__ = ["Category", "FactStatusName", "MemoryTools", "ScopeProvider", "tool_errors"]

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from memstrata.conversation.ops import get_conversation
+from memstrata.conversation.conversations import get_conversation
 from memstrata.errors import Conflict
 from memstrata.ids import new_id
 from memstrata.jobs import ops as jobs_ops
@@ -24,6 +24,7 @@ from memstrata.nodes.layout import NodeKey
 from memstrata.runtime import Runtime
 from memstrata.storage.cascade import ConversationStep
 from memstrata.storage.plan import Exec, Op, Query
+from memstrata.storage.sql import placeholders
 from memstrata.types import Scope
 
 __all__ = [
@@ -134,7 +135,8 @@ def touch(rt: Runtime, scope: Scope, key: NodeKey, segments: int) -> Op[tuple[st
             (*_key(key), key.tenant, new_id(), segments, now, now),
         )
     rows = yield Query(f"SELECT generation, pending FROM node_memories WHERE {_KEY}", _key(key))
-    return str(rows[0][0]), int(rows[0][1])
+    generation, pending = rows[0]
+    return str(generation), int(pending)
 
 
 def compacted(key: NodeKey, gen: str, absorbed: int) -> Op[None]:
@@ -171,7 +173,10 @@ def _rows(where: str, params: Sequence[object], limit: int | None = None) -> Op[
     if limit is not None:
         sql += f" LIMIT {int(limit)}"
     rows = yield Query(sql, params)
-    return [IndexRow(NodeKey(r[0], r[1], r[2], r[3]), str(r[4]), int(r[5])) for r in rows]
+    return [
+        IndexRow(NodeKey(tenant, app, conversation, node), str(generation), int(last_write_at))
+        for tenant, app, conversation, node, generation, last_write_at in rows
+    ]
 
 
 def _drop(rt: Runtime, rows: list[IndexRow], enqueue: bool) -> Op[None]:
@@ -208,7 +213,7 @@ def cascade_step(rt: Runtime) -> ConversationStep:
     """The conversation-delete step: forget the node memories, queue their blobs' purge."""
 
     def step(ids: Sequence[str]) -> Op[None]:
-        marks = ", ".join("?" * len(ids))
+        marks = placeholders(len(ids))
         rows = yield from _rows(f"conversation_id IN ({marks})", list(ids))
         yield from _drop(rt, rows, enqueue=True)
 

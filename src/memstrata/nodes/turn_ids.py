@@ -19,6 +19,7 @@ from collections.abc import Iterable, Sequence
 
 from memstrata.nodes.layout import NodeKey, Turn
 from memstrata.storage.plan import Exec, Op, Query
+from memstrata.storage.sql import placeholders
 
 __all__ = ["digests", "forget", "known", "record", "turn_digest"]
 
@@ -48,12 +49,12 @@ def known(key: NodeKey, generation: str, message_ids: Sequence[str]) -> Op[dict[
     """The stored digests of those of ``message_ids`` this generation holds."""
     if not message_ids:
         return {}
-    marks = ", ".join("?" * len(message_ids))
+    marks = placeholders(len(message_ids))
     rows = yield Query(
         f"SELECT message_id, digest FROM node_turn_ids WHERE {_KEY} AND message_id IN ({marks})",
         (*_key(key, generation), *message_ids),
     )
-    return {str(r[0]): str(r[1]) for r in rows}
+    return {str(message_id): str(digest) for message_id, digest in rows}
 
 
 def any_recorded(key: NodeKey, generation: str) -> Op[bool]:

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from memstrata.conversation import ops as conv_ops
+from memstrata import conversation as conv_ops
 from memstrata.conversation.branches import Branch, branch_of
 from memstrata.errors import InvalidInput, NotFound
 from memstrata.jobs import ops as jobs_ops

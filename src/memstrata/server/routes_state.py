@@ -19,7 +19,7 @@ from memstrata.errors import InvalidInput, NotFound, PreconditionFailed
 from memstrata.server.auth import CallerScope, Mem
 from memstrata.server.pagination import Cursor, Limit, page_body
 from memstrata.server.responses import JSONResponse
-from memstrata.state.ops import Format
+from memstrata.state import Format
 
 __all__ = ["router"]
 

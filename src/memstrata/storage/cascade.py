@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from memstrata.storage.plan import Exec, Op, Query
+from memstrata.storage.sql import BATCH, placeholders
 
 __all__ = ["Cascade", "ConversationStep", "MessageStep", "UserStep"]
 
@@ -19,16 +20,10 @@ ConversationStep = Callable[[Sequence[str]], Op[None]]
 MessageStep = Callable[[str, Sequence[str]], Op[None]]
 UserStep = Callable[[str, str], Op[None]]
 
-_BATCH = 500
-
-
-def _placeholders(n: int) -> str:
-    return ", ".join("?" * n)
-
 
 def _delete_messages(ids: Sequence[str]) -> Op[None]:
-    yield Exec(f"DELETE FROM messages WHERE conversation_id IN ({_placeholders(len(ids))})", ids)
-    yield Exec(f"DELETE FROM conversations WHERE id IN ({_placeholders(len(ids))})", ids)
+    yield Exec(f"DELETE FROM messages WHERE conversation_id IN ({placeholders(len(ids))})", ids)
+    yield Exec(f"DELETE FROM conversations WHERE id IN ({placeholders(len(ids))})", ids)
 
 
 def _delete_user_rows(tenant: str, user: str) -> Op[None]:
@@ -56,19 +51,19 @@ class Cascade:
 
     def delete_messages(self, conversation_id: str, ids: Sequence[str]) -> Op[None]:
         """Delete messages of one conversation and what is derived from them."""
-        for start in range(0, len(ids), _BATCH):
-            batch = list(ids[start : start + _BATCH])
+        for start in range(0, len(ids), BATCH):
+            batch = list(ids[start : start + BATCH])
             for step in self._messages:
                 yield from step(conversation_id, batch)
             yield Exec(
                 f"DELETE FROM messages WHERE conversation_id = ? AND id IN "
-                f"({_placeholders(len(batch))})",
+                f"({placeholders(len(batch))})",
                 (conversation_id, *batch),
             )
 
     def delete_conversations(self, ids: Sequence[str]) -> Op[None]:
-        for start in range(0, len(ids), _BATCH):
-            batch = list(ids[start : start + _BATCH])
+        for start in range(0, len(ids), BATCH):
+            batch = list(ids[start : start + BATCH])
             for step in self._conversation:
                 yield from step(batch)
             yield from _delete_messages(batch)

@@ -98,7 +98,7 @@ def list_users(tenant: str, after: str | None, limit: int) -> Op[list[tuple[str,
         "SELECT id, created_at FROM users WHERE tenant_id = ? AND id > ? ORDER BY id LIMIT ?",
         (tenant, after or "", limit),
     )
-    return [(r[0], from_micros(r[1])) for r in rows]
+    return [(user, from_micros(created_at)) for user, created_at in rows]
 
 
 def create_key(
@@ -152,8 +152,8 @@ def authenticate(secret: str, now: int) -> Op[Principal | None]:
     )
     if not rows:
         return None
-    r = rows[0]
-    return Principal(key_id=r[0], tenant=r[1], user=r[2], admin=bool(r[3]))
+    key_id, tenant, user, admin = rows[0]
+    return Principal(key_id=key_id, tenant=tenant, user=user, admin=bool(admin))
 
 
 def list_keys(tenant: str | None) -> Op[list[ApiKey]]:
@@ -168,16 +168,16 @@ def list_keys(tenant: str | None) -> Op[list[ApiKey]]:
     rows = yield Query(sql + " ORDER BY created_at, id", params)
     return [
         ApiKey(
-            r[0],
-            r[1],
-            r[2],
-            bool(r[3]),
-            r[4],
-            from_micros(r[5]),
-            None if r[6] is None else from_micros(r[6]),
-            None if r[7] is None else from_micros(r[7]),
+            key_id,
+            tenant_id,
+            user_id,
+            bool(admin),
+            label,
+            from_micros(created_at),
+            None if revoked_at is None else from_micros(revoked_at),
+            None if expires_at is None else from_micros(expires_at),
         )
-        for r in rows
+        for key_id, tenant_id, user_id, admin, label, created_at, revoked_at, expires_at in rows
     ]
 
 

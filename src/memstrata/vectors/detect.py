@@ -16,6 +16,7 @@ from typing import Literal
 from memstrata.backends.registry import Engine
 from memstrata.errors import BackendUnavailable, ConfigurationError
 from memstrata.storage.plan import Exec, Op, Query, write
+from memstrata.storage.sql import now_micros
 from memstrata.vectors.exact import ExactIndex
 from memstrata.vectors.pgvector import (
     DEFAULT_EF_SEARCH,
@@ -23,7 +24,7 @@ from memstrata.vectors.pgvector import (
     PgvectorIndex,
     PgvectorInfo,
 )
-from memstrata.vectors.port import IndexKind, PlannedIndex, Space, now_micros, register_space
+from memstrata.vectors.port import IndexKind, PlannedIndex, Space, register_space
 
 __all__ = [
     "Prefer",

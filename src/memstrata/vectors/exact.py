@@ -18,9 +18,9 @@ import numpy as np
 
 from memstrata.errors import Corruption
 from memstrata.storage.plan import Op, Query
+from memstrata.storage.sql import BATCH
 from memstrata.types import Scope
 from memstrata.vectors.port import (
-    BATCH,
     IndexKind,
     PlannedIndex,
     Vector,

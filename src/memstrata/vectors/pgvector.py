@@ -33,9 +33,9 @@ import numpy.typing as npt
 
 from memstrata.backends.registry import Engine
 from memstrata.storage.plan import Exec, Op, Query
+from memstrata.storage.sql import BATCH, now_micros, placeholders
 from memstrata.types import Scope
 from memstrata.vectors.port import (
-    BATCH,
     MAX_K,
     IndexKind,
     PlannedIndex,
@@ -45,8 +45,6 @@ from memstrata.vectors.port import (
     VectorItem,
     check_search_args,
     clip,
-    now_micros,
-    placeholders,
     prepare,
     rank,
     register_space,

@@ -19,7 +19,6 @@ compose an ``*_op`` into a transaction of its own.
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -30,6 +29,7 @@ import numpy.typing as npt
 from memstrata.backends.registry import Engine
 from memstrata.errors import Conflict, InvalidInput
 from memstrata.storage.plan import Exec, Op, Query, read, write
+from memstrata.storage.sql import BATCH, now_micros, placeholders
 from memstrata.types import Scope
 
 __all__ = [
@@ -44,7 +44,6 @@ __all__ = [
     "delete_for_conversations",
     "delete_for_messages",
     "delete_for_user",
-    "now_micros",
 ]
 
 IndexKind = Literal["exact", "pgvector-hnsw"]
@@ -53,8 +52,6 @@ IndexKind = Literal["exact", "pgvector-hnsw"]
 MAX_K = 1000
 #: Most message ids one search may exclude (they travel as SQL parameters).
 MAX_EXCLUDED = 10_000
-#: Rows per multi-row statement: well under SQLite's and PostgreSQL's parameter limits.
-BATCH = 500
 
 Vector = Sequence[float] | npt.NDArray[Any]
 
@@ -227,10 +224,6 @@ def prepare(items: Sequence[VectorItem], dim: int) -> list[Prepared]:
 # -- shared operations ---------------------------------------------------------------------
 
 
-def placeholders(n: int) -> str:
-    return ", ".join("?" * n)
-
-
 def register_space(space: Space, now: int, index_table: str | None = None) -> Op[None]:
     """Record the space; an identity already stored with another dimension is refused."""
     rows = yield Query(
@@ -361,10 +354,6 @@ def delete_for_user(tenant: str, user: str) -> Op[None]:
 def _replayable(ids: Iterable[str]) -> Iterable[str]:
     """A one-shot iterator becomes a tuple, so a retried read sees the same ids."""
     return ids if isinstance(ids, str) else tuple(ids)
-
-
-def now_micros() -> int:
-    return time.time_ns() // 1000
 
 
 class PlannedIndex:

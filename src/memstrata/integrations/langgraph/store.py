@@ -73,7 +73,7 @@ from memstrata.integrations.langgraph._steps import Steps as _Steps
 from memstrata.integrations.langgraph._steps import call as _call
 from memstrata.integrations.langgraph._steps import run_async, run_sync
 from memstrata.longterm.model import Fact
-from memstrata.state.ops import WorkingMemory
+from memstrata.state import WorkingMemory
 from memstrata.types import Scope
 
 try:

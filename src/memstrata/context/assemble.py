@@ -1,0 +1,325 @@
+"""Context assembly (sans-IO): one branch's messages and the tiers' items under one
+token budget (the arithmetic is :class:`memstrata.context.budget.Budget`'s).
+
+Every message of the active branch ends up in the window, covered by the summary
+that is in the context, or in ``report.dropped`` with a reason.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from functools import partial
+from typing import Any
+
+from memstrata.context.briefing import iteration_items, working_items
+from memstrata.context.budget import Budget, block
+from memstrata.context.report import Context
+from memstrata.context.summaries import Summary, summary_for
+from memstrata.context.tiers import (
+    BLOCK_TAGS,
+    MESSAGE_ORDER,
+    TierItem,
+    TierPolicy,
+    TierProvider,
+    TierRequest,
+)
+from memstrata.context.windows import DEFAULT_WINDOW, context_window
+from memstrata.conversation.branch import (
+    Leaf,
+    branch_chunk,
+    resolve_leaf,
+    system_run,
+    token_counter,
+    tokenizer_for,
+    walk_branch,
+)
+from memstrata.conversation.history import HistoryPlanner
+from memstrata.conversation.render import to_openai
+from memstrata.errors import InvalidInput
+from memstrata.runtime import Runtime
+from memstrata.state.plans import find_plan
+from memstrata.storage.plan import Op
+from memstrata.storage.records import to_message
+from memstrata.tokens import Tokenizer
+from memstrata.types import Message, Role, Scope, Status
+
+__all__ = ["Settings", "assemble", "default_query"]
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Per-call knobs of assembly (from the memory's context kit)."""
+
+    policies: Mapping[str, TierPolicy]
+    providers: Sequence[TierProvider]
+    window: int = DEFAULT_WINDOW
+    threshold: float = 0.8
+
+
+def _window(
+    rt: Runtime,
+    conversation_id: str,
+    leaf: Message,
+    system: list[Message],
+    floor_depth: int,
+    max_tokens: int,
+    tok: Tokenizer,
+) -> Op[tuple[list[Message], int, bool]]:
+    """The newest whole turns of the branch below ``floor_depth`` (exclusive) within
+    ``max_tokens`` (system run included, always kept): the history walk of
+    :func:`memstrata.conversation.branch.history`, stopped at the summary's cover point.
+
+    Returns the kept messages (oldest first, system run first), their tokens and
+    whether the newest turn alone was over the limit.
+    """
+    planner = HistoryPlanner(
+        system=system, max_tokens=max_tokens, max_messages=1 << 40, count=token_counter(rt, tok)
+    )
+    yield from walk_branch(rt, conversation_id, leaf, system, planner, tok, floor_depth=floor_depth)
+    result = planner.result(leaf.id, tok.name, 0)
+    return result.messages, result.tokens, result.over_budget
+
+
+def _hash(blocks: Sequence[dict[str, Any]]) -> str:
+    text = json.dumps(blocks, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+@dataclass(slots=True)
+class _Branch:
+    leaf: Message | None = None
+    system: list[Message] = field(default_factory=list)
+    summary: Summary | None = None
+
+
+def _branch(conversation_id: str, leaf: Leaf | None) -> Op[_Branch]:
+    if leaf is None:
+        return _Branch()
+    system = yield from system_run(conversation_id, leaf)
+    summary = yield from summary_for(conversation_id, leaf.message)
+    return _Branch(leaf.message, system, summary)
+
+
+def _item(id: str, text: str, tok: Tokenizer, **provenance: Any) -> TierItem:
+    return TierItem(id, text, tok.count_text(text + "\n"), provenance)
+
+
+def _offers(
+    rt: Runtime,
+    scope: Scope,
+    conversation_id: str,
+    br: _Branch,
+    settings: Settings,
+    policies: Mapping[str, TierPolicy],
+    budget: int,
+    base: TierRequest,
+    tok: Tokenizer,
+    task: str | None = None,
+) -> Op[dict[str, list[TierItem]]]:
+    """What each tier other than the window (and the providers that run after it)
+    asks for, best items first."""
+    offered: dict[str, list[TierItem]] = {}
+    if br.summary is not None:
+        s = br.summary
+        offered["summary"] = [_item(s.id, s.content, tok, up_to=s.up_to_id, version=s.version)]
+    item = partial(_item, tok=tok)
+    working = yield from working_items(scope, conversation_id, item)
+    if working:
+        offered["working"] = working
+    if task is not None:
+        attempts = yield from iteration_items(conversation_id, task, item)
+        if attempts:
+            offered["iterations"] = attempts
+    plan = yield from find_plan(scope, conversation_id)
+    if plan is not None:
+        text = json.dumps(plan.document, ensure_ascii=False, indent=2, sort_keys=True)
+        offered["plan"] = [_item("plan", text, tok, version=plan.version)]
+    for provider in settings.providers:
+        if not _after_window(provider):
+            items = yield from _provide(rt, provider, base, policies, budget)
+            offered.setdefault(provider.tier, []).extend(items)
+    return offered
+
+
+def _after_window(provider: TierProvider) -> bool:
+    return bool(getattr(provider, "after_window", False))
+
+
+def _provide(
+    rt: Runtime,
+    provider: TierProvider,
+    base: TierRequest,
+    policies: Mapping[str, TierPolicy],
+    room: int,
+    window_ids: frozenset[str] = frozenset(),
+    window_from_depth: int | None = None,
+) -> Op[list[TierItem]]:
+    tier = provider.tier
+    if tier not in BLOCK_TAGS or tier in ("summary", "working", "plan", "iterations"):
+        raise InvalidInput(f"a provider cannot supply tier {tier!r}", field="tier")
+    cap = policies[tier].cap if tier in policies else None
+    allowance = room if cap is None else min(cap, room)
+    request = replace(
+        base,
+        allowance=max(allowance, 0),
+        window_ids=window_ids,
+        window_from_depth=window_from_depth,
+    )
+    return (yield from provider.provide(rt, request))
+
+
+def _base_request(
+    scope: Scope,
+    conversation_id: str,
+    br: _Branch,
+    query: str | None,
+    tok: Tokenizer,
+    query_vector: Sequence[float] | None,
+    embedder: str | None,
+) -> TierRequest:
+    return TierRequest(
+        scope=scope,
+        conversation_id=conversation_id,
+        leaf_id=None if br.leaf is None else br.leaf.id,
+        leaf_depth=None if br.leaf is None else br.leaf.depth,
+        query=query,
+        allowance=0,
+        tokenizer=tok,
+        covered_depth=None if br.summary is None else br.summary.up_to_depth,
+        query_vector=query_vector,
+        embedder=embedder,
+    )
+
+
+def _newest_user_text(conversation_id: str, leaf: Message, limit: int = 256) -> Op[str | None]:
+    """The content of the newest complete user message on the branch (looks back at most
+    ``limit`` messages: a query is about the current turn, not a distant one)."""
+    start: str | None = leaf.id
+    seen, chunk = 0, 4
+    while start is not None and seen < limit:
+        rows = yield from branch_chunk(conversation_id, start, min(chunk, limit - seen))
+        for m in map(to_message, rows):
+            if m.role is Role.USER and m.status is Status.COMPLETE and m.content.strip():
+                return m.content
+        if not rows:
+            break
+        seen += len(rows)
+        start = to_message(rows[-1]).parent_id
+        chunk *= 4
+    return None
+
+
+def default_query(scope: Scope, conversation_id: str, leaf_id: str | None = None) -> Op[str | None]:
+    """What the context of a branch is about when the caller gives no query: the
+    newest user message on it (None for an empty conversation or no user message)."""
+    leaf = yield from resolve_leaf(scope, conversation_id, leaf_id)
+    if leaf is None:
+        return None
+    return (yield from _newest_user_text(conversation_id, leaf.message))
+
+
+def _grant_window(
+    rt: Runtime, conversation_id: str, br: _Branch, budget: Budget
+) -> Op[list[Message]]:
+    assert br.leaf is not None
+    tok = budget.tokenizer
+    system_tokens = sum(token_counter(rt, tok)(m) for m in br.system)
+    floor = 0 if br.summary is None else br.summary.up_to_depth + 1
+    kept, used, over = yield from _window(
+        rt, conversation_id, br.leaf, br.system, floor, budget.window_limit(system_tokens), tok
+    )
+    window = kept[len(br.system) :]
+    budget.record_window(br.leaf, br.system, system_tokens, window, used, over, br.summary)
+    return window
+
+
+def _window_from_depth(br: _Branch, window: Sequence[Message]) -> int | None:
+    """Where the window starts on the branch (the leaf's depth + 1 when it is empty)."""
+    if br.leaf is None:
+        return None
+    return window[0].depth if window else br.leaf.depth + 1
+
+
+def assemble(
+    rt: Runtime,
+    scope: Scope,
+    conversation_id: str,
+    settings: Settings,
+    *,
+    leaf_id: str | None = None,
+    budget: int = 8000,
+    query: str | None = None,
+    model: str | None = None,
+    query_vector: Sequence[float] | None = None,
+    embedder: str | None = None,
+    task: str | None = None,
+) -> Op[Context]:
+    """Assemble the context of a branch (see :mod:`memstrata.context.budget`).
+
+    ``query_vector`` is ``query`` (or, when that is None, the newest user message on
+    the branch) embedded by ``embedder`` before this transaction, for the providers
+    that search by meaning. ``task`` turns on the ``iterations`` tier for that task.
+    """
+    if budget < 1:
+        raise InvalidInput("budget must be >= 1", field="budget")
+    if task is not None and (not task.strip() or len(task) > 200):
+        raise InvalidInput("task must be 1 to 200 characters", field="task")
+    tok = tokenizer_for(rt, model)
+    leaf = yield from resolve_leaf(scope, conversation_id, leaf_id)
+    br = yield from _branch(conversation_id, leaf)
+    books = Budget.open(budget, tok, settings.policies, None if br.leaf is None else br.leaf.id)
+    policies = books.policies
+    if query is None and settings.providers and br.leaf is not None:
+        query = yield from _newest_user_text(conversation_id, br.leaf)
+    asking = _base_request(scope, conversation_id, br, query, tok, query_vector, embedder)
+    offered = yield from _offers(
+        rt, scope, conversation_id, br, settings, policies, budget, asking, tok, task
+    )
+    books.note_asks(offered)
+    late = [p for p in settings.providers if _after_window(p)]
+    books.hold(offered, [p.tier for p in late])
+    window: list[Message] = []
+    if br.leaf is not None:
+        window = yield from _grant_window(rt, conversation_id, br, books)
+    remaining = books.remaining
+    if late:
+        in_context = frozenset(m.id for m in (*br.system, *window))
+        from_depth = _window_from_depth(br, window)
+        for provider in late:
+            items = yield from _provide(
+                rt, provider, asking, policies, remaining, in_context, from_depth
+            )
+            offered.setdefault(provider.tier, []).extend(items)
+        books.note_asks({p.tier: offered[p.tier] for p in late})
+    chosen = books.grant(offered)
+    books.note_summary(br.summary, "summary" in chosen)
+    messages, injected = _render(br.system, window, chosen)
+    books.close()
+    report = books.report
+    report.hash = _hash(injected)
+    if br.leaf is not None:
+        report.compaction_due = books.compaction_due(
+            br.leaf, br.summary, settings.threshold, settings.window, context_window(model)
+        )
+    return Context(messages, report, window, br.system)
+
+
+def _render(
+    system: list[Message], window: list[Message], chosen: Mapping[str, list[TierItem]]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Messages in reading order, and the injected blocks among them (for the hash)."""
+    messages: list[dict[str, Any]] = []
+    injected: list[dict[str, Any]] = []
+    for name in MESSAGE_ORDER:
+        if name == "system":
+            messages.extend(to_openai(system))
+        elif name == "recent":
+            messages.extend(to_openai(window))
+        elif name in chosen:
+            injection = {"role": "system", "content": block(name, chosen[name])}
+            messages.append(injection)
+            injected.append(injection)
+    return messages, injected

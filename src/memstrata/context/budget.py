@@ -1,0 +1,348 @@
+"""The token arithmetic of one context (pure: no storage, unit-tested on its own).
+
+One budget for everything. Tiers are granted tokens in priority order (default:
+recent window, summary, facts, profile, working memory, plan, recall); each tier's
+``minimum`` is reserved before higher tiers take the rest and its ``cap`` bounds it.
+Items are whole: a turn is never split, a fact or a recalled message is in or out.
+Every message of the active branch ends up in the window, covered by the summary
+that is in the context, or in ``report.dropped`` with a reason.
+
+:class:`Budget` keeps the books of one assembly: what each tier asks for, what is
+held back while the window is read, what each tier is granted, and the report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from memstrata.context.report import ContextReport, TierReport
+from memstrata.context.tiers import BLOCK_TAGS, GROUP_CAPS, TierItem, TierPolicy, default_policies
+from memstrata.tokens import Tokenizer
+from memstrata.types import Message
+
+if TYPE_CHECKING:
+    from memstrata.context.summaries import Summary
+
+__all__ = ["Budget", "block"]
+
+
+def block(tier: str, items: Sequence[TierItem]) -> str:
+    """The system message that injects a tier's items."""
+    tag = BLOCK_TAGS[tier]
+    return f"<{tag}>\n" + "".join(i.text + "\n" for i in items) + f"</{tag}>"
+
+
+@dataclass(slots=True)
+class Budget:
+    """The books of one assembly under ``total`` tokens, counted with ``tokenizer``.
+
+    Used in this order: :meth:`note_asks` (what the tiers offer), :meth:`hold` (reserves
+    kept while the window is read), :meth:`window_limit` and :meth:`record_window`,
+    :meth:`note_asks` again for providers that run after the window, :meth:`grant`,
+    :meth:`note_summary` and :meth:`close`.
+    """
+
+    total: int
+    tokenizer: Tokenizer
+    policies: dict[str, TierPolicy]
+    order: list[str]  # tier names by priority
+    report: ContextReport
+    reserve: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def open(
+        cls,
+        total: int,
+        tokenizer: Tokenizer,
+        policies: Mapping[str, TierPolicy],
+        leaf_id: str | None,
+    ) -> Budget:
+        """A budget with the default policies, overridden by ``policies``."""
+        merged = dict(default_policies())
+        merged.update(policies)
+        order = sorted(merged, key=lambda n: merged[n].priority)
+        tiers = {name: TierReport() for name in ("system", *order)}
+        report = ContextReport(total, tokenizer.name, leaf_id, tiers)
+        return cls(total, tokenizer, merged, order, report)
+
+    @property
+    def tiers(self) -> dict[str, TierReport]:
+        return self.report.tiers
+
+    @property
+    def remaining(self) -> int:
+        """What the system run and the window leave for the other tiers."""
+        return self.total - self.tiers["system"].granted - self.tiers["recent"].granted
+
+    def note_asks(self, offered: Mapping[str, Sequence[TierItem]]) -> None:
+        """Record what each tier asks for; a provider's tier with no policy goes last."""
+        for name, items in offered.items():
+            wanted = [i for i in items if not i.provenance.get("rejected")]
+            self.tiers.setdefault(name, TierReport()).asked = _ask(wanted, name, self.tokenizer)
+            if name not in self.policies:
+                self.policies[name] = TierPolicy(len(self.policies))
+                self.order.append(name)
+
+    def hold(self, offered: Mapping[str, Sequence[TierItem]], late: Sequence[str]) -> None:
+        """Reserve tokens for the tiers while the window is read; ``late`` names the tiers
+        whose providers run after the window."""
+        count = self.tokenizer.count_message
+        first = {n: count(block(n, items[:1])) for n, items in offered.items() if items}
+        self.reserve = _reserves(self.order, self.policies, self.tiers, first)
+        _reserve_late(late, self.order, self.policies, self.reserve)
+
+    def window_limit(self, system_tokens: int) -> int:
+        """Tokens the system run and the recent window may take together."""
+        allow = self.total - system_tokens - sum(self.reserve.values())
+        cap = self.policies["recent"].cap
+        if cap is not None:
+            allow = min(allow, cap)
+        return system_tokens + max(allow, 0)
+
+    def record_window(
+        self,
+        leaf: Message,
+        system: Sequence[Message],
+        system_tokens: int,
+        window: Sequence[Message],
+        used: int,
+        over: bool,
+        summary: Summary | None,
+    ) -> None:
+        """Book the system run and the window (``used``: their tokens together; ``over``:
+        the newest turn alone was over the limit) and what of the branch they leave out."""
+        tiers = self.tiers
+        tiers["system"].granted = tiers["system"].asked = system_tokens
+        tiers["system"].items = len(system)
+        tiers["recent"].granted = used - system_tokens
+        tiers["recent"].items = len(window)
+        base = (
+            summary.up_to_branch_tokens
+            if summary is not None
+            else sum(m.token_count for m in system)
+        )
+        tiers["recent"].asked = leaf.branch_tokens - base
+        self.report.newest_turn_over_budget = over
+        _report_uncovered(self.report, leaf, system, window, summary)
+
+    def grant(self, offered: Mapping[str, list[TierItem]]) -> dict[str, list[TierItem]]:
+        """Grant the tiers other than the window, by priority: the items each injects."""
+        return _grant_tiers(
+            self.order,
+            self.policies,
+            offered,
+            self.reserve,
+            self.remaining,
+            self.tokenizer,
+            self.report,
+        )
+
+    def note_summary(self, summary: Summary | None, used: bool) -> None:
+        """Book the summary: in the context, or dropped with what it covers."""
+        if summary is None:
+            return
+        if used:
+            self.report.summary_id, self.report.covered_up_to = summary.id, summary.up_to_id
+            return
+        # The summary did not fit: what it covers is out of the context too.
+        self.report.dropped.append(
+            {
+                "tier": "summary",
+                "reason": "covered by a summary that did not fit the budget",
+                "range": {"to_id": summary.up_to_id, "to_depth": summary.up_to_depth},
+                "tokens": summary.up_to_branch_tokens,
+            }
+        )
+
+    def close(self) -> None:
+        """Total the grants."""
+        self.report.total = sum(t.granted for t in self.tiers.values())
+        self.report.over_budget = self.report.total > self.total
+
+    def compaction_due(
+        self,
+        leaf: Message,
+        summary: Summary | None,
+        threshold: float,
+        window: int,
+        model_window: int,
+    ) -> bool:
+        """n8n's rule: compact once the uncovered branch passes ``threshold`` of the smaller
+        of the model's window and the budget, and it is longer than ``window`` messages."""
+        base = 0 if summary is None else summary.up_to_branch_tokens
+        uncovered = leaf.depth + 1 - (0 if summary is None else summary.up_to_depth + 1)
+        limit = threshold * min(model_window, self.total)
+        return leaf.branch_tokens - base > limit and uncovered > window
+
+
+def _ask(items: Sequence[TierItem], tier: str, tok: Tokenizer) -> int:
+    return tok.count_message(block(tier, items)) if items else 0
+
+
+def _drop(tier: str, item: TierItem, reason: str) -> dict[str, Any]:
+    return {
+        "tier": tier,
+        "id": item.id,
+        "tokens": item.tokens,
+        "reason": reason,
+        "provenance": dict(item.provenance),
+    }
+
+
+def _select(
+    tier: str, items: Sequence[TierItem], allow: int, tok: Tokenizer, dropped: list[dict[str, Any]]
+) -> tuple[list[TierItem], int]:
+    """Whole items, best first, while the block fits ``allow``; returns them and the block cost."""
+    overhead = tok.count_message(block(tier, []))
+    chosen: list[TierItem] = []
+    used = overhead
+    for item in items:
+        if used + item.tokens <= allow:
+            chosen.append(item)
+            used += item.tokens
+        else:
+            dropped.append(_drop(tier, item, "over budget"))
+    # Counted exactly on the final text; BPE across joins can differ from the item sums.
+    while chosen:
+        cost = tok.count_message(block(tier, chosen))
+        if cost <= allow:
+            return chosen, cost
+        dropped.append(_drop(tier, chosen.pop(), "over budget"))
+    return [], 0
+
+
+def _usable(
+    name: str, items: Sequence[TierItem], taken: set[str], report: ContextReport
+) -> list[TierItem]:
+    """The items a tier may inject: rejected ones (a provider's verdict) and ones carried
+    by an item already in the context (``covered_by``) go to the report instead."""
+    out: list[TierItem] = []
+    rejected = False
+    for item in items:
+        reason = item.provenance.get("rejected")
+        if reason:
+            rejected = True
+            report.dropped.append(_drop(name, item, str(reason)))
+        elif taken.intersection(item.provenance.get("covered_by", ())):
+            report.dropped.append(_drop(name, item, "carried by an injected fact"))
+        else:
+            out.append(item)
+    if rejected and not out:
+        report.tiers[name].reason = next(
+            str(i.provenance["rejected"]) for i in items if i.provenance.get("rejected")
+        )
+    return out
+
+
+def _reserves(
+    order: Sequence[str],
+    policies: Mapping[str, TierPolicy],
+    tiers: Mapping[str, TierReport],
+    first: Mapping[str, int],
+) -> dict[str, int]:
+    """Tokens held back for each tier while the window is read: a tier ranked above the
+    window keeps all it asks for (up to its cap), one below it its minimum, rounded up
+    to its first whole item (``first``: the cost of a block holding just that item)."""
+    out: dict[str, int] = {}
+    above = True
+    for name in order:
+        if name == "recent":
+            above = False
+            continue
+        asked = tiers[name].asked if name in tiers else 0
+        cap = policies[name].cap
+        minimum = policies[name].minimum
+        floor = max(minimum, first.get(name, 0)) if minimum else 0
+        want = asked if above else min(floor, asked)
+        out[name] = want if cap is None else min(want, cap)
+    return out
+
+
+def _reserve_late(
+    late: Sequence[str],
+    order: Sequence[str],
+    policies: Mapping[str, TierPolicy],
+    reserve: dict[str, int],
+) -> None:
+    """What the window leaves for the tiers whose providers run after it: their asks are
+    unknown yet, so their minimum (their cap when they rank above the window)."""
+    recent = order.index("recent")
+    for name in late:
+        if name not in policies:
+            continue
+        policy = policies[name]
+        want = policy.minimum
+        if order.index(name) < recent and policy.cap is not None:
+            want = policy.cap
+        reserve[name] = max(reserve.get(name, 0), want)
+
+
+def _grant_tiers(
+    order: Sequence[str],
+    policies: Mapping[str, TierPolicy],
+    offered: Mapping[str, list[TierItem]],
+    reserve: dict[str, int],
+    remaining: int,
+    tok: Tokenizer,
+    report: ContextReport,
+) -> dict[str, list[TierItem]]:
+    chosen: dict[str, list[TierItem]] = {}
+    group_left = dict(GROUP_CAPS)
+    taken: set[str] = set()
+    for i, name in enumerate(order):
+        reserve.pop(name, None)
+        if name == "recent" or name not in offered:
+            continue
+        later = sum(reserve.get(n, 0) for n in order[i + 1 :])
+        cap = policies[name].cap
+        group = policies[name].group
+        allow = remaining - later
+        if cap is not None:
+            allow = min(allow, cap)
+        if group is not None and group in group_left:
+            allow = min(allow, group_left[group])
+        usable = _usable(name, offered[name], taken, report)
+        items, cost = _select(name, usable, max(allow, 0), tok, report.dropped)
+        taken.update(item.id for item in items)
+        if items:
+            chosen[name] = items
+        if group is not None and group in group_left:
+            group_left[group] -= cost
+        report.tiers[name].granted = cost
+        report.tiers[name].items = len(items)
+        remaining -= cost
+    return chosen
+
+
+def _report_uncovered(
+    report: ContextReport,
+    leaf: Message,
+    system: Sequence[Message],
+    window: Sequence[Message],
+    summary: Summary | None,
+) -> None:
+    """Name the messages of the branch neither in the window nor under the summary."""
+    start_depth = len(system) if summary is None else summary.up_to_depth + 1
+    start_tokens = (
+        sum(m.token_count for m in system) if summary is None else summary.up_to_branch_tokens
+    )
+    oldest = window[0] if window else None
+    if oldest is None:
+        end_depth, end_tokens, end_id = leaf.depth, leaf.branch_tokens, leaf.id
+    else:
+        end_depth = oldest.depth - 1
+        end_tokens = oldest.branch_tokens - oldest.token_count
+        end_id = oldest.parent_id or ""
+    if end_depth >= start_depth and end_id:
+        report.dropped.append(
+            {
+                "tier": "recent",
+                "reason": "over budget"
+                + ("" if summary is None else " (newer than the summary; compaction pending)"),
+                "range": {"from_depth": start_depth, "to_depth": end_depth, "to_id": end_id},
+                "messages": end_depth - start_depth + 1,
+                "tokens": end_tokens - start_tokens,
+            }
+        )

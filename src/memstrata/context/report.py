@@ -1,0 +1,77 @@
+"""What assembly returns: the context, and the report on what went into it and why."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from memstrata.types import Message
+
+__all__ = ["Context", "ContextReport", "TierReport"]
+
+
+@dataclass(slots=True)
+class TierReport:
+    asked: int = 0
+    granted: int = 0
+    items: int = 0
+    # Why the tier is empty when it offered nothing usable (e.g. "below relevance floor").
+    reason: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"asked": self.asked, "granted": self.granted, "items": self.items}
+        if self.reason is not None:
+            out["reason"] = self.reason
+        return out
+
+
+@dataclass(slots=True)
+class ContextReport:
+    """What went into a context and what did not, and why.
+
+    ``sum(t.granted for t in tiers.values()) == total`` and ``total`` is the token
+    count of ``Context.messages`` (``Tokenizer.count_message`` per message);
+    ``total <= budget`` unless the newest turn alone is over it (``newest_turn_over_budget``).
+    """
+
+    budget: int
+    encoding: str
+    leaf_id: str | None
+    tiers: dict[str, TierReport]
+    dropped: list[dict[str, Any]] = field(default_factory=list)
+    total: int = 0
+    over_budget: bool = False
+    newest_turn_over_budget: bool = False
+    summary_id: str | None = None
+    covered_up_to: str | None = None
+    compaction_due: bool = False
+    hash: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "budget": self.budget,
+            "total": self.total,
+            "encoding": self.encoding,
+            "leaf_id": self.leaf_id,
+            "tiers": {k: v.to_dict() for k, v in self.tiers.items()},
+            "dropped": self.dropped,
+            "over_budget": self.over_budget,
+            "newest_turn_over_budget": self.newest_turn_over_budget,
+            "summary_id": self.summary_id,
+            "covered_up_to": self.covered_up_to,
+            "compaction_due": self.compaction_due,
+            "hash": self.hash,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """Messages ready for a chat-completion call, and the report on how they were chosen."""
+
+    messages: list[dict[str, Any]]
+    report: ContextReport
+    window: list[Message]  # the recent window's stored messages, oldest first
+    system: list[Message] = field(default_factory=list)  # the branch's leading system run
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"messages": self.messages, "report": self.report.to_dict()}

@@ -1,0 +1,257 @@
+"""One branch of a conversation's message tree: finding its leaf, walking it towards the
+root in chunks sized by stored token counts, and its token-budgeted history (sans-IO).
+
+A branch is named by its leaf (default: the conversation's active leaf). The walk reads
+about as many rows as a caller keeps, whatever the branch's length. Whether a given
+message lies on a branch, without walking it, is :mod:`memstrata.conversation.branches`'
+job (ancestry labels).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import NamedTuple
+
+from memstrata.conversation.conversations import get_conversation
+from memstrata.conversation.history import History, HistoryPlanner, check_limits
+from memstrata.conversation.lookup import require_message, system_tail
+from memstrata.errors import InvalidInput
+from memstrata.runtime import Runtime
+from memstrata.storage.plan import Op, Query, Row
+from memstrata.storage.records import MESSAGE_COLUMNS, to_message
+from memstrata.tokens import Tokenizer, get_tokenizer
+from memstrata.types import Message, Role, Scope, Status
+
+__all__ = [
+    "Leaf",
+    "branch_chunk",
+    "history",
+    "load_leaf",
+    "path",
+    "resolve_leaf",
+    "system_run",
+    "token_counter",
+    "tokenizer_for",
+    "turn_start",
+    "walk_branch",
+]
+
+
+class Leaf(NamedTuple):
+    """The message a branch ends at, and the last message of its leading system run."""
+
+    message: Message
+    system_tail_id: str | None
+
+
+def load_leaf(conversation_id: str, message_id: str, what: str = "leaf") -> Op[Leaf]:
+    """The leaf named ``message_id`` (NotFound, ``kind=what``, when there is none)."""
+    row = yield from require_message(conversation_id, message_id, what)
+    return Leaf(to_message(row), system_tail(row))
+
+
+def resolve_leaf(scope: Scope, conversation_id: str, leaf_id: str | None = None) -> Op[Leaf | None]:
+    """The leaf of the branch a call is about: ``leaf_id``, else the active leaf (None for an
+    empty conversation). NotFound when the conversation is not the scope's or has no such message."""
+    conv = yield from get_conversation(scope, conversation_id)
+    ref = leaf_id or conv.active_leaf_id
+    if ref is None:
+        return None
+    return (yield from load_leaf(conversation_id, ref))
+
+
+def system_run(conversation_id: str, leaf: Leaf) -> Op[list[Message]]:
+    """The branch's leading run of system messages, oldest first (always kept in history)."""
+    if leaf.system_tail_id is None:
+        return []
+    rows = yield from branch_chunk(conversation_id, leaf.system_tail_id, leaf.message.depth + 1)
+    return [to_message(r) for r in reversed(rows)]
+
+
+def tokenizer_for(rt: Runtime, model: str | None) -> Tokenizer:
+    """The tokenizer of ``model``; the store's own when it has the same encoding (whose
+    counts are stored with each message)."""
+    tokenizer = rt.tokenizer if model is None else get_tokenizer(model)
+    return rt.tokenizer if tokenizer.name == rt.tokenizer.name else tokenizer
+
+
+def token_counter(rt: Runtime, tokenizer: Tokenizer) -> Callable[[Message], int]:
+    """Counts a message's tokens in ``tokenizer``'s encoding."""
+    if tokenizer is rt.tokenizer:
+        return lambda m: m.token_count  # stored at append in the store's encoding
+    return lambda m: tokenizer.count_message(m.content, m.tool_calls, m.files)
+
+
+_BRANCH_SQL = (
+    "WITH RECURSIVE b(" + MESSAGE_COLUMNS + ", n) AS ("
+    f" SELECT {MESSAGE_COLUMNS}, 1 FROM messages WHERE id = ? AND conversation_id = ?"
+    " UNION ALL"
+    " SELECT " + ", ".join(f"m.{c.strip()}" for c in MESSAGE_COLUMNS.split(",")) + ", b.n + 1"
+    " FROM messages m JOIN b ON m.id = b.parent_id WHERE b.n < ? AND m.branch_tokens >= ?"
+    f") SELECT {MESSAGE_COLUMNS} FROM b ORDER BY n"
+)
+
+
+def branch_chunk(
+    conversation_id: str, start_id: str, limit: int, min_branch_tokens: int = 0
+) -> Op[list[Row]]:
+    """Up to ``limit`` messages from ``start_id`` towards the root, newest first.
+
+    The walk stops below the first ancestor whose ``branch_tokens`` is under
+    ``min_branch_tokens`` (that ancestor is left out), so a caller can ask for
+    "the messages that fit in N tokens, and the one that crosses N".
+    """
+    rows: list[Row] = yield Query(
+        _BRANCH_SQL, (start_id, conversation_id, limit, min_branch_tokens)
+    )
+    return rows
+
+
+def path(scope: Scope, conversation_id: str, leaf_id: str | None = None) -> Op[list[Message]]:
+    """The whole branch from the root to ``leaf_id`` (default: the active leaf), oldest first."""
+    leaf = yield from resolve_leaf(scope, conversation_id, leaf_id)
+    if leaf is None:
+        return []
+    rows = yield from branch_chunk(conversation_id, leaf.message.id, leaf.message.depth + 1)
+    return [to_message(r) for r in reversed(rows)]
+
+
+def _next_chunk(
+    planner: HistoryPlanner, start_branch_tokens: int, ratio: float, grow: int
+) -> tuple[int, int, bool]:
+    """How many rows to read next, the lowest ``branch_tokens`` worth reading, and
+    whether the read is a blind one (whose size should grow next time).
+
+    While the budget has room, read the rows that fit plus the one that crosses
+    the limit: ``branch_tokens`` make that exact in the store's encoding
+    (``ratio`` 1) and a close guess in another (``ratio`` = model tokens per
+    stored token seen so far). Once the newest turn alone is over budget it is
+    still kept whole, so read on in growing chunks until its user message.
+    """
+    left = planner.messages_left
+    room = planner.tokens_left
+    if planner.kept_any or (left > 0 and (room is None or room > 0)):
+        floor = 0 if room is None else start_branch_tokens - math.floor(max(room, 0) / ratio)
+        return max(left, 0) + 2, floor, False
+    return grow, 0, True
+
+
+def walk_branch(
+    rt: Runtime,
+    conversation_id: str,
+    leaf: Message,
+    system: list[Message],
+    planner: HistoryPlanner,
+    tokenizer: Tokenizer,
+    *,
+    floor_depth: int = 0,
+) -> Op[int]:
+    """Feed ``planner`` the branch from ``leaf`` towards the root, newest first, above
+    ``floor_depth`` and the system run (already loaded), until it has what it needs.
+
+    Chunks are sized from the stored cumulative branch tokens (scaled by the ratio seen so
+    far when counting in another encoding), so about as many rows are read as kept.
+    Returns the rows read; the planner is finished when the walk ends.
+    """
+    count = token_counter(rt, tokenizer)
+    exact = tokenizer is rt.tokenizer
+    seen_model = count(leaf) + sum(count(m) for m in system)
+    seen_store = leaf.token_count + sum(m.token_count for m in system)
+    # A pending leaf is skipped, so its placeholder tokens take no room.
+    pending = leaf.token_count if leaf.status is Status.PENDING else 0
+    start_id, start_bt, start_depth = leaf.id, leaf.branch_tokens - pending, leaf.depth
+    floor = max(floor_depth, len(system))
+    grow = 8
+    rows_read = 0
+    while start_depth >= floor:
+        ratio = 1.0 if exact else max(seen_model / max(seen_store, 1), 0.1)
+        limit, min_bt, blind = _next_chunk(planner, start_bt, ratio, grow)
+        limit = min(limit, start_depth - floor + 1)
+        rows = yield from branch_chunk(conversation_id, start_id, limit, min_bt)
+        rows_read += len(rows)
+        batch = [to_message(r) for r in rows]
+        if planner.feed(batch):
+            break
+        last = batch[-1] if batch else None
+        if last is None or last.parent_id is None or last.depth <= floor:
+            break  # reached the start of the body (or the floor)
+        if not exact:
+            seen_model += sum(count(m) for m in batch)
+            seen_store += sum(m.token_count for m in batch)
+        start_id = last.parent_id
+        start_bt, start_depth = last.branch_tokens - last.token_count, last.depth - 1
+        if blind:
+            grow = min(grow * 2, 1024)
+    planner.finish()
+    return rows_read
+
+
+def turn_start(conversation_id: str, message: Message) -> Op[Message | None]:
+    """The user message that opens ``message``'s turn (``message`` itself when it is one);
+    None when no user message is at or above it on its branch."""
+    if message.role is Role.USER:
+        return message
+    start: str | None = message.parent_id
+    chunk = 4
+    while start is not None:
+        rows = yield from branch_chunk(conversation_id, start, chunk)
+        for m in map(to_message, rows):
+            if m.role is Role.USER:
+                return m
+        if not rows:
+            break
+        start = to_message(rows[-1]).parent_id
+        chunk = min(chunk * 4, 1024)
+    return None
+
+
+def _leaf_before(conversation_id: str, before: str) -> Op[tuple[str | None, str]]:
+    """Where history ending before ``before``'s turn ends: the parent of the user message
+    opening that turn (None: nothing comes before it). Also returns the resolved id."""
+    message = (yield from load_leaf(conversation_id, before, "before")).message
+    opener = yield from turn_start(conversation_id, message)
+    return (opener or message).parent_id, message.id
+
+
+def history(
+    rt: Runtime,
+    scope: Scope,
+    conversation_id: str,
+    *,
+    leaf_id: str | None = None,
+    max_tokens: int | None = 2000,
+    max_messages: int | None = 500,
+    model: str | None = None,
+    before: str | None = None,
+) -> Op[History]:
+    """Token-budgeted history of one branch; reads about as many rows as it returns.
+
+    ``before`` (a message id) ends the history just before that message's turn, on its
+    branch: Dify builds a prompt as ``[*history, query]``, so the history of the turn
+    being answered must not hold its own question. It cannot be combined with ``leaf_id``.
+    """
+    check_limits(max_tokens, max_messages)
+    if before is not None and leaf_id is not None:
+        raise InvalidInput("give leaf_id or before, not both", field="before")
+    tokenizer = tokenizer_for(rt, model)
+    if before is None:
+        leaf = yield from resolve_leaf(scope, conversation_id, leaf_id)
+    else:
+        yield from get_conversation(scope, conversation_id)
+        ref, _ = yield from _leaf_before(conversation_id, before)
+        leaf = None if ref is None else (yield from load_leaf(conversation_id, ref))
+    if leaf is None:
+        return History(None, [], 0, False, False, tokenizer.name)
+    system = yield from system_run(conversation_id, leaf)
+    rows_read = 1 + len(system)
+    planner = HistoryPlanner(
+        system=system,
+        max_tokens=max_tokens,
+        max_messages=max_messages,
+        count=token_counter(rt, tokenizer),
+    )
+    rows_read += yield from walk_branch(
+        rt, conversation_id, leaf.message, system, planner, tokenizer
+    )
+    return planner.result(leaf.message.id, tokenizer.name, rows_read)

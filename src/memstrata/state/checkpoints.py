@@ -1,0 +1,193 @@
+"""Suspended runs (sans-IO): checkpoints keyed ``name:run_id`` that expire, and the opaque
+snapshot a UI keeps for one run of a conversation."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from memstrata.conversation.conversations import get_conversation, hold_conversation
+from memstrata.errors import Expired, InvalidInput, NotFound
+from memstrata.runtime import Runtime
+from memstrata.state.checks import check_name, dump, sized
+from memstrata.storage import tenancy
+from memstrata.storage.plan import Exec, Op, Query
+from memstrata.storage.records import from_micros
+from memstrata.types import Scope
+
+__all__ = [
+    "EXPIRED_MESSAGE",
+    "MAX_TTL_S",
+    "Checkpoint",
+    "RunSnapshot",
+    "delete_checkpoint",
+    "get_snapshot",
+    "load_checkpoint",
+    "put_snapshot",
+    "save_checkpoint",
+]
+
+EXPIRED_MESSAGE = "This action has expired and cannot be resumed. Please start a new turn."
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """Suspended agent state keyed ``name:run_id``."""
+
+    name: str
+    run_id: str
+    conversation_id: str | None
+    state: Any
+    expires_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+
+    @property
+    def key(self) -> str:
+        return f"{self.name}:{self.run_id}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "name": self.name,
+            "run_id": self.run_id,
+            "conversation_id": self.conversation_id,
+            "state": self.state,
+            "expires_at": None if self.expires_at is None else self.expires_at.isoformat(),
+            "created_at": self.created_at.isoformat(),
+            "updated_at": self.updated_at.isoformat(),
+        }
+
+
+_CP_KEY = "tenant_id = ? AND user_id = ? AND agent_id = ? AND name = ? AND run_id = ?"
+
+
+MAX_TTL_S = 10 * 365 * 86_400
+
+
+def save_checkpoint(
+    rt: Runtime,
+    scope: Scope,
+    name: str,
+    run_id: str,
+    state: Any,
+    *,
+    ttl_s: float | None = None,
+    conversation_id: str | None = None,
+) -> Op[Checkpoint]:
+    """Save (overwrite) a checkpoint; with ``ttl_s`` it expires that many seconds from now."""
+    key = (
+        scope.tenant,
+        scope.user,
+        scope.agent_key,
+        check_name(name, "name"),
+        check_name(run_id, "run_id"),
+    )
+    # A checkpoint lives at most ten years; anything longer (or not finite) is a mistake.
+    if ttl_s is not None and not 0 < ttl_s <= MAX_TTL_S:
+        raise InvalidInput(f"ttl_s must be > 0 and at most {MAX_TTL_S} (ten years)", field="ttl_s")
+    text = sized(dump(state), "state")
+    now = rt.clock()
+    expires = None if ttl_s is None else now + int(ttl_s * 1_000_000)
+    yield from tenancy.ensure_user(scope.tenant, scope.user, now)  # user before conversation
+    if conversation_id is not None:
+        yield from hold_conversation(scope, conversation_id)
+    yield Exec(
+        "INSERT INTO checkpoints (tenant_id, user_id, agent_id, name, run_id, conversation_id, "
+        "state, expires_at, expired_at, created_at, updated_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?) "
+        "ON CONFLICT (tenant_id, user_id, agent_id, name, run_id) DO UPDATE SET "
+        "conversation_id = excluded.conversation_id, state = excluded.state, "
+        "expires_at = excluded.expires_at, expired_at = NULL, updated_at = excluded.updated_at",
+        (*key, conversation_id, text, expires, now, now),
+    )
+    return (yield from load_checkpoint(rt, scope, name, run_id))
+
+
+def load_checkpoint(rt: Runtime, scope: Scope, name: str, run_id: str) -> Op[Checkpoint]:
+    """The checkpoint; :class:`Expired` once past its expiry or after it was deleted."""
+    rows = yield Query(
+        "SELECT name, run_id, conversation_id, state, expires_at, expired_at, created_at, "
+        f"updated_at FROM checkpoints WHERE {_CP_KEY}",
+        (scope.tenant, scope.user, scope.agent_key, name, run_id),
+    )
+    if not rows:
+        raise NotFound(f"no checkpoint {name}:{run_id}", kind="checkpoint")
+    stored_name, stored_run, conversation_id, state, expires_at, expired_at, created, updated = (
+        rows[0]
+    )
+    now = rt.clock()
+    if expired_at is not None or state is None or (expires_at is not None and expires_at <= now):
+        raise Expired(EXPIRED_MESSAGE, key=f"{name}:{run_id}")
+    return Checkpoint(
+        name=stored_name,
+        run_id=stored_run,
+        conversation_id=conversation_id,
+        state=json.loads(state),
+        expires_at=None if expires_at is None else from_micros(expires_at),
+        created_at=from_micros(created),
+        updated_at=from_micros(updated),
+    )
+
+
+def delete_checkpoint(rt: Runtime, scope: Scope, name: str, run_id: str) -> Op[None]:
+    """Expire a checkpoint (a tombstone, so a late resume is told it expired, not 'not found')."""
+    n = yield Exec(
+        f"UPDATE checkpoints SET state = NULL, expired_at = ?, updated_at = ? WHERE {_CP_KEY} "
+        "AND expired_at IS NULL",
+        (rt.clock(), rt.clock(), scope.tenant, scope.user, scope.agent_key, name, run_id),
+    )
+    if not n:
+        yield from load_checkpoint(rt, scope, name, run_id)  # NotFound or Expired
+
+
+@dataclass(frozen=True, slots=True)
+class RunSnapshot:
+    conversation_id: str
+    run_id: str
+    data: Any
+    created_at: datetime
+    updated_at: datetime
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "conversation_id": self.conversation_id,
+            "run_id": self.run_id,
+            "data": self.data,
+            "created_at": self.created_at.isoformat(),
+            "updated_at": self.updated_at.isoformat(),
+        }
+
+
+def get_snapshot(scope: Scope, conversation_id: str, run_id: str) -> Op[RunSnapshot]:
+    yield from get_conversation(scope, conversation_id)
+    rows = yield Query(
+        "SELECT conversation_id, run_id, data, created_at, updated_at FROM run_snapshots "
+        "WHERE conversation_id = ? AND run_id = ?",
+        (conversation_id, run_id),
+    )
+    if not rows:
+        raise NotFound(f"no snapshot for run {run_id}", kind="snapshot")
+    conversation, run, data, created_at, updated_at = rows[0]
+    return RunSnapshot(
+        conversation, run, json.loads(data), from_micros(created_at), from_micros(updated_at)
+    )
+
+
+def put_snapshot(
+    rt: Runtime, scope: Scope, conversation_id: str, run_id: str, data: Any
+) -> Op[RunSnapshot]:
+    """Store (overwrite) the opaque snapshot a UI keeps for one run."""
+    check_name(run_id, "run_id")
+    text = sized(dump(data), "data")
+    yield from hold_conversation(scope, conversation_id)
+    now = rt.clock()
+    yield Exec(
+        "INSERT INTO run_snapshots (conversation_id, run_id, data, created_at, updated_at) "
+        "VALUES (?, ?, ?, ?, ?) ON CONFLICT (conversation_id, run_id) DO UPDATE SET "
+        "data = excluded.data, updated_at = excluded.updated_at",
+        (conversation_id, run_id, text, now, now),
+    )
+    return (yield from get_snapshot(scope, conversation_id, run_id))

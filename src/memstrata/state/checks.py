@@ -1,0 +1,40 @@
+"""Checks and encoding shared by the agent-state documents (pure)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from memstrata import strictjson
+from memstrata.errors import InvalidInput
+from memstrata.storage.records import check_text
+
+__all__ = ["MAX_DOC_BYTES", "Format", "check_expected", "check_name", "dump", "sized"]
+
+Format = Literal["markdown", "json"]
+MAX_DOC_BYTES = 256_000
+
+
+def dump(value: Any) -> str:
+    # Strict: NaN, Infinity or a lone surrogate is refused (InvalidInput), never stored.
+    return strictjson.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
+
+
+def sized(text: str, what: str) -> str:
+    """``text`` when it is valid text within :data:`MAX_DOC_BYTES`."""
+    check_text(text, what)
+    if len(text.encode()) > MAX_DOC_BYTES:
+        raise InvalidInput(f"{what} is over {MAX_DOC_BYTES} bytes", field=what)
+    return text
+
+
+def check_name(value: str, what: str) -> str:
+    """``value`` when it is a valid 1-255 character name (task, outcome, run id, ...)."""
+    if not isinstance(value, str) or not 1 <= len(value) <= 255:
+        raise InvalidInput(f"{what} must be 1-255 characters", field=what)
+    check_text(value, what)
+    return value
+
+
+def check_expected(expected: int | None) -> None:
+    if expected is not None and expected < 0:
+        raise InvalidInput("expected_version must be >= 0", field="expected_version")

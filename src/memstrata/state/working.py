@@ -1,0 +1,234 @@
+"""Working memory (sans-IO): one versioned document per user, and per conversation.
+
+Written with compare-and-set: a caller that read version ``n`` writes with
+``expected_version=n`` and loses with :class:`~memstrata.errors.PreconditionFailed`
+if someone wrote in between, so two conversations updating one user's working
+memory never corrupt it. ``expected_version=0`` means "only if absent"; ``None``
+creates or overwrites. A conversation's document is reached only through a
+conversation the caller's scope owns.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from memstrata.conversation.conversations import get_conversation, hold_conversation
+from memstrata.errors import InvalidInput, NotFound, PreconditionFailed
+from memstrata.runtime import Runtime
+from memstrata.state.checks import Format, check_expected, dump, sized
+from memstrata.state.jsonschema import check_schema, validate
+from memstrata.storage import tenancy
+from memstrata.storage.plan import Exec, Op, Query, Row
+from memstrata.storage.records import from_micros
+from memstrata.types import Scope
+
+__all__ = [
+    "WorkingMemory",
+    "delete_working_memory",
+    "find_working_memory",
+    "get_working_memory",
+    "put_working_memory",
+    "to_working_memory",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class WorkingMemory:
+    """One working-memory document: the user's (``conversation_id`` None) or one conversation's."""
+
+    conversation_id: str | None
+    format: Format
+    content: Any  # str for markdown, a JSON value for json
+    json_schema: dict[str, Any] | None
+    template: Any
+    version: int
+    updated_at: datetime
+
+    @property
+    def text(self) -> str:
+        """The document as injected into a prompt."""
+        if self.format == "markdown":
+            return str(self.content)
+        return json.dumps(self.content, ensure_ascii=False, indent=2, sort_keys=True)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "scope": "user" if self.conversation_id is None else "conversation",
+            "conversation_id": self.conversation_id,
+            "format": self.format,
+            "content": self.content,
+            "json_schema": self.json_schema,
+            "template": self.template,
+            "version": self.version,
+            "updated_at": self.updated_at.isoformat(),
+        }
+
+
+WM_COLUMNS = "conversation_id, format, content, json_schema, template, version, updated_at"
+
+
+def to_working_memory(row: Row) -> WorkingMemory:
+    """A ``working_memory`` row read as :data:`WM_COLUMNS`."""
+    conversation_id, fmt_text, content, json_schema, template, version, updated_at = row
+    fmt: Format = "json" if fmt_text == "json" else "markdown"
+    return WorkingMemory(
+        conversation_id=conversation_id or None,
+        format=fmt,
+        content=json.loads(content) if fmt == "json" else content,
+        json_schema=None if json_schema is None else json.loads(json_schema),
+        template=None if template is None else json.loads(template),
+        version=version,
+        updated_at=from_micros(updated_at),
+    )
+
+
+def _wm_key(scope: Scope, conversation_id: str | None) -> tuple[str, str, str, str]:
+    return (scope.tenant, scope.user, scope.agent_key, conversation_id or "")
+
+
+def find_working_memory(
+    scope: Scope, conversation_id: str | None, *, lock: Literal["update"] | None = None
+) -> Op[WorkingMemory | None]:
+    """The user's document (``conversation_id`` None) or the conversation's, or None.
+
+    No ownership check of the conversation: the caller has made it (as context assembly
+    does, inside the same transaction).
+    """
+    rows = yield Query(
+        f"SELECT {WM_COLUMNS} FROM working_memory WHERE tenant_id = ? AND user_id = ? "
+        "AND agent_id = ? AND conversation_id = ?",
+        _wm_key(scope, conversation_id),
+        lock=lock,
+    )
+    return to_working_memory(rows[0]) if rows else None
+
+
+def get_working_memory(scope: Scope, conversation_id: str | None = None) -> Op[WorkingMemory]:
+    if conversation_id is not None:
+        yield from get_conversation(scope, conversation_id)
+    doc = yield from find_working_memory(scope, conversation_id)
+    if doc is None:
+        raise NotFound("no working memory in this scope", kind="working_memory")
+    return doc
+
+
+def _check_template(fmt: Format, content: Any, template: Any) -> None:
+    if fmt != "json" or template is None:
+        return
+    if not isinstance(template, dict):
+        raise InvalidInput("a JSON template must be an object of field names", field="template")
+    if not isinstance(content, dict):
+        raise InvalidInput(
+            "content must be a JSON object (the template has fields)", field="content"
+        )
+    extra = sorted(set(content) - set(template))
+    if extra:
+        raise InvalidInput(f"content has fields the template lacks: {extra}", field="content")
+
+
+def put_working_memory(
+    rt: Runtime,
+    scope: Scope,
+    content: Any,
+    *,
+    conversation_id: str | None = None,
+    format: Format | None = None,
+    json_schema: dict[str, Any] | None = None,
+    template: Any = None,
+    expected_version: int | None = None,
+) -> Op[WorkingMemory]:
+    """Write the document; a schema or template given once is kept for later writes.
+
+    Without ``expected_version`` the write creates or overwrites, so it never answers
+    PreconditionFailed: it reads the row locked, and a concurrent creation it loses
+    to (its insert does nothing) sends it round once more to overwrite that row.
+    """
+    check_expected(expected_version)
+    now = rt.clock()
+    yield from tenancy.ensure_user(scope.tenant, scope.user, now)  # user before conversation
+    if conversation_id is not None:
+        yield from hold_conversation(scope, conversation_id)
+    key = _wm_key(scope, conversation_id)
+    for _ in range(3):
+        old = yield from find_working_memory(scope, conversation_id, lock="update")
+        fmt, stored, schema_text, tmpl_text = _wm_document(
+            content, old, format=format, json_schema=json_schema, template=template
+        )
+        if old is None:
+            if expected_version not in (None, 0):
+                raise PreconditionFailed(
+                    "working memory changed (it does not exist)", current_version=0
+                )
+            n = yield Exec(
+                "INSERT INTO working_memory (tenant_id, user_id, agent_id, conversation_id, format, "
+                "content, json_schema, template, version, updated_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?) ON CONFLICT DO NOTHING",
+                (*key, fmt, stored, schema_text, tmpl_text, now),
+            )
+            if not n and expected_version == 0:
+                raise PreconditionFailed("working memory was created concurrently")
+        else:
+            if expected_version is not None and expected_version != old.version:
+                raise PreconditionFailed(
+                    f"working memory is at version {old.version}, not {expected_version}",
+                    current_version=old.version,
+                )
+            # The version in the WHERE clause makes the write atomic across processes.
+            n = yield Exec(
+                "UPDATE working_memory SET format = ?, content = ?, json_schema = ?, "
+                "template = ?, version = ?, updated_at = ? WHERE tenant_id = ? AND user_id = ? "
+                "AND agent_id = ? AND conversation_id = ? AND version = ?",
+                (fmt, stored, schema_text, tmpl_text, old.version + 1, now, *key, old.version),
+            )
+            if not n and expected_version is not None:
+                raise PreconditionFailed("working memory changed concurrently")
+        if n:
+            written = yield from find_working_memory(scope, conversation_id)
+            assert written is not None
+            return written
+    raise PreconditionFailed("working memory keeps changing concurrently; retry")
+
+
+def _wm_document(
+    content: Any,
+    old: WorkingMemory | None,
+    *,
+    format: Format | None,
+    json_schema: dict[str, Any] | None,
+    template: Any,
+) -> tuple[Format, str, str | None, str | None]:
+    """The checked document to store: format, text, schema text and template text."""
+    fmt: Format = format or (
+        old.format if old else ("markdown" if isinstance(content, str) else "json")
+    )
+    if fmt not in ("markdown", "json"):
+        raise InvalidInput("format must be markdown or json", field="format")
+    schema = json_schema if json_schema is not None else (old.json_schema if old else None)
+    tmpl = template if template is not None else (old.template if old else None)
+    if schema is not None:
+        if fmt != "json":
+            raise InvalidInput("a json_schema needs format json", field="json_schema")
+        check_schema(schema)
+        validate(content, schema)
+    if fmt == "markdown" and not isinstance(content, str):
+        raise InvalidInput("markdown working memory must be a string", field="content")
+    _check_template(fmt, content, tmpl)
+    stored = sized(content if fmt == "markdown" else dump(content), "content")
+    schema_text = None if schema is None else sized(dump(schema), "json_schema")
+    tmpl_text = None if tmpl is None else sized(dump(tmpl), "template")
+    return fmt, stored, schema_text, tmpl_text
+
+
+def delete_working_memory(scope: Scope, conversation_id: str | None = None) -> Op[None]:
+    if conversation_id is not None:
+        yield from get_conversation(scope, conversation_id)
+    n = yield Exec(
+        "DELETE FROM working_memory WHERE tenant_id = ? AND user_id = ? AND agent_id = ? "
+        "AND conversation_id = ?",
+        _wm_key(scope, conversation_id),
+    )
+    if not n:
+        raise NotFound("no working memory in this scope", kind="working_memory")
