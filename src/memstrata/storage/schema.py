@@ -607,7 +607,8 @@ _MESSAGE_IDS = {
         "DO $$ DECLARE t text; BEGIN"
         " FOR t IN SELECT index_table FROM vector_spaces WHERE index_table IS NOT NULL LOOP"
         " IF to_regclass(t) IS NOT NULL THEN"
-        " EXECUTE format('DELETE FROM %I WHERE message_id IS NOT NULL', t);"
+        " EXECUTE format('DELETE FROM %I p USING vectors v WHERE v.id = p.id"
+        " AND v.id = v.message_id AND v.conversation_id IS NOT NULL', t);"
         " END IF; END LOOP; END $$",
         _VECTOR_IDS_14,
     ),
