@@ -207,7 +207,7 @@ def test_labels_answer_ancestry_like_a_walk(memory: Memory) -> None:
             memory.messages.append(scope, conv.id, role="user", content=f"m{i}", **fields).id
         )
     run = memory.core.engine.run
-    labels = run(read(lambda: labels_of(ids)))
+    labels = run(read(lambda: labels_of(conv.id, ids)))
     for leaf in rnd.sample(ids, 25):
         branch = run(read(partial(branch_of, conv.id, leaf)))
         assert branch is not None
@@ -233,7 +233,7 @@ def test_the_migration_labels_stored_messages_like_appends_do(memory: Memory) ->
             memory.messages.append(scope, conv.id, role="user", content=f"m{i}", **fields).id
         )
     run = memory.core.engine.run
-    before = run(read(lambda: labels_of(ids)))
+    before = run(read(lambda: labels_of(conv.id, ids)))
     (migration,) = [m for m in MIGRATIONS[memory.core.engine.dialect] if m.version == 10]
 
     def relabel() -> Any:
@@ -242,4 +242,4 @@ def test_the_migration_labels_stored_messages_like_appends_do(memory: Memory) ->
             yield Exec(statement, ())
 
     run(write(relabel))
-    assert run(read(lambda: labels_of(ids))) == before
+    assert run(read(lambda: labels_of(conv.id, ids))) == before

@@ -13,18 +13,24 @@ import shutil
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from memstrata import Memory, Scope
 from memstrata.config import Settings
+from memstrata.errors import Conflict
+from memstrata.storage.plan import Exec, Query, read, write
 from memstrata.storage.schema import MIGRATIONS
+from memstrata.testing import FakeEmbedder
 from memstrata.testing.conformance import BackendConformance
+from support import postgres_schema, postgres_url_for, schema_on
 
 FIXTURE = Path(__file__).parent / "fixtures" / "memstrata-v6.db"
 # The key the fixture's maker printed (a test-only tenant; it guards nothing).
 OLD_KEY = "msk_57f2ef5524f7_d8251d09cf414d9819f6cbdd140675529b680bf90e5be7da9e803903841a2490"
 ALICE = Scope("acme", "alice")
+CAROL = Scope("other", "carol")
 
 
 def _upgraded(tmp: Path) -> Memory:
@@ -83,4 +89,126 @@ class TestUpgradedDatabase(BackendConformance):
     def memory(self, tmp_path: Path) -> Iterator[Memory]:
         mem = _upgraded(tmp_path)
         yield mem
+        mem.close()
+
+
+# -- migration 14: message ids per conversation (issue 21, finding 12) ------------------------
+
+
+@pytest.fixture(
+    params=[
+        "sqlite",
+        "postgres",
+        pytest.param("pgvector", marks=pytest.mark.xdist_group("pgvector")),
+    ]
+)
+def store_at_13(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[str, pytest.MonkeyPatch, bool]]:
+    """A store URL whose migrations stop at 13 until ``monkeypatch.undo()``, and whether
+    its vectors have a derived pgvector table."""
+    dialect = "sqlite" if request.param == "sqlite" else "postgres"
+    monkeypatch.setitem(MIGRATIONS, dialect, MIGRATIONS[dialect][:13])
+    if request.param == "sqlite":
+        yield f"sqlite:///{(tmp_path / 'v13.db').as_posix()}", monkeypatch, False
+    elif request.param == "postgres":
+        with postgres_schema() as schema:
+            yield postgres_url_for(schema), monkeypatch, False
+    else:  # a derived HNSW table holds the vectors too
+        url = request.getfixturevalue("pgvector_url")
+        with schema_on(url) as schema:
+            sep = "&" if "?" in url else "?"
+            yield f"{url}{sep}options=-csearch_path%3D{schema}", monkeypatch, True
+
+
+def _write_rows(mem: Memory, *statements: str) -> None:
+    def op() -> Any:
+        for sql in statements:
+            yield Exec(sql, ())
+
+    mem.core.engine.run(write(op))
+
+
+def _read_rows(mem: Memory, sql: str) -> list[tuple[Any, ...]]:
+    def op() -> Any:
+        rows = yield Query(sql, ())
+        return [tuple(r) for r in rows]
+
+    return list(mem.core.engine.run(read(op)))
+
+
+def _vector_ids(mem: Memory) -> tuple[list[str], list[str]]:
+    """The ids in ``vectors`` and in the derived index table (if the space has one)."""
+    tables = _read_rows(mem, "SELECT index_table FROM vector_spaces")
+    derived = [t for (t,) in tables if t is not None]
+    rows = _read_rows(mem, f"SELECT id FROM {derived[0]}") if derived else []
+    return sorted(r[0] for r in _read_rows(mem, "SELECT id FROM vectors")), sorted(
+        r[0] for r in rows
+    )
+
+
+def _open_embedding(url: str, settings: Settings) -> Memory:
+    mem = Memory.open(url, settings=settings)
+    mem.core.recall.use(FakeEmbedder(16))
+    return mem
+
+
+def test_finding12_a_store_at_migration_13_upgrades(
+    store_at_13: tuple[str, pytest.MonkeyPatch, bool], tmp_path: Path
+) -> None:
+    url, monkeypatch, hnsw = store_at_13
+    settings = Settings(home=tmp_path, worker="off")
+    old = _open_embedding(url, settings)
+    try:
+        assert old.core.engine.schema_version() == 13
+        conv = old.conversations.create(ALICE)
+        q = old.messages.append(ALICE, conv.id, role="user", content="Capital of Norway?")
+        old.messages.append(ALICE, conv.id, role="assistant", content="Oslo.")
+        old.messages.append(ALICE, conv.id, role="assistant", content="It is Oslo.", parent_id=q.id)
+        dropped = old.messages.append(ALICE, conv.id, role="user", content="never mind")
+        old.messages.delete(ALICE, conv.id, dropped.id)
+        old.recall.flush(ALICE)
+        stored = old.messages.list(ALICE, conv.id).items
+        # Version 13 named a message's vector by the message id alone (derived rows too).
+        derived = [t for (t,) in _read_rows(old, "SELECT index_table FROM vector_spaces") if t]
+        assert bool(derived) is hnsw
+        _write_rows(
+            old, *[f"DELETE FROM {t}" for t in derived], "UPDATE vectors SET id = message_id"
+        )
+    finally:
+        old.close()
+    old = _open_embedding(url, settings)
+    try:
+        old.recall.search(ALICE, "Oslo")  # opening the index copies the rows back
+        bare = sorted(m.id for m in stored)
+        assert _vector_ids(old) == (bare, bare if derived else [])
+    finally:
+        old.close()
+    monkeypatch.undo()
+    mem = _open_embedding(url, settings)
+    try:
+        assert mem.core.engine.schema_version() == MIGRATIONS["sqlite"][-1].version == 14
+        assert mem.messages.list(ALICE, conv.id).items == stored
+        assert [m.content for m in mem.history(ALICE, conv.id).messages] == [
+            "Capital of Norway?",
+            "It is Oslo.",
+        ]
+        assert mem.recall.flush(ALICE) == 0  # nothing to embed again
+        hits = mem.recall.search(ALICE, "Oslo", k=5)  # keywords and (all three) vectors
+        assert sorted(h.message.content for h in hits) == sorted(m.content for m in stored)
+        named = sorted(f"{conv.id}/{m.id}" for m in stored)
+        assert _vector_ids(mem) == (named, named if derived else [])
+        # Stored ids keep their idempotency; another scope may now use them.
+        assert mem.messages.put(ALICE, conv.id, id=q.id, role="user", content=q.content)[1] is False
+        with pytest.raises(Conflict):
+            mem.messages.put(ALICE, conv.id, id=q.id, role="user", content="other")
+        theirs = mem.conversations.create(CAROL)
+        _, created = mem.messages.put(CAROL, theirs.id, id=q.id, role="user", content="mine")
+        assert created is True
+        # Server order goes on past every seq ever handed out (a deleted one included).
+        newer = mem.messages.append(ALICE, conv.id, role="user", content="And Sweden?")
+        assert newer.seq > dropped.seq
+        mem.messages.delete(ALICE, conv.id, q.id)
+        assert [m.content for m in mem.history(CAROL, theirs.id).messages] == ["mine"]
+    finally:
         mem.close()

@@ -110,7 +110,7 @@ def _ancestry(
     from memstrata.storage.plan import read
 
     sample = [m.id for m in rng.sample(list(leaves), min(100, len(leaves)))]
-    labels = list(mem.core.engine.run(read(lambda: labels_of(sample))).values())
+    labels = list(mem.core.engine.run(read(lambda: labels_of(cid, sample))).values())
     times: list[int] = []
     chains: list[int] = []
     on_branch = 0

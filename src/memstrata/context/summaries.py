@@ -97,8 +97,8 @@ def _ancestor_at(conversation_id: str, leaf_id: str, depth: int) -> Op[str | Non
         "WITH RECURSIVE b(id, parent_id, depth) AS ("
         " SELECT id, parent_id, depth FROM messages WHERE id = ? AND conversation_id = ?"
         " UNION ALL SELECT m.id, m.parent_id, m.depth FROM messages m JOIN b ON m.id = b.parent_id"
-        " WHERE b.depth > ?) SELECT id FROM b WHERE depth = ?",
-        (leaf_id, conversation_id, depth, depth),
+        " AND m.conversation_id = ? WHERE b.depth > ?) SELECT id FROM b WHERE depth = ?",
+        (leaf_id, conversation_id, conversation_id, depth, depth),
     )
     return rows[0][0] if rows else None
 

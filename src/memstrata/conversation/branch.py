@@ -88,7 +88,8 @@ _BRANCH_SQL = (
     f" SELECT {MESSAGE_COLUMNS}, 1 FROM messages WHERE id = ? AND conversation_id = ?"
     " UNION ALL"
     " SELECT " + ", ".join(f"m.{c.strip()}" for c in MESSAGE_COLUMNS.split(",")) + ", b.n + 1"
-    " FROM messages m JOIN b ON m.id = b.parent_id WHERE b.n < ? AND m.branch_tokens >= ?"
+    " FROM messages m JOIN b ON m.conversation_id = b.conversation_id AND m.id = b.parent_id"
+    " WHERE b.n < ? AND m.branch_tokens >= ?"
     f") SELECT {MESSAGE_COLUMNS} FROM b ORDER BY n"
 )
 

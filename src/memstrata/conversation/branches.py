@@ -24,11 +24,12 @@ from memstrata.storage.sql import BATCH, placeholders
 
 __all__ = ["CHAIN_SQL", "Branch", "branch_of", "labels_of"]
 
-# The chain of a new message, as an SQL expression over (parent id, new id): the parent's
-# chain when the parent has no child yet, else the new message's own id.
+# The chain of a new message, as an SQL expression over (conversation id, parent id, new
+# id): the parent's chain when the parent has no child yet, else the new message's own id.
 CHAIN_SQL = (
-    "COALESCE((SELECT p.chain_id FROM messages p WHERE p.id = ? AND NOT EXISTS "
-    "(SELECT 1 FROM messages c WHERE c.parent_id = p.id)), ?)"
+    "COALESCE((SELECT p.chain_id FROM messages p WHERE p.conversation_id = ? AND p.id = ? "
+    "AND NOT EXISTS (SELECT 1 FROM messages c WHERE c.conversation_id = p.conversation_id "
+    "AND c.parent_id = p.id)), ?)"
 )
 
 
@@ -58,10 +59,11 @@ def branch_of(conversation_id: str, leaf_id: str, min_depth: int = 0) -> Op[Bran
         "WITH RECURSIVE ch(chain_id, exit_depth) AS ("
         " SELECT chain_id, depth FROM messages WHERE id = ? AND conversation_id = ?"
         " UNION ALL SELECT p.chain_id, p.depth FROM ch"
-        " JOIN messages h ON h.id = ch.chain_id JOIN messages p ON p.id = h.parent_id"
+        " JOIN messages h ON h.conversation_id = ? AND h.id = ch.chain_id"
+        " JOIN messages p ON p.conversation_id = h.conversation_id AND p.id = h.parent_id"
         " WHERE p.depth >= ?)"
         " SELECT chain_id, exit_depth FROM ch",
-        (leaf_id, conversation_id, min_depth),
+        (leaf_id, conversation_id, conversation_id, min_depth),
     )
     if not rows:
         return None
@@ -72,14 +74,15 @@ def branch_of(conversation_id: str, leaf_id: str, min_depth: int = 0) -> Op[Bran
     return Branch(conversation_id, leaf_id, exits)
 
 
-def labels_of(ids: Sequence[str]) -> Op[dict[str, tuple[str | None, int]]]:
-    """``{message id: (chain id, depth)}`` for the given ids (batched)."""
+def labels_of(conversation_id: str, ids: Sequence[str]) -> Op[dict[str, tuple[str | None, int]]]:
+    """``{message id: (chain id, depth)}`` for the given ids of one conversation (batched)."""
     out: dict[str, tuple[str | None, int]] = {}
     for start in range(0, len(ids), BATCH):
         batch = list(ids[start : start + BATCH])
         rows = yield Query(
-            f"SELECT id, chain_id, depth FROM messages WHERE id IN ({placeholders(len(batch))})",
-            batch,
+            "SELECT id, chain_id, depth FROM messages WHERE conversation_id = ? "
+            f"AND id IN ({placeholders(len(batch))})",
+            (conversation_id, *batch),
         )
         for mid, chain_id, depth in rows:
             out[mid] = (chain_id, int(depth))

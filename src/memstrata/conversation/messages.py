@@ -12,7 +12,7 @@ from memstrata.conversation.conversations import (
     get_conversation,
     hold_conversation,
 )
-from memstrata.conversation.lookup import require_message, system_tail
+from memstrata.conversation.lookup import message_row, require_message, system_tail
 from memstrata.conversation.tree import place
 from memstrata.errors import Conflict, InvalidInput
 from memstrata.ids import UUID_NIL, parse_id
@@ -86,12 +86,13 @@ def _same_message(stored: Message, new: NewMessage) -> bool:
 
 
 def _existing(conversation_id: str, message_id: str, new: NewMessage) -> Op[Message | None]:
-    """The idempotency check for a client-supplied id."""
-    rows = yield Query(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE id = ?", (message_id,))
-    if not rows:
+    """The idempotency check for a client-supplied id: ids are per conversation, so only
+    this conversation's messages can answer (never another owner's)."""
+    row = yield from message_row(conversation_id, message_id)
+    if row is None:
         return None
-    stored = to_message(rows[0])
-    if stored.conversation_id != conversation_id or not _same_message(stored, new):
+    stored = to_message(row)
+    if not _same_message(stored, new):
         raise Conflict(f"message {message_id} already exists with other content")
     return stored
 
@@ -165,6 +166,7 @@ def append_message(
             spot.branch_tokens,
             spot.system_tail_id,
             int(legacy),
+            conv.id,
             None if parent is None else parent.id,
             mid,
         ),
@@ -200,7 +202,7 @@ def patch_message(
     branch = stored.branch_tokens - stored.token_count + tokens
     n = yield Exec(
         "UPDATE messages SET content = ?, status = ?, files = ?, tool_calls = ?, metadata = ?, "
-        "token_count = ?, branch_tokens = ? WHERE id = ? AND status = ?",
+        "token_count = ?, branch_tokens = ? WHERE id = ? AND conversation_id = ? AND status = ?",
         (
             patch.content,
             Status.COMPLETE.value,
@@ -210,6 +212,7 @@ def patch_message(
             tokens,
             branch,
             stored.id,
+            conversation_id,
             Status.PENDING.value,
         ),
     )
@@ -228,6 +231,7 @@ _SUBTREE_SQL = (
     "WITH RECURSIVE sub(id) AS ("
     " SELECT id FROM messages WHERE id = ? AND conversation_id = ?"
     " UNION ALL SELECT m.id FROM messages m JOIN sub ON m.parent_id = sub.id"
+    " AND m.conversation_id = ?"
     ") SELECT id FROM sub"
 )
 
@@ -246,7 +250,7 @@ def delete_message(rt: Runtime, scope: Scope, conversation_id: str, message_id: 
     """
     conv = yield from hold_conversation(scope, conversation_id, exclusive=True)
     target = to_message((yield from require_message(conversation_id, message_id)))
-    rows = yield Query(_SUBTREE_SQL, (target.id, conversation_id))
+    rows = yield Query(_SUBTREE_SQL, (target.id, conversation_id, conversation_id))
     ids = [str(r[0]) for r in rows]
     yield from rt.cascade.delete_messages(conversation_id, ids)
     leaf = conv.active_leaf_id
@@ -255,7 +259,8 @@ def delete_message(rt: Runtime, scope: Scope, conversation_id: str, message_id: 
         if leaf is None:
             newest = yield Query(
                 "SELECT id FROM messages m WHERE conversation_id = ? AND NOT EXISTS "
-                "(SELECT 1 FROM messages c WHERE c.parent_id = m.id) ORDER BY seq DESC LIMIT 1",
+                "(SELECT 1 FROM messages c WHERE c.conversation_id = m.conversation_id "
+                "AND c.parent_id = m.id) ORDER BY seq DESC LIMIT 1",
                 (conversation_id,),
             )
             leaf = str(newest[0][0]) if newest else None
@@ -281,7 +286,8 @@ def list_leaves(
     after = seq_cursor(cursor) or 0
     rows = yield Query(
         f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE conversation_id = ? AND seq > ? "
-        "AND NOT EXISTS (SELECT 1 FROM messages c WHERE c.parent_id = m.id) ORDER BY seq LIMIT ?",
+        "AND NOT EXISTS (SELECT 1 FROM messages c WHERE c.conversation_id = m.conversation_id "
+        "AND c.parent_id = m.id) ORDER BY seq LIMIT ?",
         (conversation_id, after, n + 1),
     )
     items = [to_message(r) for r in rows[:n]]

@@ -18,8 +18,11 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 __all__ = ["Candidate", "FusionParams", "fuse"]
+
+K = TypeVar("K", str, tuple[str, str])
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,9 +58,13 @@ def fuse(
     temporal: bool,
     params: FusionParams = FusionParams(),
 ) -> list[Candidate]:
-    """Score ``candidates`` in place and return them best first (ties by id)."""
+    """Score ``candidates`` in place and return them best first (ties by id).
+
+    A candidate is named by its conversation and id together (ids are unique per
+    conversation only), and its parent is looked for in its own conversation.
+    """
     cands = list(candidates)
-    base: dict[str, float] = {}
+    base: dict[tuple[str, str], float] = {}
     for c in cands:
         s = 0.0
         if c.keyword_rank is not None:
@@ -66,25 +73,27 @@ def fuse(
             s += params.vector_weight / (params.rrf_k + c.vector_rank)
         if temporal and c.mentions_time:
             s *= 1.0 + params.time_boost
-        base[c.id] = s
-    neighbours: dict[str, float] = defaultdict(float)
+        base[(c.conversation_id, c.id)] = s
+    neighbours: dict[tuple[str, str], float] = defaultdict(float)
     segments: dict[tuple[str, int], float] = defaultdict(float)
     for c in cands:
-        if c.parent_id is not None and c.parent_id in base:
+        key, parent = (c.conversation_id, c.id), (c.conversation_id, c.parent_id or "")
+        if c.parent_id is not None and parent in base:
             # parent <-> child, both ways: the best neighbour counts
-            neighbours[c.id] = max(neighbours[c.id], base[c.parent_id])
-            neighbours[c.parent_id] = max(neighbours[c.parent_id], base[c.id])
-        segments[c.segment] = max(segments[c.segment], base[c.id])
+            neighbours[key] = max(neighbours[key], base[parent])
+            neighbours[parent] = max(neighbours[parent], base[key])
+        segments[c.segment] = max(segments[c.segment], base[key])
     for c in cands:
+        key = (c.conversation_id, c.id)
         c.score = (
-            base[c.id]
-            + params.neighbour_share * neighbours[c.id]
+            base[key]
+            + params.neighbour_share * neighbours[key]
             + params.segment_share * segments[c.segment]
         )
-    cands.sort(key=lambda c: (-c.score, c.id))
+    cands.sort(key=lambda c: (-c.score, c.id, c.conversation_id))
     return cands
 
 
-def ranks(ids: Sequence[str]) -> dict[str, int]:
+def ranks(ids: Sequence[K]) -> dict[K, int]:
     """1-based rank of each id in a best-first list."""
     return {mid: n for n, mid in enumerate(ids, start=1)}

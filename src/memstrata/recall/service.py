@@ -23,6 +23,7 @@ from memstrata.errors import InvalidInput, NotFound
 from memstrata.jobs import ops as jobs_ops
 from memstrata.recall import index as idx
 from memstrata.recall.fusion import Candidate, FusionParams, fuse, ranks
+from memstrata.recall.index import MessageKey, key_of
 from memstrata.recall.text import QueryInfo, analyse_query, document_text, mentions_time
 from memstrata.storage.plan import Op
 from memstrata.types import Message, Scope
@@ -80,6 +81,12 @@ class RecallHit:
             "provenance": list(self.provenance),
             "neighbour_of": self.neighbour_of,
         }
+
+
+def message_vector_id(conversation_id: str, message_id: str) -> str:
+    """The vector id of a message: its conversation and id (ids are per conversation;
+    migration 14 gave stored message vectors this form too)."""
+    return f"{conversation_id}/{message_id}"
 
 
 def check_args(k: int, message_range: int, exclude_ids: Iterable[str]) -> frozenset[str]:
@@ -170,24 +177,24 @@ def branch_rule(
 
 def _neighbours(
     scope: Scope, hits: Sequence[Message], n: int, rule: BranchRule | None
-) -> Op[tuple[dict[str, list[Message]], dict[str, list[Message]]]]:
+) -> Op[tuple[dict[MessageKey, list[Message]], dict[MessageKey, list[Message]]]]:
     """Up to ``n`` messages before and after each hit on its branch: the rule's branch in
     its conversation, else the newest child at each step. Batched: one query for every
     hit's ancestors, then one per step down (never one per hit)."""
-    ids = [m.id for m in hits]
-    up = yield from idx.ancestors_within(scope, ids, n)
-    before = {m.id: list(reversed(up.get(m.id, []))) for m in hits}
-    after: dict[str, list[Message]] = {m.id: [] for m in hits}
-    frontier = {m.id: m for m in hits}  # hit id -> the last message reached below it
+    keys = [key_of(m) for m in hits]
+    up = yield from idx.ancestors_within(scope, keys, n)
+    before = {k: list(reversed(up.get(k, []))) for k in keys}
+    after: dict[MessageKey, list[Message]] = {k: [] for k in keys}
+    frontier = {key_of(m): m for m in hits}  # hit -> the last message reached below it
     for _ in range(n):
         if not frontier:
             break
-        children = yield from idx.labelled_children(scope, [m.id for m in frontier.values()])
-        nxt: dict[str, Message] = {}
+        children = yield from idx.labelled_children(scope, [key_of(m) for m in frontier.values()])
+        nxt: dict[MessageKey, Message] = {}
         for origin, cur in frontier.items():
             options = [
                 c
-                for c, chain in children.get(cur.id, [])
+                for c, chain in children.get(key_of(cur), [])
                 if rule is None
                 or c.conversation_id != rule.branch.conversation_id
                 or rule.other_branches
@@ -233,22 +240,25 @@ def search_op(
     ranked = fuse(found.candidates, temporal=query.temporal, params=params)[:k]
     messages = found.messages
     if message_range == 0:
-        return [RecallHit(messages[c.id], c.conversation_id, c.score, (c.id,)) for c in ranked]
+        return [
+            RecallHit(messages[(c.conversation_id, c.id)], c.conversation_id, c.score, (c.id,))
+            for c in ranked
+        ]
     # The work budget: neighbours for as many of the best hits as keep the answer within
     # MAX_RESULT messages; the rest come alone (documented truncation).
     with_context = max(1, MAX_RESULT // (2 * message_range + 1))
-    near = [messages[c.id] for c in ranked[:with_context]]
+    near = [messages[(c.conversation_id, c.id)] for c in ranked[:with_context]]
     before, after = yield from _neighbours(scope, near, message_range, rule)
     hits: list[RecallHit] = []
-    seen: set[str] = set()
+    seen: set[MessageKey] = set()
     for c in ranked:
-        m = messages[c.id]
-        around = (before.get(m.id, []), [m], after.get(m.id, []))
+        m = messages[(c.conversation_id, c.id)]
+        around = (before.get(key_of(m), []), [m], after.get(key_of(m), []))
         for group in around:
             for other in group:
-                if other.id in seen or (other is not m and other.id in excluded):
+                if key_of(other) in seen or (other is not m and other.id in excluded):
                     continue
-                seen.add(other.id)
+                seen.add(key_of(other))
                 of = None if other is m else m.id
                 hits.append(RecallHit(other, m.conversation_id, c.score, (other.id,), of))
     return hits
@@ -257,13 +267,13 @@ def search_op(
 @dataclass(frozen=True, slots=True)
 class Found:
     """What the two rankers found: fusion candidates, their messages, and the evidence
-    each one has on its own (keyword coverage, cosine similarity)."""
+    each one has on its own (keyword coverage, cosine similarity), by message key."""
 
     candidates: list[Candidate]
-    messages: dict[str, Message]
-    chains: dict[str, str | None]
-    coverage: dict[str, float]
-    similarity: dict[str, float]
+    messages: dict[MessageKey, Message]
+    chains: dict[MessageKey, str | None]
+    coverage: dict[MessageKey, float]
+    similarity: dict[MessageKey, float]
 
 
 def candidates_op(
@@ -291,24 +301,29 @@ def candidates_op(
         cap=cap,
         drop_common=drop_common,
     )
-    semantic: list[tuple[str, float]] = []
+    semantic: list[tuple[MessageKey, float]] = []
     if vectors is not None and query_vector is not None:
         vec = yield from vectors.search_op(
             scope, query_vector, n, conversation_id=conversation_id, exclude_message_ids=excluded
         )
-        semantic = [(h.message_id, h.score) for h in vec]
-    coverage = {h.message_id: h.coverage for h in keyword if h.message_id not in excluded}
-    similarity = {mid: score for mid, score in semantic if mid not in excluded}
+        semantic = [((h.conversation_id, h.message_id), h.score) for h in vec]
+    coverage = {
+        (h.conversation_id, h.message_id): h.coverage
+        for h in keyword
+        if h.message_id not in excluded
+    }
+    similarity = {key: score for key, score in semantic if key[1] not in excluded}
     labelled = yield from idx.labelled_messages(
         scope, list(dict.fromkeys([*coverage, *similarity]))
     )
     if rule is None and lazy_rule is not None:
         rule = yield from lazy_rule.resolve(labelled.values())
     messages = {
-        mid: m for mid, (m, chain) in labelled.items() if rule is None or rule.keeps(m, chain)
+        key: m for key, (m, chain) in labelled.items() if rule is None or rule.keeps(m, chain)
     }
-    kw_rank = ranks([h.message_id for h in keyword if h.message_id in messages])
-    vec_rank = ranks([mid for mid, _ in semantic if mid in messages])
+    kw_keys = [(h.conversation_id, h.message_id) for h in keyword]
+    kw_rank = ranks([key for key in kw_keys if key in messages])
+    vec_rank = ranks([key for key, _ in semantic if key in messages])
     cands = [
         Candidate(
             id=m.id,
@@ -316,17 +331,17 @@ def candidates_op(
             parent_id=m.parent_id,
             segment=(m.conversation_id, int(m.occurred_at.timestamp())),
             mentions_time=query.temporal and mentions_time(m.content),
-            keyword_rank=kw_rank.get(m.id),
-            vector_rank=vec_rank.get(m.id),
+            keyword_rank=kw_rank.get(key),
+            vector_rank=vec_rank.get(key),
         )
-        for m in messages.values()
+        for key, m in messages.items()
     ]
     return Found(
         cands,
         messages,
-        {mid: chain for mid, (_, chain) in labelled.items() if mid in messages},
-        {mid: v for mid, v in coverage.items() if mid in messages},
-        {mid: v for mid, v in similarity.items() if mid in messages},
+        {key: chain for key, (_, chain) in labelled.items() if key in messages},
+        {key: v for key, v in coverage.items() if key in messages},
+        {key: v for key, v in similarity.items() if key in messages},
     )
 
 
@@ -381,7 +396,7 @@ class RecallEngine:
             lambda ids: idx.delete_for_conversations(dialect, ids)
         )
         core.rt.cascade.on_user_delete(lambda t, u: idx.delete_for_user(dialect, t, u))
-        core.rt.cascade.on_messages_delete(lambda _c, ids: idx.delete_for_messages(dialect, ids))
+        core.rt.cascade.on_messages_delete(lambda c, ids: idx.delete_for_messages(dialect, c, ids))
         core.jobs.register(EMBED_JOB, _run_embed_job)
         if core.settings.recall_index:
             core.context.add_provider(self.tier)
@@ -474,7 +489,13 @@ class RecallEngine:
         from memstrata.vectors import VectorItem
 
         return [
-            VectorItem(d.message.id, d.owner, d.message.conversation_id, d.message.id, v)
+            VectorItem(
+                message_vector_id(d.message.conversation_id, d.message.id),
+                d.owner,
+                d.message.conversation_id,
+                d.message.id,
+                v,
+            )
             for d, v in zip(docs, vectors, strict=True)
         ]
 

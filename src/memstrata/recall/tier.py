@@ -17,6 +17,7 @@ from memstrata.errors import InvalidInput
 from memstrata.recall import index as idx
 from memstrata.recall.fusion import fuse
 from memstrata.recall.gate import RelevanceGate
+from memstrata.recall.index import key_of
 from memstrata.recall.service import MAX_K, LazyRule, candidates_op
 from memstrata.recall.text import analyse_query, speaker_of
 from memstrata.runtime import Runtime
@@ -120,8 +121,9 @@ class RecallTier:
         considered: list[tuple[Message, float, float]] = []
         siblings: set[tuple[str, str | None, str]] = set()
         for c in ranked:
-            m = found.messages[c.id]
-            if m.id in request.window_ids or m.status is not Status.COMPLETE:
+            m = found.messages[(c.conversation_id, c.id)]
+            in_window = m.conversation_id == request.conversation_id and m.id in request.window_ids
+            if in_window or m.status is not Status.COMPLETE:
                 continue
             # Regeneration siblings (same parent, same role) say the same thing twice:
             # the best ranked of them stands for all.
@@ -130,8 +132,9 @@ class RecallTier:
                 if family in siblings:
                     continue
                 siblings.add(family)
-            sim = found.similarity.get(m.id)
-            considered.append((m, c.score, self.gate.evidence(found.coverage.get(m.id, 0.0), sim)))
+            sim = found.similarity.get(key_of(m))
+            coverage = found.coverage.get(key_of(m), 0.0)
+            considered.append((m, c.score, self.gate.evidence(coverage, sim)))
         admitted = self.gate.admit([e for _, _, e in considered])
         chosen = [c for c, ok in zip(considered, admitted, strict=True) if ok][: self.k]
         below = [] if chosen else considered[:REPORTED_BELOW]
@@ -144,7 +147,7 @@ class RecallTier:
                 conversation_id=m.conversation_id,
                 score=round(score, 6),
                 evidence=round(evidence, 3),
-                **({"covered_by": facts[m.id]} if m.id in facts else {}),
+                **({"covered_by": facts[key_of(m)]} if key_of(m) in facts else {}),
             )
             for m, score, evidence in chosen
         ]

@@ -526,6 +526,94 @@ _CHAIN_LABELS = (
     "DROP TABLE chain_backfill",
 )
 
+# Message ids per conversation (migration 14): a message is named by (conversation, id),
+# so an id in use elsewhere (any scope) is free here and never answers 409 for another
+# owner's message. SQLite cannot change a table's constraints in place, so ``messages``
+# and ``recall_docs`` are rebuilt (seq values kept: the keyword index is keyed by them,
+# and the AUTOINCREMENT high-water mark is carried over); PostgreSQL swaps constraints.
+# Recall's vectors of messages were keyed by the message id alone: they take the
+# conversation into their id too (derived pgvector rows are dropped first and copied
+# back when the index is next opened).
+_MESSAGE_COLUMNS_14 = (
+    "seq, id, conversation_id, parent_id, role, content, files, tool_calls, tool_call_id, "
+    "status, metadata, occurred_at, created_at, depth, token_count, branch_tokens, "
+    "system_tail_id, legacy_parent, chain_id"
+)
+_RECALL_COLUMNS_14 = (
+    "seq, message_id, conversation_id, tenant_id, user_id, agent_id, occurred_at, embedder"
+)
+_VECTOR_IDS_14 = (
+    "UPDATE vectors SET id = conversation_id || '/' || message_id "
+    "WHERE message_id IS NOT NULL AND conversation_id IS NOT NULL AND id = message_id"
+)
+_MESSAGES_KEY_14 = (
+    ("id TEXT NOT NULL UNIQUE,", "id TEXT NOT NULL,"),
+    (
+        "legacy_parent INTEGER NOT NULL DEFAULT 0\n",
+        "legacy_parent INTEGER NOT NULL DEFAULT 0,\n        chain_id TEXT,\n"
+        "        UNIQUE (conversation_id, id)\n",
+    ),
+)
+_RECALL_KEY_14 = (
+    ("message_id TEXT NOT NULL UNIQUE,", "message_id TEXT NOT NULL,"),
+    ("embedder TEXT\n", "embedder TEXT,\n        UNIQUE (conversation_id, message_id)\n"),
+)
+
+
+def _rebuilt(ddls: tuple[str, ...], table: str, changes: tuple[tuple[str, str], ...]) -> str:
+    """SQLite DDL of ``table``'s replacement, ``<table>_new``: its shipped definition
+    (in ``ddls``) with ``changes`` applied (each must apply, so the copy cannot drift)."""
+    head = f"CREATE TABLE {table} ("
+    (ddl,) = [d for d in ddls if d.startswith(head)]
+    out = ddl.replace(head, f"CREATE TABLE {table}_new (", 1)
+    for old, new in changes:
+        if out.count(old) != 1:
+            raise RuntimeError(f"{table}: {old!r} not found once in its definition")
+        out = out.replace(old, new)
+    return _render("sqlite", (out,))[0]
+
+
+_MESSAGE_IDS = {
+    "sqlite": (
+        _rebuilt(_CORE_TABLES, "messages", _MESSAGES_KEY_14),
+        f"INSERT INTO messages_new ({_MESSAGE_COLUMNS_14}) "
+        f"SELECT {_MESSAGE_COLUMNS_14} FROM messages ORDER BY seq",
+        "DELETE FROM sqlite_sequence WHERE name = 'messages_new'",
+        "INSERT INTO sqlite_sequence (name, seq) "
+        "SELECT 'messages_new', seq FROM sqlite_sequence WHERE name = 'messages'",
+        "DROP TABLE messages",
+        "ALTER TABLE messages_new RENAME TO messages",
+        "CREATE INDEX messages_parent ON messages (conversation_id, parent_id)",
+        "CREATE INDEX messages_conversation ON messages (conversation_id, seq)",
+        _rebuilt(_RECALL_TABLES, "recall_docs", _RECALL_KEY_14),
+        f"INSERT INTO recall_docs_new ({_RECALL_COLUMNS_14}) "
+        f"SELECT {_RECALL_COLUMNS_14} FROM recall_docs ORDER BY seq",
+        "DROP TABLE recall_docs",
+        "ALTER TABLE recall_docs_new RENAME TO recall_docs",
+        "CREATE INDEX recall_docs_owner ON recall_docs (tenant_id, user_id, agent_id)",
+        "CREATE INDEX recall_docs_conversation ON recall_docs (conversation_id, embedder)",
+        _VECTOR_IDS_14,
+    ),
+    "postgres": (
+        "ALTER TABLE messages DROP CONSTRAINT messages_id_key",
+        "ALTER TABLE messages ADD CONSTRAINT messages_conversation_id_id_key "
+        "UNIQUE (conversation_id, id)",
+        "DROP INDEX messages_parent",
+        "CREATE INDEX messages_parent ON messages (conversation_id, parent_id)",
+        "ALTER TABLE recall_docs DROP CONSTRAINT recall_docs_message_id_key",
+        "ALTER TABLE recall_docs ADD CONSTRAINT recall_docs_conversation_id_message_id_key "
+        "UNIQUE (conversation_id, message_id)",
+        # The derived index rows point at the old ids; ensure_op copies them back.
+        "DO $$ DECLARE t text; BEGIN"
+        " FOR t IN SELECT index_table FROM vector_spaces WHERE index_table IS NOT NULL LOOP"
+        " IF to_regclass(t) IS NOT NULL THEN"
+        " EXECUTE format('DELETE FROM %I p USING vectors v WHERE v.id = p.id"
+        " AND v.id = v.message_id AND v.conversation_id IS NOT NULL', t);"
+        " END IF; END LOOP; END $$",
+        _VECTOR_IDS_14,
+    ),
+}
+
 _CORE = "core: tenants, users, keys, conversations, messages"
 
 MIGRATIONS: dict[str, tuple[Migration, ...]] = {
@@ -582,6 +670,11 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
             13,
             "workers: heartbeats, so due jobs without a running worker are reported",
             _render(dialect, _WORKER_TABLES),
+        ),
+        Migration(
+            14,
+            "messages: ids unique per conversation (an id used elsewhere is free here)",
+            _MESSAGE_IDS[dialect],
         ),
     )
     for dialect in _TYPES

@@ -478,11 +478,15 @@ class AppendConformance:
             memory.messages.put(
                 scope, conv.id, id=mid, role="assistant", content="hello", parent_id=None
             )
+        assert scope_state(memory, scope.tenant) == before  # a refused id writes nothing
+        # Ids are per conversation: the same id in another one is a message of its own.
         other = memory.conversations.create(scope)
-        before = scope_state(memory, scope.tenant)
-        with pytest.raises(Conflict):
-            memory.messages.put(scope, other.id, id=mid, role="assistant", content="hello")
-        assert scope_state(memory, scope.tenant) == before
+        elsewhere, created = memory.messages.put(
+            scope, other.id, id=mid, role="assistant", content="other"
+        )
+        assert created is True
+        assert (elsewhere.id, elsewhere.conversation_id) == (mid, other.id)
+        assert memory.messages.get(scope, conv.id, mid) == first
         assert memory.conversations.get(scope, conv.id).message_count == 2
 
     def test_pending_lifecycle(self, memory: Memory) -> None:
