@@ -25,6 +25,7 @@ try:
     with warnings.catch_warnings():
         # crewai's circular package imports warn (ImportWarning) while loading.
         warnings.simplefilter("ignore", ImportWarning)
+        from crewai import Agent, Crew, Task
         from crewai.llms.base_llm import BaseLLM
         from crewai.memory.storage.backend import EmbeddingDimensionMismatchError, StorageBackend
         from crewai.memory.types import MemoryRecord
@@ -57,9 +58,12 @@ def embed(texts: list[str]) -> list[list[float]]:
 
 
 class ScriptedLLM(BaseLLM):
-    """Answers CrewAI's memory analysis prompts with fixed, valid structured output."""
+    """Answers CrewAI's memory analysis prompts with fixed, valid structured output, and
+    any other prompt (an agent's task) with ``answer``; keeps what it was asked."""
 
     calls: ClassVar[list[str]] = []
+    prompts: ClassVar[list[str]] = []
+    answer: str = "nothing is missing"
 
     def call(
         self,
@@ -73,13 +77,15 @@ class ScriptedLLM(BaseLLM):
     ) -> Any:
         name = response_model.__name__ if response_model is not None else "text"
         self.calls.append(name)
+        self.prompts.append(str(messages))
         answers: dict[str, dict[str, Any]] = {
             "MemoryAnalysis": {"suggested_scope": "/notes", "categories": ["note"]},
             "ConsolidationPlan": {"actions": [], "insert_new": True},
             "QueryAnalysis": {"recall_queries": [], "complexity": "simple"},
+            "ExtractedMemories": {"memories": [self.answer]},
         }
         if response_model is None:
-            return "nothing is missing"
+            return self.answer
         return response_model.model_validate(answers[name])
 
     def supports_function_calling(self) -> bool:
@@ -312,3 +318,24 @@ async def test_crewai_memory_async_recall(crew_memory: Any) -> None:
     await crew_memory.aremember("Bob's birthday is in May", scope="/people", categories=["p"])
     matches = await crew_memory.arecall("birthday", depth="shallow")
     assert [m.record.content for m in matches] == ["Bob's birthday is in May"]
+
+
+def test_a_crew_recalls_before_its_task_and_remembers_after(mem: Memory) -> None:
+    llm = ScriptedLLM(model="scripted", answer="The launch review is on Thursday")
+    crew_memory = CrewMemory(storage=MemstrataStorage(mem, ALICE), embedder=embed, llm=llm)
+    crew_memory.remember(
+        "The launch review moved to Thursday", scope="/work", categories=["x"], importance=0.5
+    )
+    agent = Agent(role="planner", goal="answer questions", backstory="a planner", llm=llm)
+    task = Task(description="When is the launch review?", expected_output="a day", agent=agent)
+    ScriptedLLM.prompts.clear()
+    result = Crew(agents=[agent], tasks=[task], memory=crew_memory).kickoff()
+    assert result.raw == "The launch review is on Thursday"
+    # The agent's prompt held what memstrata recalled; the crew stored what it learned.
+    assert "The launch review moved to Thursday" in ScriptedLLM.prompts[0]
+    crew_memory.drain_writes()
+    assert sorted(r.content for r in crew_memory.list_records()) == [
+        "The launch review is on Thursday",
+        "The launch review moved to Thursday",
+    ]
+    crew_memory.close()
