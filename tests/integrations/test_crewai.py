@@ -11,6 +11,7 @@ import os
 import warnings
 import zlib
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
@@ -39,8 +40,9 @@ except ImportError:
     )
 
 from memstrata import AsyncMemory, Memory, Scope
-from memstrata.errors import InvalidInput
-from memstrata.integrations.crewai import MemstrataStorage
+from memstrata.config import Settings
+from memstrata.errors import ConfigurationError, InvalidInput
+from memstrata.integrations.crewai import MemstrataStorage, memstrata_embedder
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 ALICE = Scope(tenant="t1", user="alice.smith")
@@ -339,3 +341,25 @@ def test_a_crew_recalls_before_its_task_and_remembers_after(mem: Memory) -> None
         "The launch review moved to Thursday",
     ]
     crew_memory.close()
+
+
+def test_memstrata_embedder_gives_crewai_semantic_recall(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The default embedder (memstrata[embed], offline): a paraphrase with no shared word.
+    monkeypatch.delenv("MEMSTRATA_EMBEDDER", raising=False)
+    with Memory.open(settings=Settings(home=tmp_path, worker="off")) as mem:
+        crew_memory = CrewMemory(
+            storage=MemstrataStorage(mem, ALICE),
+            embedder=memstrata_embedder(mem),
+            llm=ScriptedLLM(model="scripted"),
+        )
+        for text in ("My daughter loves pottery classes", "The car needs new tyres"):
+            crew_memory.remember(text, scope="/", categories=["x"], importance=0.5)
+        best = crew_memory.recall("ceramics hobby of my kid", depth="shallow", limit=1)
+        assert best[0].record.content == "My daughter loves pottery classes"
+        crew_memory.close()
+    monkeypatch.setenv("MEMSTRATA_EMBEDDER", "none")
+    none = Settings(home=tmp_path / "none", worker="off")
+    with Memory.open(settings=none) as bare, pytest.raises(ConfigurationError):
+        memstrata_embedder(bare)(["text"])

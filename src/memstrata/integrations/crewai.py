@@ -20,6 +20,9 @@ are never seen by another user, tenant or agent.
 - ``update`` replaces a record by id, ``reset`` deletes a scope path's records;
 - ``asave``, ``asearch`` and ``adelete`` run on :class:`~memstrata.AsyncMemory`.
 
+:func:`memstrata_embedder` gives CrewAI memstrata's own embedder (by default the offline
+MiniLM model that ships with ``memstrata[embed]``) instead of its OpenAI default.
+
 Storage errors raise (memstrata's :mod:`~memstrata.errors`); none is swallowed. A
 search reads every record of the user (exact search, cost linear in their count), which
 suits a crew's memory. ``mem.users.delete`` does not reach these items (they belong to
@@ -32,7 +35,7 @@ docs/integrations.md: CrewAI pins ``mcp<2``, which memstrata's MCP server cannot
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -54,7 +57,7 @@ except ImportError:
         "the CrewAI integration needs crewai 1.15 or later: pip install 'memstrata[crewai]'"
     ) from None
 
-__all__ = ["MemstrataStorage"]
+__all__ = ["MemstrataStorage", "memstrata_embedder"]
 
 NAMESPACE = "crewai"
 _KEY = "record"
@@ -179,6 +182,26 @@ def _newest_first(records: Iterable[MemoryRecord]) -> list[MemoryRecord]:
 # -- the backend -------------------------------------------------------------------------------
 
 
+def memstrata_embedder(memory: MemoryLike) -> Callable[[list[str]], list[list[float]]]:
+    """A CrewAI ``embedder`` (``Memory(embedder=...)``): the texts' vectors by ``memory``'s
+    own embedder, the one its recall uses (ConfigurationError when it has none)."""
+    graphs = _sync_of(memory).graphs
+
+    def embed(texts: list[str]) -> list[list[float]]:
+        return graphs.embed(list(texts))
+
+    return embed
+
+
+def _sync_of(memory: MemoryLike) -> Memory:
+    if not isinstance(memory, Memory | AsyncMemory):
+        raise InvalidInput(
+            f"expected a memstrata Memory or AsyncMemory, got {type(memory).__name__}",
+            field="memory",
+        )
+    return Memory(memory.core)
+
+
 class MemstrataStorage:
     """CrewAI memory records of one memstrata ``scope`` (see the module's docstring).
 
@@ -187,13 +210,8 @@ class MemstrataStorage:
     """
 
     def __init__(self, memory: MemoryLike, scope: Scope) -> None:
-        if not isinstance(memory, Memory | AsyncMemory):
-            raise InvalidInput(
-                f"expected a memstrata Memory or AsyncMemory, got {type(memory).__name__}",
-                field="memory",
-            )
-        self._sync = Memory(memory.core)
-        self._async = AsyncMemory(memory.core)
+        self._sync = _sync_of(memory)
+        self._async = AsyncMemory(self._sync.core)
         self.scope = scope
         self._tenant = scope.tenant
         self._agent = scope.agent
