@@ -7,6 +7,7 @@ with ``MEMSTRATA_TEST_CREWAI=required`` (set by ``make test``) a missing crewai 
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import warnings
 import zlib
@@ -16,34 +17,34 @@ from typing import Any, ClassVar
 
 import pytest
 
+if importlib.util.find_spec("crewai") is None:
+    if os.environ.get("MEMSTRATA_TEST_CREWAI") == "required":
+        pytest.fail("crewai is required here but not installed", pytrace=False)
+    pytest.skip(
+        "crewai is not installed here (make test runs these tests in .venv-crewai)",
+        allow_module_level=True,
+    )
+
 # Nothing may reach the network: no telemetry, and no trace collection (which also stalls
 # each of CrewAI's memory flows for seconds when run outside a crew).
 os.environ.update(
     CREWAI_DISABLE_TELEMETRY="true", OTEL_SDK_DISABLED="true", CREWAI_TRACING_ENABLED="false"
 )
-
-try:
-    with warnings.catch_warnings():
-        # crewai's circular package imports warn (ImportWarning) while loading.
-        warnings.simplefilter("ignore", ImportWarning)
-        from crewai import Agent, Crew, Task
-        from crewai.llms.base_llm import BaseLLM
-        from crewai.memory.storage.backend import EmbeddingDimensionMismatchError, StorageBackend
-        from crewai.memory.types import MemoryRecord
-        from crewai.memory.unified_memory import Memory as CrewMemory
-except ImportError:
-    if os.environ.get("MEMSTRATA_TEST_CREWAI") == "required":
-        raise
-    pytest.skip(
-        "crewai is not installed here (make test runs these tests in .venv-crewai)",
-        allow_module_level=True,
-    )
+with warnings.catch_warnings():
+    # crewai's circular package imports warn (ImportWarning) while loading.
+    warnings.simplefilter("ignore", ImportWarning)
+    from crewai import Agent, Crew, Task
+    from crewai.llms.base_llm import BaseLLM
+    from crewai.memory.storage.backend import EmbeddingDimensionMismatchError, StorageBackend
+    from crewai.memory.types import MemoryRecord
+    from crewai.memory.unified_memory import Memory as CrewMemory
 
 from memstrata import AsyncMemory, Memory, Scope
 from memstrata.config import Settings
 from memstrata.errors import ConfigurationError, InvalidInput
 from memstrata.integrations.crewai import MemstrataStorage, memstrata_embedder
 
+# CrewAI stamps records with datetime.utcnow(), deprecated since Python 3.12.
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 ALICE = Scope(tenant="t1", user="alice.smith")
 
