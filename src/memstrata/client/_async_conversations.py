@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 from memstrata.api.core import build
 from memstrata.client import _decode as decode
@@ -17,7 +17,7 @@ from memstrata.client._async_session import (
     conversation_path,
     query_params,
 )
-from memstrata.client._results import RemoteNodeHistory
+from memstrata.client._values import RemoteNodeHistory
 from memstrata.client._wire import file_json, message_json, segment
 from memstrata.errors import InvalidInput
 from memstrata.nodes.layout import Turn
@@ -30,8 +30,6 @@ __all__ = [
     "AsyncRemoteNodes",
     "AsyncRemoteRecall",
 ]
-
-T = TypeVar("T")
 
 _NODE_HISTORY_OPTIONS = frozenset(
     {"current_message_id", "parent_message_id", "max_tokens", "max_messages", "model"}

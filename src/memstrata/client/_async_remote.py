@@ -13,7 +13,7 @@ which makes a retried append idempotent.
 from __future__ import annotations
 
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any  # unasync: async-only line
 
 import httpx
 
@@ -45,15 +45,13 @@ from memstrata.client._async_state import (
     AsyncRemoteSnapshots,
     AsyncRemoteWorking,
 )
-from memstrata.client._results import RemoteContext, RemoteHistory
+from memstrata.client._values import RemoteContext, RemoteHistory
 from memstrata.client._wire import Identity
 from memstrata.context.kit import CompactionResult
 from memstrata.conversation.history import check_limits
 from memstrata.types import Scope
 
 __all__ = ["AsyncRemoteMemory"]
-
-T = TypeVar("T")
 
 
 class AsyncRemoteMemory:

@@ -13,7 +13,7 @@ from datetime import datetime
 from functools import partial
 from typing import Any, TypeVar
 
-from memstrata.client._results import (
+from memstrata.client._values import (
     HistoryMessage,
     RemoteContext,
     RemoteHistory,

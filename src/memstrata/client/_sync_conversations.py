@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 from memstrata.api.core import build
 from memstrata.client import _decode as decode
@@ -14,7 +14,7 @@ from memstrata.client._sync_session import (
     conversation_path,
     query_params,
 )
-from memstrata.client._results import RemoteNodeHistory
+from memstrata.client._values import RemoteNodeHistory
 from memstrata.client._wire import file_json, message_json, segment
 from memstrata.errors import InvalidInput
 from memstrata.nodes.layout import Turn
@@ -27,8 +27,6 @@ __all__ = [
     "RemoteNodes",
     "RemoteRecall",
 ]
-
-T = TypeVar("T")
 
 _NODE_HISTORY_OPTIONS = frozenset(
     {"current_message_id", "parent_message_id", "max_tokens", "max_messages", "model"}

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from types import TracebackType
-from typing import Any, TypeVar
 
 import httpx
 
@@ -35,15 +34,13 @@ from memstrata.client._sync_state import (
     RemoteSnapshots,
     RemoteWorking,
 )
-from memstrata.client._results import RemoteContext, RemoteHistory
+from memstrata.client._values import RemoteContext, RemoteHistory
 from memstrata.client._wire import Identity
 from memstrata.context.kit import CompactionResult
 from memstrata.conversation.history import check_limits
 from memstrata.types import Scope
 
 __all__ = ["RemoteMemory"]
-
-T = TypeVar("T")
 
 
 class RemoteMemory:

@@ -105,6 +105,7 @@ class _Field:
     attr: str
     annotation: Any
     required: bool
+    default: Any  # when not required: what a left-out key decodes as
     omit_none: bool
     derived: Derived | None
 
@@ -123,7 +124,8 @@ def _fields(model: type[Wire]) -> list[_Field]:
                 annotation = meta.model | None if _optional(annotation)[0] else meta.model
             elif meta is OmitNone:
                 omit = True
-        out.append(_Field(key, attr, annotation, info.is_required(), omit, derived))
+        default = None if info.is_required() else info.get_default(call_default_factory=True)
+        out.append(_Field(key, attr, annotation, info.is_required(), default, omit, derived))
     return out
 
 
@@ -298,7 +300,7 @@ def _compile_decoder(model: type[Wire], target: Any, nested: dict[str, Any]) -> 
     for f in _fields(model):
         if f.derived is not None or (domain is not None and f.attr not in domain):
             continue
-        value = f"d[{f.key!r}]" if f.required else f"d.get({f.key!r})"
+        value = f"d[{f.key!r}]" if f.required else f"d.get({f.key!r}, {src.const(f.default)})"
         hint = None if domain is None else domain[f.attr]
         annotation = _codec_type(f.annotation, hint)
         args.append(f"{f.attr}={_decode_expr(src, annotation, value, hint, nested.get(f.key))}")
