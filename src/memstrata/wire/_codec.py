@@ -25,7 +25,7 @@ import typing
 from collections.abc import Callable
 from datetime import datetime
 from enum import Enum
-from typing import Any, ClassVar, Union, get_args, get_origin
+from typing import Any, ClassVar, Union, cast, get_args, get_origin
 
 from pydantic import BaseModel
 
@@ -65,21 +65,16 @@ class Wire(BaseModel):
     """Base of the wire models; ``__domain__`` is the type ``decode`` builds."""
 
     __domain__: ClassVar[Any] = None
-    __encoder__: ClassVar[Callable[[Any], dict[str, Any]] | None] = None
     __decoders__: ClassVar[dict[tuple[Any, ...], Callable[..., Any]]]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        cls.__encoder__ = None
         cls.__decoders__ = {}
 
     @classmethod
     def encode(cls, obj: Any) -> dict[str, Any]:
         """``obj`` as this resource's JSON-ready dict."""
-        encoder = cls.__encoder__
-        if encoder is None:
-            encoder = cls.__encoder__ = _compile_encoder(cls)
-        return encoder(obj)
+        return _encoder(cls)(obj)
 
     @classmethod
     def decoder(cls, target: Any = None, **nested: Any) -> Callable[..., Any]:
@@ -205,7 +200,7 @@ def _encode_expr(src: _Source, annotation: Any, value: str) -> str | None:
     elif _is_enum(tp):
         inner = f"{_HOLE}.value"
     elif _is_wire(tp):
-        inner = f"{src.const(tp.encode)}({_HOLE})"
+        inner = f"{src.const(_encoder(tp))}({_HOLE})"
     elif _is_model(tp):
         inner = f"{_HOLE}.model_dump(exclude_none=True)"
     elif get_origin(tp) in (list, tuple) and get_args(tp):
@@ -224,6 +219,17 @@ def _encode_expr(src: _Source, annotation: Any, value: str) -> str | None:
         return inner.replace(_HOLE, value)
     held = src.var()
     return f"(None if ({held} := {value}) is None else {inner.replace(_HOLE, held)})"
+
+
+def _encoder(model: type[Wire]) -> Callable[[Any], dict[str, Any]]:
+    """The model's compiled encoder. The first call puts it in the place of ``encode``
+    on the model, so later calls go straight to the generated function."""
+    found = model.__dict__.get("encode")
+    if isinstance(found, staticmethod):
+        return cast("Callable[[Any], dict[str, Any]]", found.__func__)
+    fn = _compile_encoder(model)
+    model.encode = staticmethod(fn)  # type: ignore[assignment,method-assign]
+    return fn
 
 
 def _compile_encoder(model: type[Wire]) -> Callable[[Any], dict[str, Any]]:
