@@ -63,8 +63,8 @@ class SummaryOut(Wire):
 
 
 class CompactionOut(Wire):
-    """The summary is sent whole but read back as the object it was sent as (the wire lacks
-    what a :class:`Summary` needs); a decoder gives it with ``summary=dict``."""
+    """The remote client reads the summary back as the JSON object it was sent as: the
+    wire lacks what a :class:`Summary` holds (its branch token count)."""
 
     __domain__ = CompactionResult
 
