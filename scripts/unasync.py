@@ -5,8 +5,8 @@ rewrite is deliberately small: ``async``/``await`` go away, the names in ``NAMES
 (``arun`` → ``run``, ...) are renamed, ``Async``-prefixed names lose the prefix,
 ``_async*`` module names become ``_sync*``, and the async context-manager methods
 become their sync forms; lines between ``# unasync: async-only`` and ``# unasync: end``
-are left out. Add a name to ``NAMES`` when an async method's sync twin
-has another name.
+are left out, and so is a line ending in ``# unasync: async-only line``. Add a name
+to ``NAMES`` when an async method's sync twin has another name.
 """
 
 from __future__ import annotations
@@ -54,6 +54,8 @@ def render(src: Path) -> str:
     text = "".join(body)
     # Code only the async facade has (e.g. ``__await__``) sits between these markers.
     text = re.sub(r"\n *# unasync: async-only\n.*?# unasync: end\n", "\n", text, flags=re.S)
+    # A single line only the async code needs (an import its async-only code uses).
+    text = re.sub(r"^.*# unasync: async-only line\n", "", text, flags=re.M)
     text = re.sub(r"\bawait\s+", "", text)
     text = re.sub(r"\basync\s+(def|with|for)\b", r"\1", text)
     names = "|".join(sorted(map(re.escape, NAMES), key=len, reverse=True))

@@ -227,25 +227,11 @@ class Message:
     branch_tokens: int
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict of every public field."""
-        return {
-            "id": self.id,
-            "conversation_id": self.conversation_id,
-            "parent_id": self.parent_id,
-            "role": self.role.value,
-            "content": self.content,
-            "files": dump_files(self.files),
-            "tool_calls": dump_tool_calls(self.tool_calls),
-            "tool_call_id": self.tool_call_id,
-            "status": self.status.value,
-            "metadata": self.metadata,
-            "occurred_at": self.occurred_at.isoformat(),
-            "created_at": self.created_at.isoformat(),
-            "seq": self.seq,
-            "depth": self.depth,
-            "token_count": self.token_count,
-            "branch_tokens": self.branch_tokens,
-        }
+        """JSON-ready dict of every public field: the REST shape."""
+        # Imported here: the wire model is built on this module's FileRef and ToolCall.
+        from memstrata.wire.conversations import MessageOut
+
+        return MessageOut.encode(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,16 +248,10 @@ class Conversation:
     message_count: int
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "title": self.title,
-            "metadata": self.metadata,
-            "agent": self.agent,
-            "active_leaf_id": self.active_leaf_id,
-            "message_count": self.message_count,
-            "created_at": self.created_at.isoformat(),
-            "updated_at": self.updated_at.isoformat(),
-        }
+        """JSON-ready dict: the REST shape (no tenant or user; the scope knows them)."""
+        from memstrata.wire.conversations import ConversationOut  # see Message.to_dict
+
+        return ConversationOut.encode(self)
 
 
 T = TypeVar("T")

@@ -21,13 +21,13 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     ) from exc
 
 from memstrata.client._async_remote import AsyncRemoteMemory
-from memstrata.client._results import (
+from memstrata.client._sync_remote import RemoteMemory
+from memstrata.client._values import (
     HistoryMessage,
     RemoteContext,
     RemoteHistory,
     RemoteNodeHistory,
 )
-from memstrata.client._sync_remote import RemoteMemory
 from memstrata.client._wire import Identity
 
 __all__ = [

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
@@ -20,6 +20,7 @@ from memstrata.api.core import checked_scope
 from memstrata.errors import Forbidden, MemstrataError
 from memstrata.ids import new_id
 from memstrata.types import FileRef, NewMessage, Scope
+from memstrata.wire.auth import Identity, MeOut
 
 __all__ = [
     "AGENT_HEADER",
@@ -39,23 +40,8 @@ USER_HEADER = "X-Memstrata-User"
 AGENT_HEADER = "X-Memstrata-Agent"
 
 
-@dataclass(frozen=True, slots=True)
-class Identity:
-    """Who the API key speaks for (``GET /v1/me``); ``user`` is None for an admin key."""
-
-    tenant: str
-    user: str | None
-    agent: str | None
-    admin: bool
-
-
-def identity_from_dict(data: Any) -> Identity:
-    return Identity(
-        tenant=str(data["tenant"]),
-        user=data.get("user"),
-        agent=data.get("agent"),
-        admin=bool(data["admin"]),
-    )
+#: ``GET /v1/me`` read back.
+identity_from_dict: Callable[[Any], Identity] = MeOut.decoder()
 
 
 def check_tenant(me: Identity, tenant: str) -> None:

@@ -85,27 +85,10 @@ class Job:
     request_id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "kind": self.kind,
-            "key": self.key,
-            "user": self.user,
-            "agent": self.agent,
-            "conversation_id": self.conversation_id,
-            "payload": self.payload,
-            "flags": self.flags,
-            "status": self.status.value,
-            "attempts": self.attempts,
-            "max_attempts": self.max_attempts,
-            "run_after": self.run_after.isoformat(),
-            "first_enqueued_at": self.first_enqueued_at.isoformat(),
-            "enqueue_count": self.enqueue_count,
-            "last_error": self.last_error,
-            "created_at": self.created_at.isoformat(),
-            "updated_at": self.updated_at.isoformat(),
-            "finished_at": None if self.finished_at is None else self.finished_at.isoformat(),
-            "request_id": self.request_id,
-        }
+        """The REST shape (no tenant, no worker's lease)."""
+        from memstrata.wire.jobs import JobOut  # the wire model is built on this type
+
+        return JobOut.encode(self)
 
 
 class _JobRow(NamedTuple):

@@ -110,16 +110,9 @@ class Turn:
 
     def to_dict(self) -> dict[str, Any]:
         """The public shape (REST)."""
-        return {
-            "uid": self.uid,
-            "message_id": self.message_id,
-            "parent_message_id": self.parent_message_id,
-            "user_content": self.user_content,
-            "user_files": dump_files(self.user_files),
-            "assistant_content": self.assistant_content,
-            "assistant_files": dump_files(self.assistant_files),
-            "created_at": self.created_at,
-        }
+        from memstrata.wire.nodes import TurnOut  # the wire model is built on this type
+
+        return TurnOut.encode(self)
 
 
 def encode(kind: str, body: dict[str, Any]) -> bytes:

@@ -166,9 +166,9 @@ class NodeHistory:
         return self.history.to_text(human_prefix, ai_prefix)
 
     def to_dict(self) -> dict[str, Any]:
-        out = self.history.to_dict()
-        del out["leaf_id"]
-        return {"current_message_id": self.current_message_id, **out}
+        from memstrata.wire.nodes import NodeHistoryOut  # the wire model is built on this type
+
+        return NodeHistoryOut.encode(self)
 
 
 def finish(

@@ -74,13 +74,9 @@ class RecallHit:
     neighbour_of: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "message": self.message.to_dict(),
-            "conversation_id": self.conversation_id,
-            "score": self.score,
-            "provenance": list(self.provenance),
-            "neighbour_of": self.neighbour_of,
-        }
+        from memstrata.wire.recall import HitOut  # the wire model is built on this type
+
+        return HitOut.encode(self)
 
 
 def message_vector_id(conversation_id: str, message_id: str) -> str:

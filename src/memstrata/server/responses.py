@@ -1,9 +1,11 @@
-"""The JSON response of every route: one that cannot fail on a stored value.
+"""The JSON response of every route: encoded once, fast, and never failing on a stored value.
 
-Values are checked before they are stored (:mod:`memstrata.strictjson`), but a row
-written by an older version may still hold ``NaN`` or a lone surrogate. Starlette's
-response refuses both (a 500 on every later read of that user's data); this one sends
-``null`` for a non-finite number and escapes what UTF-8 cannot encode.
+Routes hand over the wire model's dict (already JSON-ready) and orjson encodes it in
+native code; FastAPI does not validate it again. Values are checked before they are
+stored (:mod:`memstrata.strictjson`), but a row written by an older version may still
+hold ``NaN`` or a lone surrogate: orjson sends ``null`` for a non-finite number, and a
+lone surrogate (or anything else orjson refuses, such as an integer over 64 bits)
+takes the standard library path, which escapes what UTF-8 cannot encode.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import orjson
 from fastapi.responses import JSONResponse as _StarletteJSON
 
 from memstrata.strictjson import finite
@@ -20,6 +23,10 @@ __all__ = ["JSONResponse"]
 
 class JSONResponse(_StarletteJSON):
     def render(self, content: Any) -> bytes:
+        try:
+            return orjson.dumps(content)
+        except orjson.JSONEncodeError:
+            pass
         try:
             return super().render(content)
         except ValueError:  # NaN/Infinity, or a lone surrogate (UnicodeEncodeError)

@@ -12,8 +12,8 @@ from memstrata.server.auth import AdminKey, Mem
 from memstrata.server.keycache import KeyCache
 from memstrata.server.pagination import Cursor, Limit, page_body
 from memstrata.server.responses import JSONResponse
-from memstrata.server.schemas import UserPage
 from memstrata.types import Scope
+from memstrata.wire.conversations import UserPage
 
 __all__ = ["router"]
 

@@ -10,6 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from memstrata.context import COMPACT_JOB
 from memstrata.server.auth import CallerScope, Mem
 from memstrata.server.responses import JSONResponse
+from memstrata.wire.context import CompactionOut, ContextOut
+from memstrata.wire.jobs import JobOut
 
 __all__ = ["router"]
 
@@ -58,7 +60,7 @@ async def context(mem: Mem, scope: CallerScope, cid: str, body: ContextIn) -> Re
         model=body.model,
         task=body.task,
     )
-    return JSONResponse(ctx.to_dict())
+    return JSONResponse(ContextOut.encode(ctx))
 
 
 @router.post(
@@ -73,7 +75,7 @@ async def compact(
     data = body or CompactIn()
     if data.wait:
         result = await mem.compact(scope, cid, leaf_id=data.leaf_id)
-        return JSONResponse(result.to_dict())
+        return JSONResponse(CompactionOut.encode(result))
     await mem.conversations.get(scope, cid)  # 404 before queueing anything
     job = await mem.jobs.enqueue(
         scope,
@@ -82,4 +84,4 @@ async def compact(
         conversation_id=cid,
         payload={"leaf_id": data.leaf_id},
     )
-    return JSONResponse({"job": job.to_dict()}, status_code=202)
+    return JSONResponse({"job": JobOut.encode(job)}, status_code=202)

@@ -10,13 +10,8 @@ from memstrata.errors import InvalidInput
 from memstrata.server.auth import CallerScope, Mem
 from memstrata.server.pagination import Cursor, Limit, page_body
 from memstrata.server.responses import JSONResponse
-from memstrata.server.schemas import (
-    ConversationCreate,
-    ConversationOut,
-    ConversationPage,
-    ConversationPatch,
-)
-from memstrata.types import Conversation
+from memstrata.server.schemas import ConversationCreate, ConversationPatch
+from memstrata.wire.conversations import ConversationOut, ConversationPage
 
 __all__ = ["router"]
 
@@ -25,10 +20,6 @@ router = APIRouter(prefix="/v1/conversations", tags=["conversations"])
 _NOT_FOUND: dict[int | str, dict[str, Any]] = {
     404: {"description": "No such conversation in this scope."}
 }
-
-
-def _out(conv: Conversation) -> dict[str, Any]:
-    return conv.to_dict()
 
 
 @router.post(
@@ -45,7 +36,9 @@ async def create_conversation(
     data = body or ConversationCreate()
     conv = await mem.conversations.create(scope, title=data.title, metadata=data.metadata)
     return JSONResponse(
-        conv.to_dict(), status_code=201, headers={"Location": f"/v1/conversations/{conv.id}"}
+        ConversationOut.encode(conv),
+        status_code=201,
+        headers={"Location": f"/v1/conversations/{conv.id}"},
     )
 
 
@@ -54,14 +47,14 @@ async def list_conversations(
     mem: Mem, scope: CallerScope, limit: Limit = None, cursor: Cursor = None
 ) -> Response:
     page = await mem.conversations.list(scope, limit=limit, cursor=cursor)
-    return JSONResponse(page_body(page, _out))
+    return JSONResponse(page_body(page, ConversationOut.encode))
 
 
 @router.get(
     "/{cid}", response_model=ConversationOut, responses=_NOT_FOUND, summary="Read a conversation"
 )
 async def get_conversation(mem: Mem, scope: CallerScope, cid: str) -> Response:
-    return JSONResponse((await mem.conversations.get(scope, cid)).to_dict())
+    return JSONResponse(ConversationOut.encode(await mem.conversations.get(scope, cid)))
 
 
 @router.patch(
@@ -80,7 +73,7 @@ async def update_conversation(
     conv = await mem.conversations.update(
         scope, cid, title=body.title, metadata=body.metadata, active_leaf_id=body.active_leaf_id
     )
-    return JSONResponse(conv.to_dict())
+    return JSONResponse(ConversationOut.encode(conv))
 
 
 @router.delete(

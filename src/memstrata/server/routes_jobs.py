@@ -14,9 +14,9 @@ from memstrata.jobs.ops import JobStatus
 from memstrata.server.auth import AGENT_HEADER, USER_HEADER, Mem, principal
 from memstrata.server.pagination import Cursor, Limit, page_body
 from memstrata.server.responses import JSONResponse
-from memstrata.server.schemas import JobOut, JobPage
 from memstrata.storage.tenancy import Principal
 from memstrata.types import Scope
+from memstrata.wire.jobs import JobOut, JobPage
 
 __all__ = ["router"]
 
@@ -50,7 +50,7 @@ _TRACEBACK = "\nTraceback (most recent call last):"
 
 def _render(mem: AsyncMemory, caller: Principal) -> Callable[[Job], dict[str, Any]]:
     def render(job: Job) -> dict[str, Any]:
-        out = job.to_dict()
+        out = JobOut.encode(job)
         out["blocked"] = mem.jobs.blocked(job.kind) if job.status is JobStatus.QUEUED else None
         if not caller.admin and out["last_error"]:
             # The traceback names server files: operators (admin keys) see it, users do not.

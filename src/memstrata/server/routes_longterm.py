@@ -14,13 +14,15 @@ from pydantic import BaseModel, ConfigDict, Field
 from memstrata.server.auth import CallerScope, Mem
 from memstrata.server.pagination import Cursor, Limit, page_body
 from memstrata.server.responses import JSONResponse
-from memstrata.server.schemas import (
-    FactCreate,
+from memstrata.server.schemas import FactCreate, FactPatch
+from memstrata.wire.jobs import JobOut
+from memstrata.wire.longterm import (
+    FactEventOut,
     FactHistoryOut,
     FactOut,
     FactPage,
-    FactPatch,
     ProfileOut,
+    ProfileSectionOut,
 )
 
 __all__ = ["router"]
@@ -42,7 +44,7 @@ async def list_facts(
     cursor: Cursor = None,
 ) -> Response:
     page = await mem.facts.list(scope, status=status, category=category, limit=limit, cursor=cursor)
-    return JSONResponse(page_body(page, lambda f: f.to_dict()))
+    return JSONResponse(page_body(page, FactOut.encode))
 
 
 @router.post(
@@ -61,13 +63,13 @@ async def add_fact(mem: Mem, scope: CallerScope, body: Annotated[FactCreate, Bod
         source_error=body.source_error,
     )
     return JSONResponse(
-        fact.to_dict(), status_code=201, headers={"Location": f"/v1/facts/{fact.id}"}
+        FactOut.encode(fact), status_code=201, headers={"Location": f"/v1/facts/{fact.id}"}
     )
 
 
 @router.get("/facts/{fid}", response_model=FactOut, responses=_NOT_FOUND, summary="One fact")
 async def get_fact(mem: Mem, scope: CallerScope, fid: str) -> Response:
-    return JSONResponse((await mem.facts.get(scope, fid)).to_dict())
+    return JSONResponse(FactOut.encode(await mem.facts.get(scope, fid)))
 
 
 @router.patch(
@@ -80,7 +82,7 @@ async def edit_fact(
     mem: Mem, scope: CallerScope, fid: str, body: Annotated[FactPatch, Body()]
 ) -> Response:
     changes = body.model_dump(exclude_unset=True)
-    return JSONResponse((await mem.facts.edit(scope, fid, **changes)).to_dict())
+    return JSONResponse(FactOut.encode(await mem.facts.edit(scope, fid, **changes)))
 
 
 @router.delete(
@@ -99,13 +101,13 @@ async def delete_fact(mem: Mem, scope: CallerScope, fid: str) -> Response:
 )
 async def fact_history(mem: Mem, scope: CallerScope, fid: str) -> Response:
     events = await mem.facts.history(scope, fid)
-    return JSONResponse({"items": [e.to_dict() for e in events]})
+    return JSONResponse({"items": [FactEventOut.encode(e) for e in events]})
 
 
 @router.get("/profile", response_model=ProfileOut, summary="The caller's profile sections")
 async def profile(mem: Mem, scope: CallerScope) -> Response:
     sections = await mem.longterm.profile(scope)
-    return JSONResponse({"sections": {p.name: p.to_dict() for p in sections}})
+    return JSONResponse({"sections": {p.name: ProfileSectionOut.encode(p) for p in sections}})
 
 
 class ObserveIn(BaseModel):
@@ -130,4 +132,4 @@ async def observe(
     mem: Mem, scope: CallerScope, cid: str, body: ObserveIn | None = None
 ) -> Response:
     job = await mem.longterm.observe(scope, cid, leaf_id=(body or ObserveIn()).leaf_id)
-    return JSONResponse({"job": job.to_dict()}, status_code=202)
+    return JSONResponse({"job": JobOut.encode(job)}, status_code=202)

@@ -13,8 +13,8 @@ from memstrata.server.history_params import MaxMessages, message_cap
 from memstrata.server.limits import parsed_json
 from memstrata.server.pagination import Cursor, Limit, page_body
 from memstrata.server.responses import JSONResponse
-from memstrata.server.schemas import HistoryOut, MessageOut, MessagePage
-from memstrata.types import Message, MessagePatch
+from memstrata.types import MessagePatch
+from memstrata.wire.conversations import HistoryOut, MessageOut, MessagePage
 
 __all__ = ["APPEND_OPERATION_ID", "router"]
 
@@ -25,10 +25,6 @@ APPEND_OPERATION_ID = "append_message"
 _NOT_FOUND: dict[int | str, dict[str, Any]] = {
     404: {"description": "No such conversation or message in this scope."}
 }
-
-
-def _out(message: Message) -> dict[str, Any]:
-    return message.to_dict()
 
 
 async def _json_object(request: Request) -> dict[str, Any]:
@@ -79,7 +75,9 @@ async def append_message(mem: Mem, scope: CallerScope, cid: str, request: Reques
     body = await _json_object(request)
     message, created = await mem.messages.put(scope, cid, body)
     headers = {"Location": f"/v1/conversations/{cid}/messages/{message.id}"} if created else None
-    return JSONResponse(message.to_dict(), status_code=201 if created else 200, headers=headers)
+    return JSONResponse(
+        MessageOut.encode(message), status_code=201 if created else 200, headers=headers
+    )
 
 
 @router.get(
@@ -96,14 +94,14 @@ async def list_messages(
     mem: Mem, scope: CallerScope, cid: str, limit: Limit = None, cursor: Cursor = None
 ) -> Response:
     page = await mem.messages.list(scope, cid, limit=limit, cursor=cursor)
-    return JSONResponse(page_body(page, _out))
+    return JSONResponse(page_body(page, MessageOut.encode))
 
 
 @router.get(
     "/messages/{mid}", response_model=MessageOut, responses=_NOT_FOUND, summary="Read a message"
 )
 async def get_message(mem: Mem, scope: CallerScope, cid: str, mid: str) -> Response:
-    return JSONResponse((await mem.messages.get(scope, cid, mid)).to_dict())
+    return JSONResponse(MessageOut.encode(await mem.messages.get(scope, cid, mid)))
 
 
 @router.delete(
@@ -134,7 +132,7 @@ async def delete_message(mem: Mem, scope: CallerScope, cid: str, mid: str) -> Re
 async def complete_message(
     mem: Mem, scope: CallerScope, cid: str, mid: str, body: MessagePatch
 ) -> Response:
-    return JSONResponse((await mem.messages.complete(scope, cid, mid, body)).to_dict())
+    return JSONResponse(MessageOut.encode(await mem.messages.complete(scope, cid, mid, body)))
 
 
 @router.get(
@@ -147,7 +145,7 @@ async def list_leaves(
     mem: Mem, scope: CallerScope, cid: str, limit: Limit = None, cursor: Cursor = None
 ) -> Response:
     page = await mem.messages.leaves(scope, cid, limit=limit, cursor=cursor)
-    return JSONResponse(page_body(page, _out))
+    return JSONResponse(page_body(page, MessageOut.encode))
 
 
 @router.get(
@@ -189,4 +187,4 @@ async def history(
         model=model,
         before=before,
     )
-    return JSONResponse(h.to_dict())
+    return JSONResponse(HistoryOut.encode(h))

@@ -14,8 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from memstrata.server.auth import CallerScope, Mem
 from memstrata.server.history_params import MaxMessages, message_cap
 from memstrata.server.responses import JSONResponse
-from memstrata.server.schemas import HistoryMessageOut
 from memstrata.types import FileRef
+from memstrata.wire.nodes import NodeHistoryOut, TurnOut
 
 __all__ = ["router"]
 
@@ -40,25 +40,6 @@ class TurnIn(BaseModel):
     assistant_files: list[FileRef] = Field(default_factory=list)
 
 
-class TurnOut(BaseModel):
-    uid: str
-    message_id: str
-    parent_message_id: str | None
-    user_content: str
-    user_files: list[FileRef]
-    assistant_content: str
-    assistant_files: list[FileRef]
-    created_at: int = Field(description="Microseconds since the epoch.")
-
-
-class NodeHistoryOut(BaseModel):
-    current_message_id: str | None
-    messages: list[HistoryMessageOut]
-    tokens: int
-    truncated: bool = Field(description="Older turns were left out to fit the budget.")
-    over_budget: bool = Field(description="The newest turn alone is over max_tokens.")
-
-
 @router.post(
     "/turns",
     status_code=201,
@@ -81,7 +62,7 @@ async def add_turn(
         assistant_content=body.assistant_content,
         assistant_files=body.assistant_files,
     )
-    return JSONResponse(turn.to_dict(), status_code=201)
+    return JSONResponse(TurnOut.encode(turn), status_code=201)
 
 
 @router.get(
@@ -123,7 +104,7 @@ async def history(
         model=model,
         **options,
     )
-    return JSONResponse(h.to_dict())
+    return JSONResponse(NodeHistoryOut.encode(h))
 
 
 @router.delete(

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
 from memstrata.recall.service import MAX_K, MAX_RANGE
 from memstrata.server.auth import CallerScope, Mem
 from memstrata.server.responses import JSONResponse
+from memstrata.wire.recall import HitOut, SearchOut
 
 __all__ = ["router"]
 
@@ -31,18 +30,6 @@ class SearchIn(BaseModel):
     )
 
 
-class HitOut(BaseModel):
-    message: dict[str, Any]
-    conversation_id: str
-    score: float
-    provenance: list[str]
-    neighbour_of: str | None = None
-
-
-class SearchOut(BaseModel):
-    hits: list[HitOut]
-
-
 @router.post(
     "/search",
     response_model=SearchOut,
@@ -59,4 +46,4 @@ async def search(mem: Mem, scope: CallerScope, body: SearchIn) -> JSONResponse:
         message_range=body.message_range,
         include_other_branches=body.include_other_branches,
     )
-    return JSONResponse({"hits": [h.to_dict() for h in hits]})
+    return JSONResponse({"hits": [HitOut.encode(h) for h in hits]})

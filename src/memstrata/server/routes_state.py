@@ -20,6 +20,13 @@ from memstrata.server.auth import CallerScope, Mem
 from memstrata.server.pagination import Cursor, Limit, page_body
 from memstrata.server.responses import JSONResponse
 from memstrata.state import Format
+from memstrata.wire.state import (
+    CheckpointOut,
+    IterationOut,
+    PlanOut,
+    SnapshotOut,
+    WorkingMemoryOut,
+)
 
 __all__ = ["router"]
 
@@ -71,7 +78,7 @@ class PlanIn(BaseModel):
 @router.get("/v1/conversations/{cid}/plan", responses=_CAS, summary="The conversation's plan")
 async def get_plan(mem: Mem, scope: CallerScope, cid: str) -> Response:
     plan = await mem.plans.get(scope, cid)
-    return _versioned(plan.to_dict(), plan.version)
+    return _versioned(PlanOut.encode(plan), plan.version)
 
 
 @router.put("/v1/conversations/{cid}/plan", responses=_CAS, summary="Write the plan")
@@ -91,7 +98,7 @@ async def put_plan(
             await mem.conversations.get(scope, cid)  # 404 for a conversation of another scope
     expected = _expected(if_match, if_none_match, current)
     plan = await mem.plans.put(scope, cid, body.document, expected_version=expected)
-    return _versioned(plan.to_dict(), plan.version)
+    return _versioned(PlanOut.encode(plan), plan.version)
 
 
 # -- iterations ------------------------------------------------------------------------------
@@ -116,7 +123,7 @@ async def list_iterations(
     cursor: Cursor = None,
 ) -> Response:
     page = await mem.iterations.list(scope, cid, task=task, limit=limit, cursor=cursor)
-    return JSONResponse(page_body(page, lambda i: i.to_dict()))
+    return JSONResponse(page_body(page, IterationOut.encode))
 
 
 @router.post("/v1/conversations/{cid}/iterations", status_code=201, summary="Log an attempt")
@@ -130,7 +137,7 @@ async def append_iteration(mem: Mem, scope: CallerScope, cid: str, body: Iterati
         attempt=body.attempt,
         detail=body.detail,
     )
-    return JSONResponse(item.to_dict(), status_code=201)
+    return JSONResponse(IterationOut.encode(item), status_code=201)
 
 
 # -- run snapshots ---------------------------------------------------------------------------
@@ -143,14 +150,14 @@ class SnapshotIn(BaseModel):
 
 @router.get("/v1/conversations/{cid}/runs/{run_id}/snapshot", summary="A run's UI snapshot")
 async def get_snapshot(mem: Mem, scope: CallerScope, cid: str, run_id: str) -> Response:
-    return JSONResponse((await mem.snapshots.get(scope, cid, run_id)).to_dict())
+    return JSONResponse(SnapshotOut.encode(await mem.snapshots.get(scope, cid, run_id)))
 
 
 @router.put("/v1/conversations/{cid}/runs/{run_id}/snapshot", summary="Store a run's snapshot")
 async def put_snapshot(
     mem: Mem, scope: CallerScope, cid: str, run_id: str, body: SnapshotIn
 ) -> Response:
-    return JSONResponse((await mem.snapshots.put(scope, cid, run_id, body.data)).to_dict())
+    return JSONResponse(SnapshotOut.encode(await mem.snapshots.put(scope, cid, run_id, body.data)))
 
 
 # -- checkpoints -----------------------------------------------------------------------------
@@ -171,7 +178,7 @@ _EXPIRED: dict[int | str, dict[str, Any]] = {
 
 @router.get("/v1/checkpoints/{name}/{run_id}", responses=_EXPIRED, summary="Load a checkpoint")
 async def get_checkpoint(mem: Mem, scope: CallerScope, name: str, run_id: str) -> Response:
-    return JSONResponse((await mem.checkpoints.load(scope, name, run_id)).to_dict())
+    return JSONResponse(CheckpointOut.encode(await mem.checkpoints.load(scope, name, run_id)))
 
 
 @router.put("/v1/checkpoints/{name}/{run_id}", summary="Save (overwrite) a checkpoint")
@@ -181,7 +188,7 @@ async def put_checkpoint(
     saved = await mem.checkpoints.save(
         scope, name, run_id, body.state, ttl_s=body.ttl_s, conversation_id=body.conversation_id
     )
-    return JSONResponse(saved.to_dict())
+    return JSONResponse(CheckpointOut.encode(saved))
 
 
 @router.delete(
@@ -217,7 +224,7 @@ async def get_working(
     mem: Mem, scope: CallerScope, conversation_id: ConversationParam = None
 ) -> Response:
     doc = await mem.working.get(scope, conversation_id=conversation_id)
-    return _versioned(doc.to_dict(), doc.version)
+    return _versioned(WorkingMemoryOut.encode(doc), doc.version)
 
 
 @router.put("/v1/working-memory", responses=_CAS, summary="Write working memory")
@@ -244,4 +251,4 @@ async def put_working(
         template=body.template,
         expected_version=_expected(if_match, if_none_match, current),
     )
-    return _versioned(doc.to_dict(), doc.version)
+    return _versioned(WorkingMemoryOut.encode(doc), doc.version)

@@ -14,7 +14,10 @@ from typing import Any, cast
 
 from memstrata.context import ContextReport
 from memstrata.conversation.render import to_openai, to_text
-from memstrata.types import FileRef, Message, Role, ToolCall, dump_files, dump_tool_calls
+from memstrata.types import FileRef, Message, Role, ToolCall
+from memstrata.wire.context import ContextOut
+from memstrata.wire.conversations import HistoryMessageOut, HistoryOut
+from memstrata.wire.nodes import NodeHistoryOut
 
 __all__ = ["HistoryMessage", "RemoteContext", "RemoteHistory", "RemoteNodeHistory"]
 
@@ -31,14 +34,7 @@ class HistoryMessage:
     tool_call_id: str | None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "role": self.role.value,
-            "content": self.content,
-            "files": dump_files(self.files),
-            "tool_calls": dump_tool_calls(self.tool_calls),
-            "tool_call_id": self.tool_call_id,
-        }
+        return HistoryMessageOut.encode(self)
 
 
 def _as_messages(messages: Sequence[HistoryMessage]) -> Sequence[Message]:
@@ -64,13 +60,7 @@ class RemoteHistory:
         return to_text(_as_messages(self.messages), human_prefix=human_prefix, ai_prefix=ai_prefix)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "leaf_id": self.leaf_id,
-            "messages": [m.to_dict() for m in self.messages],
-            "tokens": self.tokens,
-            "truncated": self.truncated,
-            "over_budget": self.over_budget,
-        }
+        return HistoryOut.encode(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +71,7 @@ class RemoteContext:
     report: ContextReport
 
     def to_dict(self) -> dict[str, Any]:
-        return {"messages": self.messages, "report": self.report.to_dict()}
+        return ContextOut.encode(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +104,4 @@ class RemoteNodeHistory:
         return self.history.to_text(human_prefix, ai_prefix)
 
     def to_dict(self) -> dict[str, Any]:
-        out = self.history.to_dict()
-        del out["leaf_id"]
-        return {"current_message_id": self.current_message_id, **out}
+        return NodeHistoryOut.encode(self)

@@ -1,0 +1,282 @@
+"""``mem.conversations``, ``mem.messages``, ``mem.recall`` and ``mem.nodes`` over HTTP.
+
+``_sync_conversations.py`` is generated from this file by ``scripts/unasync.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from memstrata.api.core import build
+from memstrata.client import _decode as decode
+from memstrata.client._async_session import (
+    NO_MESSAGE_CAP_PARAM,
+    NO_TOKEN_LIMIT,
+    AsyncSession,
+    conversation_path,
+    query_params,
+)
+from memstrata.client._values import RemoteNodeHistory
+from memstrata.client._wire import file_json, message_json, segment
+from memstrata.errors import InvalidInput
+from memstrata.nodes.layout import Turn
+from memstrata.recall.service import RecallHit
+from memstrata.types import Conversation, FileRef, Message, MessagePatch, NewMessage, Page, Scope
+
+__all__ = [
+    "AsyncRemoteConversations",
+    "AsyncRemoteMessages",
+    "AsyncRemoteNodes",
+    "AsyncRemoteRecall",
+]
+
+_NODE_HISTORY_OPTIONS = frozenset(
+    {"current_message_id", "parent_message_id", "max_tokens", "max_messages", "model"}
+)
+
+
+class AsyncRemoteConversations:
+    """``mem.conversations`` over HTTP."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self._s = session
+
+    async def create(
+        self,
+        scope: Scope,
+        *,
+        title: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        id: str | None = None,
+    ) -> Conversation:
+        if id is not None:
+            raise InvalidInput("the REST API makes conversation ids; leave id out", field="id")
+        h = await self._s.scoped(scope)
+        body = query_params(title=title, metadata=metadata)
+        return await self._s.call(
+            "POST", "/v1/conversations", decode.conversation(scope), headers=h, json=body
+        )
+
+    async def get(self, scope: Scope, conversation_id: str) -> Conversation:
+        h = await self._s.scoped(scope)
+        return await self._s.get(conversation_path(conversation_id), decode.conversation(scope), h)
+
+    async def list(
+        self, scope: Scope, *, limit: int | None = None, cursor: str | None = None
+    ) -> Page[Conversation]:
+        h = await self._s.scoped(scope)
+        params = query_params(limit=limit, cursor=cursor)
+        return await self._s.get(
+            "/v1/conversations", decode.page(decode.conversation(scope)), h, params
+        )
+
+    async def update(
+        self,
+        scope: Scope,
+        conversation_id: str,
+        *,
+        title: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        active_leaf_id: str | None = None,
+    ) -> Conversation:
+        """Change the title, metadata and/or active leaf (None leaves a field as is)."""
+        h = await self._s.scoped(scope)
+        body = query_params(title=title, metadata=metadata, active_leaf_id=active_leaf_id)
+        return await self._s.call(
+            "PATCH",
+            conversation_path(conversation_id),
+            decode.conversation(scope),
+            headers=h,
+            json=body,
+        )
+
+    async def set_active_leaf(
+        self, scope: Scope, conversation_id: str, message_id: str
+    ) -> Conversation:
+        return await self.update(scope, conversation_id, active_leaf_id=message_id)
+
+    async def delete(self, scope: Scope, conversation_id: str) -> None:
+        h = await self._s.scoped(scope)
+        await self._s.send("DELETE", conversation_path(conversation_id), headers=h)
+
+
+class AsyncRemoteMessages:
+    """``mem.messages`` over HTTP."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self._s = session
+
+    async def append(
+        self,
+        scope: Scope,
+        conversation_id: str,
+        message: NewMessage | Mapping[str, Any] | None = None,
+        /,
+        **fields: Any,
+    ) -> Message:
+        """Append a message; without an ``id`` one is made here, so a retry is idempotent."""
+        stored, _ = await self.put(scope, conversation_id, message, **fields)
+        return stored
+
+    async def put(
+        self,
+        scope: Scope,
+        conversation_id: str,
+        message: NewMessage | Mapping[str, Any] | None = None,
+        /,
+        **fields: Any,
+    ) -> tuple[Message, bool]:
+        """Like :meth:`append`, also telling whether the server created it (False: a replay)."""
+        body = message_json(build(NewMessage, message, fields))
+        h = await self._s.scoped(scope)
+        path = f"{conversation_path(conversation_id)}/messages"
+        # The body carries its id: sending it again after a dropped answer stores nothing new.
+        response = await self._s.send("POST", path, headers=h, json=body, idempotent=True)
+        return decode.parse(decode.message, response.json()), response.status_code == 201
+
+    async def complete(
+        self,
+        scope: Scope,
+        conversation_id: str,
+        message_id: str,
+        patch: MessagePatch | Mapping[str, Any] | None = None,
+        /,
+        **fields: Any,
+    ) -> Message:
+        """Complete a pending assistant message with its final content."""
+        body = build(MessagePatch, patch, fields).model_dump(mode="json", exclude_none=True)
+        h = await self._s.scoped(scope)
+        path = f"{conversation_path(conversation_id)}/messages/{segment(message_id)}"
+        return await self._s.call("PATCH", path, decode.message, headers=h, json=body)
+
+    async def get(self, scope: Scope, conversation_id: str, message_id: str) -> Message:
+        h = await self._s.scoped(scope)
+        path = f"{conversation_path(conversation_id)}/messages/{segment(message_id)}"
+        return await self._s.get(path, decode.message, h)
+
+    async def delete(self, scope: Scope, conversation_id: str, message_id: str) -> None:
+        """Delete a message and the subtree under it (see the embedded facade)."""
+        h = await self._s.scoped(scope)
+        path = f"{conversation_path(conversation_id)}/messages/{segment(message_id)}"
+        await self._s.send("DELETE", path, headers=h)
+
+    async def leaves(
+        self,
+        scope: Scope,
+        conversation_id: str,
+        *,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Page[Message]:
+        h = await self._s.scoped(scope)
+        params = query_params(limit=limit, cursor=cursor)
+        path = f"{conversation_path(conversation_id)}/leaves"
+        return await self._s.get(path, decode.page(decode.message), h, params)
+
+    async def list(
+        self,
+        scope: Scope,
+        conversation_id: str,
+        *,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Page[Message]:
+        """Every message of the conversation, all branches, oldest first."""
+        h = await self._s.scoped(scope)
+        params = query_params(limit=limit, cursor=cursor)
+        path = f"{conversation_path(conversation_id)}/messages"
+        return await self._s.get(path, decode.page(decode.message), h, params)
+
+
+class AsyncRemoteRecall:
+    """``mem.recall`` over HTTP (search only)."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self._s = session
+
+    async def search(
+        self,
+        scope: Scope,
+        query: str,
+        k: int = 10,
+        *,
+        conversation_id: str | None = None,
+        leaf_id: str | None = None,
+        message_range: int = 0,
+        exclude_ids: Iterable[str] = (),
+        include_other_branches: bool = False,
+    ) -> list[RecallHit]:
+        """The ``k`` messages of ``scope`` most relevant to ``query``, best first."""
+        if isinstance(exclude_ids, str) or any(True for _ in exclude_ids):
+            raise InvalidInput("exclude_ids is not offered by the REST API", field="exclude_ids")
+        h = await self._s.scoped(scope)
+        body = query_params(
+            query=query,
+            k=k,
+            conversation_id=conversation_id,
+            leaf_id=leaf_id,
+            message_range=message_range,
+            include_other_branches=include_other_branches or None,
+        )
+        # A search changes nothing: safe to send again.
+        return await self._s.call(
+            "POST",
+            "/v1/recall/search",
+            lambda d: [decode.recall_hit(x) for x in d["hits"]],
+            headers=h,
+            json=body,
+            idempotent=True,
+        )
+
+
+class AsyncRemoteNodes:
+    """``mem.nodes`` over HTTP: each turn is durable when ``add_turn`` returns."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self._s = session
+
+    @staticmethod
+    def _path(app_id: str, conversation_id: str, node_id: str) -> str:
+        return (
+            f"/v1/apps/{segment(app_id)}/conversations/{segment(conversation_id)}"
+            f"/nodes/{segment(node_id)}"
+        )
+
+    async def add_turn(
+        self, scope: Scope, app_id: str, conversation_id: str, node_id: str, **turn: Any
+    ) -> Turn:
+        body = dict(turn)
+        for key in ("user_files", "assistant_files"):
+            files: Sequence[FileRef | dict[str, Any]] | None = body.get(key)
+            if files is not None:
+                body[key] = [file_json(f) for f in files]
+        h = await self._s.scoped(scope)
+        path = f"{self._path(app_id, conversation_id, node_id)}/turns"
+        return await self._s.call("POST", path, decode.turn, headers=h, json=body)
+
+    async def history(
+        self, scope: Scope, app_id: str, conversation_id: str, node_id: str, **options: Any
+    ) -> RemoteNodeHistory:
+        """Options: ``current_message_id``, ``parent_message_id`` (an id), ``max_tokens``
+        (None: no limit), ``max_messages``, ``model``."""
+        unknown = sorted(set(options) - _NODE_HISTORY_OPTIONS)
+        if unknown:
+            raise InvalidInput(
+                f"not offered by the REST API: {', '.join(unknown)}", field=unknown[0]
+            )
+        if "parent_message_id" in options and options["parent_message_id"] is None:
+            raise InvalidInput(
+                "parent_message_id=None cannot be sent over HTTP", field="parent_message_id"
+            )
+        if "max_tokens" in options and options["max_tokens"] is None:
+            options["max_tokens"] = NO_TOKEN_LIMIT
+        if "max_messages" in options and options["max_messages"] is None:
+            options["max_messages"] = NO_MESSAGE_CAP_PARAM
+        h = await self._s.scoped(scope)
+        path = f"{self._path(app_id, conversation_id, node_id)}/history"
+        return await self._s.get(path, decode.node_history, h, query_params(**options))
+
+    async def delete(self, scope: Scope, app_id: str, conversation_id: str, node_id: str) -> None:
+        h = await self._s.scoped(scope)
+        await self._s.send("DELETE", self._path(app_id, conversation_id, node_id), headers=h)

@@ -1,0 +1,73 @@
+"""Wire models of context assembly and compaction.
+
+Their routes publish no response schema; these models are the shapes all the same.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from memstrata.context import Context, ContextReport, Summary, TierReport
+from memstrata.context.kit import CompactionResult
+from memstrata.wire._codec import Attr, OmitNone, Wire
+
+__all__ = ["CompactionOut", "ContextOut", "ContextReportOut", "SummaryOut", "TierReportOut"]
+
+
+class TierReportOut(Wire):
+    __domain__ = TierReport
+
+    asked: int
+    granted: int
+    items: int
+    reason: Annotated[str | None, OmitNone] = None
+
+
+class ContextReportOut(Wire):
+    __domain__ = ContextReport
+
+    budget: int
+    total: int
+    encoding: str
+    leaf_id: str | None
+    tiers: dict[str, TierReportOut]
+    dropped: list[dict[str, Any]]
+    over_budget: bool
+    newest_turn_over_budget: bool
+    summary_id: str | None
+    covered_up_to: str | None
+    compaction_due: bool
+    hash: str
+
+
+class ContextOut(Wire):
+    __domain__ = Context
+
+    messages: list[dict[str, Any]]
+    report: ContextReportOut
+
+
+class SummaryOut(Wire):
+    __domain__ = Summary
+
+    id: str
+    conversation_id: str
+    up_to_message_id: Annotated[str, Attr("up_to_id")]
+    up_to_depth: int
+    version: int
+    previous_id: str | None
+    content: str
+    method: str
+    created_at: datetime
+
+
+class CompactionOut(Wire):
+    """The remote client reads the summary back as the JSON object it was sent as: the
+    wire lacks what a :class:`Summary` holds (its branch token count)."""
+
+    __domain__ = CompactionResult
+
+    outcome: str
+    reason: str | None
+    summary: SummaryOut | None
