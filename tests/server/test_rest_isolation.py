@@ -124,26 +124,34 @@ async def _guess(client, p: Planted, other: Planted, problem) -> None:
                     json={"role": "user", "content": "x", "parent_id": mid},
                     headers=h,
                 ),
-                # Replaying another scope's message id must not reveal or touch it.
-                await client.post(
-                    f"/v1/conversations/{own}/messages",
-                    json={"id": mid, "role": "user", "content": "x"},
-                    headers=h,
-                ),
             ]
     for r in answers:
         p.bodies.append(r.text)
-        if r.status_code == 409:
-            # Message ids are global: replaying another scope's id collides; the refusal
-            # names no owner and shows no content.
-            assert r.request.method == "POST"
-            problem(r, 409, "conflict")
-        else:
-            problem(r, 404, "not_found")
+        problem(r, 404, "not_found")
     # The failed writes changed nothing of one's own.
     conv = (await client.get(f"/v1/conversations/{own}", headers=h)).json()
     assert conv["active_leaf_id"] == own_leaf
     assert conv["title"].startswith("title ")
+    # Replaying another scope's message id neither reveals nor touches it: ids are per
+    # conversation, so the id is simply unused here (finding 12 of issue 21).
+    for cid in other.conversations:
+        for mid in other.messages[cid]:
+            r = await client.post(
+                f"/v1/conversations/{own}/messages",
+                json={"id": mid, "role": "user", "content": "x", "parent_id": own_leaf},
+                headers=h,
+            )
+            p.bodies.append(r.text)
+            assert r.status_code == 201, r.text
+            assert (r.json()["id"], r.json()["conversation_id"]) == (mid, own)
+            theirs = await client.get(
+                f"/v1/conversations/{cid}/messages/{mid}", headers=other.headers
+            )
+            assert theirs.status_code == 200
+            assert theirs.json()["content"] != "x"
+            await client.delete(f"/v1/conversations/{own}/messages/{mid}", headers=h)
+    conv = (await client.get(f"/v1/conversations/{own}", headers=h)).json()
+    assert conv["active_leaf_id"] == own_leaf
 
 
 async def test_no_scope_sees_another_scopes_data(client, admin_mem, auth, problem):

@@ -47,13 +47,11 @@ class CompactionResult:
     reason: str | None
     summary: object | None  # memstrata.context.summaries.Summary, or None
 
-    def to_dict(self) -> dict[str, object]:
-        to_dict = getattr(self.summary, "to_dict", None)
-        return {
-            "outcome": self.outcome,
-            "reason": self.reason,
-            "summary": None if to_dict is None else to_dict(),
-        }
+    def to_dict(self) -> dict[str, Any]:
+        # Imported here: the wire model is built on this module's types.
+        from memstrata.wire.context import CompactionOut
+
+        return CompactionOut.encode(self)
 
 
 class ContextKit:

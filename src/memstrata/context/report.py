@@ -19,10 +19,10 @@ class TierReport:
     reason: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"asked": self.asked, "granted": self.granted, "items": self.items}
-        if self.reason is not None:
-            out["reason"] = self.reason
-        return out
+        # Imported here: the wire model is built on this module's types.
+        from memstrata.wire.context import TierReportOut
+
+        return TierReportOut.encode(self)
 
 
 @dataclass(slots=True)
@@ -48,20 +48,10 @@ class ContextReport:
     hash: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "budget": self.budget,
-            "total": self.total,
-            "encoding": self.encoding,
-            "leaf_id": self.leaf_id,
-            "tiers": {k: v.to_dict() for k, v in self.tiers.items()},
-            "dropped": self.dropped,
-            "over_budget": self.over_budget,
-            "newest_turn_over_budget": self.newest_turn_over_budget,
-            "summary_id": self.summary_id,
-            "covered_up_to": self.covered_up_to,
-            "compaction_due": self.compaction_due,
-            "hash": self.hash,
-        }
+        # Imported here: the wire model is built on this module's types.
+        from memstrata.wire.context import ContextReportOut
+
+        return ContextReportOut.encode(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,4 +64,7 @@ class Context:
     system: list[Message] = field(default_factory=list)  # the branch's leading system run
 
     def to_dict(self) -> dict[str, Any]:
-        return {"messages": self.messages, "report": self.report.to_dict()}
+        # Imported here: the wire model is built on this module's types.
+        from memstrata.wire.context import ContextOut
+
+        return ContextOut.encode(self)

@@ -44,17 +44,10 @@ class Summary:
     created_at: Any
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "conversation_id": self.conversation_id,
-            "up_to_message_id": self.up_to_id,
-            "up_to_depth": self.up_to_depth,
-            "version": self.version,
-            "previous_id": self.previous_id,
-            "content": self.content,
-            "method": self.method,
-            "created_at": self.created_at.isoformat(),
-        }
+        # Imported here: the wire model is built on this module's types.
+        from memstrata.wire.context import SummaryOut
+
+        return SummaryOut.encode(self)
 
 
 SUMMARY_COLUMNS = (

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memstrata.errors import InvalidInput
-from memstrata.types import Message, Role, Status, dump_files, dump_tool_calls
+from memstrata.types import Message, Role, Status
 
 __all__ = ["NO_MESSAGE_CAP", "History", "HistoryPlanner", "check_limits"]
 
@@ -69,23 +69,10 @@ class History:
         return to_text(self.messages, human_prefix=human_prefix, ai_prefix=ai_prefix)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "leaf_id": self.leaf_id,
-            "messages": [
-                {
-                    "id": m.id,
-                    "role": m.role.value,
-                    "content": m.content,
-                    "files": dump_files(m.files),
-                    "tool_calls": dump_tool_calls(m.tool_calls),
-                    "tool_call_id": m.tool_call_id,
-                }
-                for m in self.messages
-            ],
-            "tokens": self.tokens,
-            "truncated": self.truncated,
-            "over_budget": self.over_budget,
-        }
+        # Imported here: the wire model is built on this module's types.
+        from memstrata.wire.conversations import HistoryOut
+
+        return HistoryOut.encode(self)
 
 
 class HistoryPlanner:

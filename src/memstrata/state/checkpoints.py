@@ -49,16 +49,10 @@ class Checkpoint:
         return f"{self.name}:{self.run_id}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "key": self.key,
-            "name": self.name,
-            "run_id": self.run_id,
-            "conversation_id": self.conversation_id,
-            "state": self.state,
-            "expires_at": None if self.expires_at is None else self.expires_at.isoformat(),
-            "created_at": self.created_at.isoformat(),
-            "updated_at": self.updated_at.isoformat(),
-        }
+        # Imported here: the wire model is built on this module's types.
+        from memstrata.wire.state import CheckpointOut
+
+        return CheckpointOut.encode(self)
 
 
 _CP_KEY = "tenant_id = ? AND user_id = ? AND agent_id = ? AND name = ? AND run_id = ?"
@@ -152,13 +146,10 @@ class RunSnapshot:
     updated_at: datetime
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "conversation_id": self.conversation_id,
-            "run_id": self.run_id,
-            "data": self.data,
-            "created_at": self.created_at.isoformat(),
-            "updated_at": self.updated_at.isoformat(),
-        }
+        # Imported here: the wire model is built on this module's types.
+        from memstrata.wire.state import SnapshotOut
+
+        return SnapshotOut.encode(self)
 
 
 def get_snapshot(scope: Scope, conversation_id: str, run_id: str) -> Op[RunSnapshot]:

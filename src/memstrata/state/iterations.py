@@ -33,16 +33,10 @@ class Iteration:
     created_at: datetime
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "seq": self.seq,
-            "conversation_id": self.conversation_id,
-            "task": self.task,
-            "attempt": self.attempt,
-            "outcome": self.outcome,
-            "error": self.error,
-            "detail": self.detail,
-            "created_at": self.created_at.isoformat(),
-        }
+        # Imported here: the wire model is built on this module's types.
+        from memstrata.wire.state import IterationOut
+
+        return IterationOut.encode(self)
 
 
 _IT_COLUMNS = "seq, conversation_id, task, attempt, outcome, error, detail, created_at"

@@ -27,12 +27,10 @@ class PlanDoc:
     updated_at: datetime
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "conversation_id": self.conversation_id,
-            "document": self.document,
-            "version": self.version,
-            "updated_at": self.updated_at.isoformat(),
-        }
+        # Imported here: the wire model is built on this module's types.
+        from memstrata.wire.state import PlanOut
+
+        return PlanOut.encode(self)
 
 
 def _plan_row(conversation_id: str) -> Op[PlanDoc | None]:

@@ -55,16 +55,10 @@ class WorkingMemory:
         return json.dumps(self.content, ensure_ascii=False, indent=2, sort_keys=True)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "scope": "user" if self.conversation_id is None else "conversation",
-            "conversation_id": self.conversation_id,
-            "format": self.format,
-            "content": self.content,
-            "json_schema": self.json_schema,
-            "template": self.template,
-            "version": self.version,
-            "updated_at": self.updated_at.isoformat(),
-        }
+        # Imported here: the wire model is built on this module's types.
+        from memstrata.wire.state import WorkingMemoryOut
+
+        return WorkingMemoryOut.encode(self)
 
 
 WM_COLUMNS = "conversation_id, format, content, json_schema, template, version, updated_at"
