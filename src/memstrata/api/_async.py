@@ -11,6 +11,7 @@ from datetime import datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, overload
 
+from memstrata.api._async_base import AsyncSubAPI
 from memstrata.api._async_context import AsyncCompaction
 from memstrata.api._async_graph import AsyncGraphs
 from memstrata.api._async_longterm import AsyncFacts, AsyncLongTerm
@@ -40,7 +41,6 @@ from memstrata.jobs.ops import Job
 from memstrata.jobs.presence import Presence
 from memstrata.jobs.worker import Handler
 from memstrata.storage import sql, tenancy
-from memstrata.storage.plan import read, write
 from memstrata.storage.records import to_micros
 from memstrata.storage.tenancy import ApiKey, Principal
 from memstrata.types import Conversation, Message, MessagePatch, NewMessage, Page, Scope
@@ -58,11 +58,8 @@ __all__ = [
 ]
 
 
-class AsyncConversations:
+class AsyncConversations(AsyncSubAPI):
     """Create, list, update and delete conversations (message trees)."""
-
-    def __init__(self, core: Core) -> None:
-        self._core = core
 
     async def create(
         self,
@@ -73,25 +70,24 @@ class AsyncConversations:
         id: str | None = None,
     ) -> Conversation:
         rt = self._core.rt
-        return await self._core.engine.arun(
-            write(
-                lambda: ops.create_conversation(
-                    rt, _scope(scope), title=title, metadata=metadata, conversation_id=id
-                )
-            )
+        return await self._write(
+            ops.create_conversation,
+            rt,
+            _scope(scope),
+            title=title,
+            metadata=metadata,
+            conversation_id=id,
         )
 
     async def get(self, scope: Scope, conversation_id: str) -> Conversation:
-        return await self._core.engine.arun(
-            read(lambda: ops.get_conversation(_scope(scope), conversation_id))
-        )
+        return await self._read(ops.get_conversation, _scope(scope), conversation_id)
 
     async def list(
         self, scope: Scope, *, limit: int | None = None, cursor: str | None = None
     ) -> Page[Conversation]:
         rt = self._core.rt
-        return await self._core.engine.arun(
-            read(lambda: ops.list_conversations(rt, _scope(scope), limit=limit, cursor=cursor))
+        return await self._read(
+            ops.list_conversations, rt, _scope(scope), limit=limit, cursor=cursor
         )
 
     async def update(
@@ -105,17 +101,14 @@ class AsyncConversations:
     ) -> Conversation:
         """Change the title, metadata and/or active leaf (one transaction; None leaves a field as is)."""
         rt = self._core.rt
-        return await self._core.engine.arun(
-            write(
-                lambda: ops.update_conversation(
-                    rt,
-                    _scope(scope),
-                    conversation_id,
-                    title=title,
-                    metadata=metadata,
-                    active_leaf_id=active_leaf_id,
-                )
-            )
+        return await self._write(
+            ops.update_conversation,
+            rt,
+            _scope(scope),
+            conversation_id,
+            title=title,
+            metadata=metadata,
+            active_leaf_id=active_leaf_id,
         )
 
     async def set_active_leaf(
@@ -126,16 +119,11 @@ class AsyncConversations:
 
     async def delete(self, scope: Scope, conversation_id: str) -> None:
         rt = self._core.rt
-        await self._core.engine.arun(
-            write(lambda: ops.delete_conversation(rt, _scope(scope), conversation_id))
-        )
+        await self._write(ops.delete_conversation, rt, _scope(scope), conversation_id)
 
 
-class AsyncMessages:
+class AsyncMessages(AsyncSubAPI):
     """Append, complete, read and walk messages of a conversation."""
-
-    def __init__(self, core: Core) -> None:
-        self._core = core
 
     async def append(
         self,
@@ -164,9 +152,7 @@ class AsyncMessages:
         """Like :meth:`append`, also telling whether it was created (False: a replay of the same id)."""
         new = build(NewMessage, message, fields)
         rt = self._core.rt
-        return await self._core.engine.arun(
-            write(lambda: ops.append_message(rt, _scope(scope), conversation_id, new))
-        )
+        return await self._write(ops.append_message, rt, _scope(scope), conversation_id, new)
 
     async def complete(
         self,
@@ -180,14 +166,12 @@ class AsyncMessages:
         """Complete a pending assistant message with its final content."""
         p = build(MessagePatch, patch, fields)
         rt = self._core.rt
-        return await self._core.engine.arun(
-            write(lambda: ops.patch_message(rt, _scope(scope), conversation_id, message_id, p))
+        return await self._write(
+            ops.patch_message, rt, _scope(scope), conversation_id, message_id, p
         )
 
     async def get(self, scope: Scope, conversation_id: str, message_id: str) -> Message:
-        return await self._core.engine.arun(
-            read(lambda: ops.get_message(_scope(scope), conversation_id, message_id))
-        )
+        return await self._read(ops.get_message, _scope(scope), conversation_id, message_id)
 
     async def delete(self, scope: Scope, conversation_id: str, message_id: str) -> None:
         """Delete a message and the subtree under it (n8n's ``deleteMessages``, on a tree).
@@ -195,9 +179,7 @@ class AsyncMessages:
         it was in the subtree; summaries covering the messages are invalidated; recall
         and facts' provenance forget them. NotFound in another conversation or scope."""
         rt = self._core.rt
-        await self._core.engine.arun(
-            write(lambda: ops.delete_message(rt, _scope(scope), conversation_id, message_id))
-        )
+        await self._write(ops.delete_message, rt, _scope(scope), conversation_id, message_id)
 
     async def leaves(
         self,
@@ -208,21 +190,15 @@ class AsyncMessages:
         cursor: str | None = None,
     ) -> Page[Message]:
         rt = self._core.rt
-        return await self._core.engine.arun(
-            read(
-                lambda: ops.list_leaves(
-                    rt, _scope(scope), conversation_id, limit=limit, cursor=cursor
-                )
-            )
+        return await self._read(
+            ops.list_leaves, rt, _scope(scope), conversation_id, limit=limit, cursor=cursor
         )
 
     async def path(
         self, scope: Scope, conversation_id: str, leaf_id: str | None = None
     ) -> list[Message]:
         """The whole branch from the root to ``leaf_id`` (default: the active leaf), oldest first."""
-        return await self._core.engine.arun(
-            read(lambda: ops.path(_scope(scope), conversation_id, leaf_id))
-        )
+        return await self._read(ops.path, _scope(scope), conversation_id, leaf_id)
 
     async def list(
         self,
@@ -234,41 +210,29 @@ class AsyncMessages:
     ) -> Page[Message]:
         """Every message of the conversation, all branches, oldest first (parents before children)."""
         rt = self._core.rt
-        return await self._core.engine.arun(
-            read(
-                lambda: ops.list_messages(
-                    rt, _scope(scope), conversation_id, limit=limit, cursor=cursor
-                )
-            )
+        return await self._read(
+            ops.list_messages, rt, _scope(scope), conversation_id, limit=limit, cursor=cursor
         )
 
 
-class AsyncUsers:
+class AsyncUsers(AsyncSubAPI):
     """Users of a tenant (administration)."""
-
-    def __init__(self, core: Core) -> None:
-        self._core = core
 
     async def list(
         self, tenant: str, *, limit: int | None = None, cursor: str | None = None
     ) -> Page[tuple[str, datetime]]:
         rt = self._core.rt
-        return await self._core.engine.arun(
-            read(lambda: ops.list_users(rt, tenant, limit=limit, cursor=cursor))
-        )
+        return await self._read(ops.list_users, rt, tenant, limit=limit, cursor=cursor)
 
     async def delete(self, scope: Scope) -> int:
         """Delete ``scope.user`` of ``scope.tenant`` and everything it owns; returns the conversations removed."""
         rt = self._core.rt
         s = _scope(scope)
-        return await self._core.engine.arun(write(lambda: ops.delete_user(rt, s.tenant, s.user)))
+        return await self._write(ops.delete_user, rt, s.tenant, s.user)
 
 
-class AsyncKeys:
+class AsyncKeys(AsyncSubAPI):
     """API keys for the REST and MCP surfaces; only their hashes are stored."""
-
-    def __init__(self, core: Core) -> None:
-        self._core = core
 
     async def create(
         self,
@@ -286,21 +250,19 @@ class AsyncKeys:
         Scope(tenant, user or "admin")  # validates the names
         now = self._core.rt.clock()
         until = None if expires_at is None else to_micros(expires_at)
-        return await self._core.engine.arun(
-            write(lambda: tenancy.create_key(tenant, user, admin, label, now, until))
-        )
+        return await self._write(tenancy.create_key, tenant, user, admin, label, now, until)
 
     async def list(self, tenant: str | None = None) -> list[ApiKey]:
-        return await self._core.engine.arun(read(lambda: tenancy.list_keys(tenant)))
+        return await self._read(tenancy.list_keys, tenant)
 
     async def revoke(self, key_id: str) -> None:
         now = self._core.rt.clock()
-        await self._core.engine.arun(write(lambda: tenancy.revoke_key(key_id, now)))
+        await self._write(tenancy.revoke_key, key_id, now)
 
     async def authenticate(self, secret: str) -> Principal | None:
         """The live (not revoked, not expired) key's principal, or None."""
         now = self._core.rt.clock()
-        return await self._core.engine.arun(read(lambda: tenancy.authenticate(secret, now)))
+        return await self._read(tenancy.authenticate, secret, now)
 
     async def rotate(
         self, key_id: str, *, expires_at: datetime | None = None
@@ -308,14 +270,11 @@ class AsyncKeys:
         """Replace a live key: the old secret stops working as the new one is made."""
         now = self._core.rt.clock()
         until = None if expires_at is None else to_micros(expires_at)
-        return await self._core.engine.arun(write(lambda: tenancy.rotate_key(key_id, now, until)))
+        return await self._write(tenancy.rotate_key, key_id, now, until)
 
 
-class AsyncJobs:
+class AsyncJobs(AsyncSubAPI):
     """The durable background queue shared by every feature (see :mod:`memstrata.jobs.ops`)."""
-
-    def __init__(self, core: Core) -> None:
-        self._core = core
 
     def register(self, kind: str, handler: Handler[Any], *, lease_s: float = 60.0) -> None:
         """Run ``handler(job, memory)`` for jobs of ``kind``; it must be idempotent."""
@@ -339,24 +298,21 @@ class AsyncJobs:
         rt = self._core.rt
         job_id, now = rt.make_id(), rt.clock()
         wait = max_wait_s if max_wait_s is not None else max(delay_s * 10, delay_s)
-        job = await self._core.engine.arun(
-            write(
-                lambda: jobs_ops.enqueue(
-                    job_id=job_id,
-                    kind=kind,
-                    key=key,
-                    tenant=s.tenant,
-                    user=s.user,
-                    agent=s.agent,
-                    conversation_id=conversation_id,
-                    payload=payload,
-                    flags=flags,
-                    delay_s=delay_s,
-                    max_wait_s=wait,
-                    max_attempts=max_attempts,
-                    now=now,
-                )
-            )
+        job = await self._write(
+            jobs_ops.enqueue,
+            job_id=job_id,
+            kind=kind,
+            key=key,
+            tenant=s.tenant,
+            user=s.user,
+            agent=s.agent,
+            conversation_id=conversation_id,
+            payload=payload,
+            flags=flags,
+            delay_s=delay_s,
+            max_wait_s=wait,
+            max_attempts=max_attempts,
+            now=now,
         )
         await self._core.ajob_queued()
         return job
@@ -366,7 +322,7 @@ class AsyncJobs:
         return self._core.jobs.blocked(kind)
 
     async def get(self, job_id: str, *, tenant: str | None = None, user: str | None = None) -> Job:
-        job = await self._core.engine.arun(read(lambda: jobs_ops.get_job(job_id)))
+        job = await self._read(jobs_ops.get_job, job_id)
         if (tenant is not None and job.tenant != tenant) or (user is not None and job.user != user):
             raise NotFound(f"job {job_id} not found", kind="job")
         return job
@@ -384,12 +340,13 @@ class AsyncJobs:
         st = jobs_ops.parse_status(status)
         n = ops.page_limit(self._core.rt, limit)
         before = sql.seq_cursor(cursor)
-        rows = await self._core.engine.arun(
-            read(
-                lambda: jobs_ops.list_jobs(
-                    tenant=tenant, user=user, status=st, before_created=before, limit=n + 1
-                )
-            )
+        rows = await self._read(
+            jobs_ops.list_jobs,
+            tenant=tenant,
+            user=user,
+            status=st,
+            before_created=before,
+            limit=n + 1,
         )
         items = [job for job, _ in rows[:n]]
         return Page(items, sql.encode_cursor(rows[n - 1][1]) if len(rows) > n else None)
@@ -397,21 +354,19 @@ class AsyncJobs:
     async def retry(self, job_id: str, *, tenant: str | None = None) -> Job:
         """Send a dead job back to the queue."""
         now = self._core.rt.clock()
-        job = await self._core.engine.arun(write(lambda: jobs_ops.retry(job_id, now, tenant)))
+        job = await self._write(jobs_ops.retry, job_id, now, tenant)
         await self._core.ajob_queued()
         return job
 
     async def stats(self) -> dict[str, Any]:
         now = self._core.rt.clock()
-        return await self._core.engine.arun(read(lambda: jobs_ops.queue_stats(now)))
+        return await self._read(jobs_ops.queue_stats, now)
 
     async def presence(self, *, tenant: str | None = None, user: str | None = None) -> Presence:
         """Due jobs (all, a tenant's or a user's) and whether any worker runs them:
         ``.warning`` is one line for people when jobs are due and no worker was seen lately."""
         now = self._core.rt.clock()
-        return await self._core.engine.arun(
-            read(lambda: presence_ops.presence(now, tenant=tenant, user=user))
-        )
+        return await self._read(presence_ops.presence, now, tenant=tenant, user=user)
 
     async def run_pending(
         self, kinds: Sequence[str] | None = None, max_jobs: int | None = None
@@ -420,11 +375,11 @@ class AsyncJobs:
         return await self._core.arun_pending(kinds, max_jobs)
 
 
-class AsyncMemory:
+class AsyncMemory(AsyncSubAPI):
     """One memory store. Open with :meth:`open`; close with :meth:`close` or ``async with``."""
 
     def __init__(self, core: Core) -> None:
-        self._core = core
+        super().__init__(core)
         self.conversations = AsyncConversations(core)
         self.messages = AsyncMessages(core)
         self.users = AsyncUsers(core)
@@ -525,19 +480,16 @@ class AsyncMemory:
         turn, so ``[*history, query]`` never holds the query twice (Dify's pattern).
         """
         rt = self._core.rt
-        return await self._core.engine.arun(
-            read(
-                lambda: ops.history(
-                    rt,
-                    _scope(scope),
-                    conversation_id,
-                    leaf_id=leaf_id,
-                    max_tokens=max_tokens,
-                    max_messages=max_messages,
-                    model=model,
-                    before=before,
-                )
-            )
+        return await self._read(
+            ops.history,
+            rt,
+            _scope(scope),
+            conversation_id,
+            leaf_id=leaf_id,
+            max_tokens=max_tokens,
+            max_messages=max_messages,
+            model=model,
+            before=before,
         )
 
     async def context(

@@ -11,8 +11,8 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
+from memstrata.api._async_base import AsyncSubAPI
 from memstrata.api._async_recall import AsyncRecall
-from memstrata.api.core import Core
 from memstrata.api.core import checked_scope as _scope
 from memstrata.context import ops
 from memstrata.context.kit import CompactionResult, ContextKit
@@ -20,17 +20,13 @@ from memstrata.context.ops import CompactionPlan, Context, Summary
 from memstrata.context.summarize import build_prompt, extractive_summary, summary_problem
 from memstrata.recall.service import EMBED_BATCH
 from memstrata.recall.tier import MAX_QUERY_CHARS
-from memstrata.storage.plan import read, write
 from memstrata.types import Scope
 
 __all__ = ["AsyncCompaction"]
 
 
-class AsyncCompaction:
+class AsyncCompaction(AsyncSubAPI):
     """Rolling summaries: run a compaction, read the summary of a branch, see the attempts."""
-
-    def __init__(self, core: Core) -> None:
-        self._core = core
 
     @property
     def kit(self) -> ContextKit:
@@ -52,22 +48,19 @@ class AsyncCompaction:
         s = _scope(scope)
         settings = self.kit.settings()
         query, qvec, space = await self._embed_query(s, conversation_id, leaf_id, query)
-        return await self._core.engine.arun(
-            read(
-                lambda: ops.assemble(
-                    rt,
-                    s,
-                    conversation_id,
-                    settings,
-                    leaf_id=leaf_id,
-                    budget=budget,
-                    query=query,
-                    model=model,
-                    query_vector=qvec,
-                    embedder=space,
-                    task=task,
-                )
-            )
+        return await self._read(
+            ops.assemble,
+            rt,
+            s,
+            conversation_id,
+            settings,
+            leaf_id=leaf_id,
+            budget=budget,
+            query=query,
+            model=model,
+            query_vector=qvec,
+            embedder=space,
+            task=task,
         )
 
     async def _embed_query(
@@ -83,9 +76,7 @@ class AsyncCompaction:
         if vectors is None or emb is None:
             return query, None, None
         if query is None:
-            query = await self._core.engine.arun(
-                read(lambda: ops.default_query(scope, conversation_id, leaf_id))
-            )
+            query = await self._read(ops.default_query, scope, conversation_id, leaf_id)
         if query is None or not query.strip():
             return query, None, None
         # Like a search, embed a little of what is waiting first; a bounded batch keeps
@@ -104,12 +95,8 @@ class AsyncCompaction:
         """
         s = _scope(scope)
         rt, kit = self._core.rt, self.kit
-        plan: CompactionPlan = await self._core.engine.arun(
-            read(
-                lambda: ops.prepare_compaction(
-                    rt, s, conversation_id, leaf_id=leaf_id, window=kit.window
-                )
-            )
+        plan: CompactionPlan = await self._read(
+            ops.prepare_compaction, rt, s, conversation_id, leaf_id=leaf_id, window=kit.window
         )
         if plan.skip is not None:
             return CompactionResult("skipped", plan.skip, plan.previous)
@@ -117,21 +104,21 @@ class AsyncCompaction:
             hook(s, conversation_id, plan.messages)
         for hook_op in kit.hook_ops:
             step = partial(hook_op, s, conversation_id, plan.messages)
-            await self._core.engine.arun(write(step))
+            await self._write(step)
         previous = None if plan.previous is None else plan.previous.content
         text, method, problem = await self._summarize(previous, plan)
         if problem is not None:
-            await self._core.engine.arun(
-                write(
-                    lambda: ops.record_compaction_failure(
-                        rt, s, conversation_id, plan.leaf_id, "failed", problem
-                    )
-                )
+            await self._write(
+                ops.record_compaction_failure,
+                rt,
+                s,
+                conversation_id,
+                plan.leaf_id,
+                "failed",
+                problem,
             )
             return CompactionResult("failed", problem, plan.previous)
-        summary = await self._core.engine.arun(
-            write(lambda: ops.finish_compaction(rt, s, plan, text, method))
-        )
+        summary = await self._write(ops.finish_compaction, rt, s, plan, text, method)
         return CompactionResult("compacted", None, summary)
 
     async def _summarize(
@@ -154,12 +141,8 @@ class AsyncCompaction:
         self, scope: Scope, conversation_id: str, *, leaf_id: str | None = None
     ) -> Summary:
         """The summary serving the branch of ``leaf_id`` (NotFound when none does)."""
-        return await self._core.engine.arun(
-            read(lambda: ops.get_summary(_scope(scope), conversation_id, leaf_id))
-        )
+        return await self._read(ops.get_summary, _scope(scope), conversation_id, leaf_id)
 
     async def log(self, scope: Scope, conversation_id: str) -> list[dict[str, Any]]:
         """Compaction attempts, newest first (failures carry their reason)."""
-        return await self._core.engine.arun(
-            read(lambda: ops.compaction_log(_scope(scope), conversation_id))
-        )
+        return await self._read(ops.compaction_log, _scope(scope), conversation_id)

@@ -15,7 +15,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from memstrata.api.core import Core
+from memstrata.api._async_base import AsyncSubAPI
 from memstrata.api.core import checked_scope as _scope
 from memstrata.errors import ConfigurationError, InvalidInput
 from memstrata.ids import parse_id
@@ -39,7 +39,6 @@ from memstrata.longterm.prompt import build_messages, repair_messages
 from memstrata.longterm.scrub import mentions_upload, scrub_uploads
 from memstrata.longterm.service import EXTRACT_JOB, LongTermKit, job_key
 from memstrata.runtime import Runtime
-from memstrata.storage.plan import read, write
 from memstrata.types import Page, Scope
 
 __all__ = ["AsyncFacts", "AsyncLongTerm"]
@@ -67,11 +66,8 @@ def _issuing(rt: Runtime, first_id: str) -> Runtime:
     return replace(rt, make_id=make_id)
 
 
-class AsyncFacts:
+class AsyncFacts(AsyncSubAPI):
     """A user's long-term facts: read, add, edit, delete, and the history of each."""
-
-    def __init__(self, core: Core) -> None:
-        self._core = core
 
     async def list(
         self,
@@ -85,12 +81,8 @@ class AsyncFacts:
         """Newest first. ``status``: ``active`` (default), ``superseded``, ``removed``,
         ``evicted`` or ``all``."""
         s, st, rt = _scope(scope), _status(status), self._core.rt
-        return await self._core.engine.arun(
-            read(
-                lambda: store.list_facts(
-                    rt, s, status=st, category=category, limit=limit, cursor=cursor
-                )
-            )
+        return await self._read(
+            store.list_facts, rt, s, status=st, category=category, limit=limit, cursor=cursor
         )
 
     async def add(
@@ -112,13 +104,11 @@ class AsyncFacts:
         data = store.check_fact_input(content, category, confidence, source_error)
         if id is not None:
             rt = _issuing(rt, parse_id(id, field="id"))
-        return await self._core.engine.arun(
-            write(lambda: store.add_fact(rt, s, data, FactOrigin.MANUAL))
-        )
+        return await self._write(store.add_fact, rt, s, data, FactOrigin.MANUAL)
 
     async def get(self, scope: Scope, fact_id: str) -> Fact:
         s = _scope(scope)
-        return await self._core.engine.arun(read(lambda: store.get_fact(s, fact_id)))
+        return await self._read(store.get_fact, s, fact_id)
 
     async def edit(self, scope: Scope, fact_id: str, **changes: Any) -> Fact:
         """Change ``content``, ``category``, ``confidence`` or ``source_error`` of an active
@@ -126,26 +116,21 @@ class AsyncFacts:
         s, rt = _scope(scope), self._core.rt
         if not changes:
             raise InvalidInput("nothing to change", field="content")
-        return await self._core.engine.arun(
-            write(lambda: store.edit_fact(rt, s, fact_id, dict(changes)))
-        )
+        return await self._write(store.edit_fact, rt, s, fact_id, dict(changes))
 
     async def delete(self, scope: Scope, fact_id: str) -> None:
         """Erase a fact and its history (superseded, manual or imported alike)."""
         s, rt = _scope(scope), self._core.rt
-        await self._core.engine.arun(write(lambda: store.delete_fact(rt, s, fact_id)))
+        await self._write(store.delete_fact, rt, s, fact_id)
 
     async def history(self, scope: Scope, fact_id: str) -> builtins.list[FactEvent]:
         """What happened to the fact and to the facts it replaced or was replaced by."""
         s = _scope(scope)
-        return await self._core.engine.arun(read(lambda: store.fact_history(s, fact_id)))
+        return await self._read(store.fact_history, s, fact_id)
 
 
-class AsyncLongTerm:
+class AsyncLongTerm(AsyncSubAPI):
     """Capture, extraction, the profile, and import/export of long-term memory."""
-
-    def __init__(self, core: Core) -> None:
-        self._core = core
 
     @property
     def kit(self) -> LongTermKit:
@@ -164,7 +149,7 @@ class AsyncLongTerm:
             leaf, signals = yield from ex.recent_signals(s, conversation_id, leaf_id)
             return (yield from kit.enqueue(s, conversation_id, leaf, signals))
 
-        job: Job = await self._core.engine.arun(write(op))
+        job: Job = await self._write(op)
         await self._core.ajob_queued()
         return job
 
@@ -196,17 +181,14 @@ class AsyncLongTerm:
         merged = dict(flags or {})
         if job_id is None:
             merged.update(await self._queued_flags(conversation_id))
-        prep = await self._core.engine.arun(
-            read(
-                lambda: ex.prepare(
-                    rt,
-                    s,
-                    conversation_id,
-                    leaf_id,
-                    merged,
-                    max_input_tokens=kit.max_input_tokens,
-                )
-            )
+        prep = await self._read(
+            ex.prepare,
+            rt,
+            s,
+            conversation_id,
+            leaf_id,
+            merged,
+            max_input_tokens=kit.max_input_tokens,
         )
         if wait_for_reply and prep.turns and all(t.role == "user" for t in prep.turns):
             return ex.ExtractionResult("waiting", {}, ("waiting for an assistant reply",), 0, 0, 0)
@@ -225,7 +207,7 @@ class AsyncLongTerm:
         except Exception as exc:  # logged; then the caller (or the job's retries) decides
             error = f"{type(exc).__name__}: {exc}"
             record = tally.record("failed", conversation_id, job_id, prep.signals, error=error)
-            await self._core.engine.arun(write(lambda: store.record_update(rt, s, record)))
+            await self._write(store.record_update, rt, s, record)
             raise
         update = self._redacted(update)
         near = await self._near_duplicates(prep, update)
@@ -277,26 +259,23 @@ class AsyncLongTerm:
         near: Mapping[int, str] | None = None,
     ) -> Any:
         rt, kit = self._core.rt, self.kit
-        return await self._core.engine.arun(
-            write(
-                lambda: ex.finish(
-                    rt,
-                    scope,
-                    prep,
-                    update,
-                    record,
-                    scrub=scrub_uploads,
-                    mentions_upload=mentions_upload,
-                    threshold=kit.threshold,
-                    max_facts=kit.max_facts,
-                    near_duplicates=near,
-                )
-            )
+        return await self._write(
+            ex.finish,
+            rt,
+            scope,
+            prep,
+            update,
+            record,
+            scrub=scrub_uploads,
+            mentions_upload=mentions_upload,
+            threshold=kit.threshold,
+            max_facts=kit.max_facts,
+            near_duplicates=near,
         )
 
     async def _queued_flags(self, conversation_id: str) -> dict[str, bool]:
         key = job_key(conversation_id)
-        job = await self._core.engine.arun(read(lambda: jobs_ops.queued_by_key(EXTRACT_JOB, key)))
+        job = await self._read(jobs_ops.queued_by_key, EXTRACT_JOB, key)
         return {} if job is None else dict(job.flags)
 
     async def _near_duplicates(self, prep: ex.Prepared, update: ProposedUpdate) -> dict[int, str]:
@@ -329,18 +308,18 @@ class AsyncLongTerm:
     async def profile(self, scope: Scope) -> list[ProfileSection]:
         """The six profile sections (an unwritten one has an empty summary)."""
         s = _scope(scope)
-        return await self._core.engine.arun(read(lambda: store.get_profile(s)))
+        return await self._read(store.get_profile, s)
 
     async def updates(self, scope: Scope, limit: int = 50) -> list[dict[str, Any]]:
         """The extraction log, newest first: outcome, token usage, counts, notes, and the
         raw model output of failed attempts."""
         s = _scope(scope)
-        return await self._core.engine.arun(read(lambda: store.list_updates(s, limit)))
+        return await self._read(store.list_updates, s, limit)
 
     async def status(self) -> dict[str, Any]:
         """Whether extraction can run here, and how many extraction jobs wait or died."""
         kinds = (EXTRACT_JOB,)
-        counts = await self._core.engine.arun(read(lambda: jobs_ops.counts_of(kinds)))
+        counts = await self._read(jobs_ops.counts_of, kinds)
         reason = self.kit.blocked()
         return {
             "extraction": "disabled" if reason else "enabled",
@@ -363,7 +342,7 @@ class AsyncLongTerm:
             facts, profile = yield from store.export_state(s)
             return facts, profile, (yield from store.last_change(s))
 
-        facts, profile, changed = await self._core.engine.arun(read(state))
+        facts, profile, changed = await self._read(state)
         return deerflow.to_deerflow(profile, facts, now=changed or datetime.now(UTC))
 
     async def import_memory(
@@ -387,7 +366,7 @@ class AsyncLongTerm:
             )
             for f in doc.facts
         ]
-        counts = await self._core.engine.arun(
-            write(lambda: store.import_memory(rt, s, doc.profile, facts, max_facts=kit.max_facts))
+        counts = await self._write(
+            store.import_memory, rt, s, doc.profile, facts, max_facts=kit.max_facts
         )
         return {**counts, "warnings": doc.warnings}

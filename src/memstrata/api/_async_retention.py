@@ -4,11 +4,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from functools import partial
 from typing import Any
 
+from memstrata.api._async_base import AsyncSubAPI
 from memstrata.api._async_nodes import AsyncNodes
-from memstrata.api.core import Core
 from memstrata.errors import InvalidInput
 from memstrata.jobs import ops as jobs_ops
 from memstrata.retention import (
@@ -23,7 +22,6 @@ from memstrata.retention import (
     purge,
     set_policy,
 )
-from memstrata.storage.plan import read, write
 from memstrata.types import Scope
 
 __all__ = ["RETENTION_JOB", "AsyncRetention"]
@@ -32,51 +30,43 @@ RETENTION_JOB = "memstrata.retention"
 _S = 1_000_000
 
 
-class AsyncRetention:
+class AsyncRetention(AsyncSubAPI):
     """Per-tenant retention policies, applied by ``apply`` (``memstrata gc --policies``) and
     by a periodic job while any policy exists."""
-
-    def __init__(self, core: Core) -> None:
-        self._core = core
 
     async def set(self, tenant: str, kind: str, max_age_s: float) -> Policy:
         """Keep ``kind`` of ``tenant`` (``"*"``: every tenant without its own) for ``max_age_s``."""
         if tenant != ALL_TENANTS:
             Scope(tenant, "x")  # validates the name
         rt = self._core.rt
-        policy = await self._core.engine.arun(
-            write(partial(set_policy, rt, tenant, kind, max_age_s))
-        )
+        policy = await self._write(set_policy, rt, tenant, kind, max_age_s)
         await self.schedule()
         return policy
 
     async def delete(self, tenant: str, kind: str) -> bool:
-        return await self._core.engine.arun(write(partial(delete_policy, tenant, kind)))
+        return await self._write(delete_policy, tenant, kind)
 
     async def policies(self) -> list[Policy]:
-        return await self._core.engine.arun(read(list_policies))
+        return await self._read(list_policies)
 
     async def schedule(self, delay_s: float = 0.0) -> None:
         """Queue the periodic retention job (one at a time, whoever asks)."""
         rt = self._core.rt
-        await self._core.engine.arun(
-            write(
-                lambda: jobs_ops.enqueue(
-                    job_id=rt.make_id(),
-                    kind=RETENTION_JOB,
-                    key=RETENTION_JOB,
-                    tenant=ALL_TENANTS,
-                    user=None,
-                    agent=None,
-                    conversation_id=None,
-                    payload=None,
-                    flags=None,
-                    delay_s=delay_s,
-                    max_wait_s=delay_s,
-                    max_attempts=3,
-                    now=rt.clock(),
-                )
-            )
+        await self._write(
+            jobs_ops.enqueue,
+            job_id=rt.make_id(),
+            kind=RETENTION_JOB,
+            key=RETENTION_JOB,
+            tenant=ALL_TENANTS,
+            user=None,
+            agent=None,
+            conversation_id=None,
+            payload=None,
+            flags=None,
+            delay_s=delay_s,
+            max_wait_s=delay_s,
+            max_attempts=3,
+            now=rt.clock(),
         )
         await self._core.ajob_queued()
 
@@ -142,20 +132,18 @@ class AsyncRetention:
         rt = self._core.rt
         cutoff = rt.clock() - int(max_age_s * _S)
         if dry_run:
-            return await self._core.engine.arun(read(partial(count, kind, cutoff, tenant, exclude)))
+            return await self._read(count, kind, cutoff, tenant, exclude)
         done = 0
         while True:
-            keys = await self._core.engine.arun(
-                read(partial(candidates, kind, cutoff, tenant, exclude))
-            )
+            keys = await self._read(candidates, kind, cutoff, tenant, exclude)
             if not keys:
                 return done
-            done += await self._core.engine.arun(write(partial(purge, rt, kind, keys)))
+            done += await self._write(purge, rt, kind, keys)
             if progress is not None:
                 progress(kind, done)
 
     async def _nodes_except(self, max_age_s: float, exclude: list[str], dry_run: bool) -> int:
-        rows = await self._core.engine.arun(read(_node_tenants))
+        rows = await self._read(_node_tenants)
         total = 0
         for t in rows:
             if t not in exclude:

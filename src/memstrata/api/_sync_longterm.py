@@ -9,7 +9,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from memstrata.api.core import Core
+from memstrata.api._sync_base import SubAPI
 from memstrata.api.core import checked_scope as _scope
 from memstrata.errors import ConfigurationError, InvalidInput
 from memstrata.ids import parse_id
@@ -33,7 +33,6 @@ from memstrata.longterm.prompt import build_messages, repair_messages
 from memstrata.longterm.scrub import mentions_upload, scrub_uploads
 from memstrata.longterm.service import EXTRACT_JOB, LongTermKit, job_key
 from memstrata.runtime import Runtime
-from memstrata.storage.plan import read, write
 from memstrata.types import Page, Scope
 
 __all__ = ["Facts", "LongTerm"]
@@ -61,11 +60,8 @@ def _issuing(rt: Runtime, first_id: str) -> Runtime:
     return replace(rt, make_id=make_id)
 
 
-class Facts:
+class Facts(SubAPI):
     """A user's long-term facts: read, add, edit, delete, and the history of each."""
-
-    def __init__(self, core: Core) -> None:
-        self._core = core
 
     def list(
         self,
@@ -79,12 +75,8 @@ class Facts:
         """Newest first. ``status``: ``active`` (default), ``superseded``, ``removed``,
         ``evicted`` or ``all``."""
         s, st, rt = _scope(scope), _status(status), self._core.rt
-        return self._core.engine.run(
-            read(
-                lambda: store.list_facts(
-                    rt, s, status=st, category=category, limit=limit, cursor=cursor
-                )
-            )
+        return self._read(
+            store.list_facts, rt, s, status=st, category=category, limit=limit, cursor=cursor
         )
 
     def add(
@@ -106,13 +98,11 @@ class Facts:
         data = store.check_fact_input(content, category, confidence, source_error)
         if id is not None:
             rt = _issuing(rt, parse_id(id, field="id"))
-        return self._core.engine.run(
-            write(lambda: store.add_fact(rt, s, data, FactOrigin.MANUAL))
-        )
+        return self._write(store.add_fact, rt, s, data, FactOrigin.MANUAL)
 
     def get(self, scope: Scope, fact_id: str) -> Fact:
         s = _scope(scope)
-        return self._core.engine.run(read(lambda: store.get_fact(s, fact_id)))
+        return self._read(store.get_fact, s, fact_id)
 
     def edit(self, scope: Scope, fact_id: str, **changes: Any) -> Fact:
         """Change ``content``, ``category``, ``confidence`` or ``source_error`` of an active
@@ -120,26 +110,21 @@ class Facts:
         s, rt = _scope(scope), self._core.rt
         if not changes:
             raise InvalidInput("nothing to change", field="content")
-        return self._core.engine.run(
-            write(lambda: store.edit_fact(rt, s, fact_id, dict(changes)))
-        )
+        return self._write(store.edit_fact, rt, s, fact_id, dict(changes))
 
     def delete(self, scope: Scope, fact_id: str) -> None:
         """Erase a fact and its history (superseded, manual or imported alike)."""
         s, rt = _scope(scope), self._core.rt
-        self._core.engine.run(write(lambda: store.delete_fact(rt, s, fact_id)))
+        self._write(store.delete_fact, rt, s, fact_id)
 
     def history(self, scope: Scope, fact_id: str) -> builtins.list[FactEvent]:
         """What happened to the fact and to the facts it replaced or was replaced by."""
         s = _scope(scope)
-        return self._core.engine.run(read(lambda: store.fact_history(s, fact_id)))
+        return self._read(store.fact_history, s, fact_id)
 
 
-class LongTerm:
+class LongTerm(SubAPI):
     """Capture, extraction, the profile, and import/export of long-term memory."""
-
-    def __init__(self, core: Core) -> None:
-        self._core = core
 
     @property
     def kit(self) -> LongTermKit:
@@ -158,7 +143,7 @@ class LongTerm:
             leaf, signals = yield from ex.recent_signals(s, conversation_id, leaf_id)
             return (yield from kit.enqueue(s, conversation_id, leaf, signals))
 
-        job: Job = self._core.engine.run(write(op))
+        job: Job = self._write(op)
         self._core.job_queued()
         return job
 
@@ -190,17 +175,14 @@ class LongTerm:
         merged = dict(flags or {})
         if job_id is None:
             merged.update(self._queued_flags(conversation_id))
-        prep = self._core.engine.run(
-            read(
-                lambda: ex.prepare(
-                    rt,
-                    s,
-                    conversation_id,
-                    leaf_id,
-                    merged,
-                    max_input_tokens=kit.max_input_tokens,
-                )
-            )
+        prep = self._read(
+            ex.prepare,
+            rt,
+            s,
+            conversation_id,
+            leaf_id,
+            merged,
+            max_input_tokens=kit.max_input_tokens,
         )
         if wait_for_reply and prep.turns and all(t.role == "user" for t in prep.turns):
             return ex.ExtractionResult("waiting", {}, ("waiting for an assistant reply",), 0, 0, 0)
@@ -219,7 +201,7 @@ class LongTerm:
         except Exception as exc:  # logged; then the caller (or the job's retries) decides
             error = f"{type(exc).__name__}: {exc}"
             record = tally.record("failed", conversation_id, job_id, prep.signals, error=error)
-            self._core.engine.run(write(lambda: store.record_update(rt, s, record)))
+            self._write(store.record_update, rt, s, record)
             raise
         update = self._redacted(update)
         near = self._near_duplicates(prep, update)
@@ -271,26 +253,23 @@ class LongTerm:
         near: Mapping[int, str] | None = None,
     ) -> Any:
         rt, kit = self._core.rt, self.kit
-        return self._core.engine.run(
-            write(
-                lambda: ex.finish(
-                    rt,
-                    scope,
-                    prep,
-                    update,
-                    record,
-                    scrub=scrub_uploads,
-                    mentions_upload=mentions_upload,
-                    threshold=kit.threshold,
-                    max_facts=kit.max_facts,
-                    near_duplicates=near,
-                )
-            )
+        return self._write(
+            ex.finish,
+            rt,
+            scope,
+            prep,
+            update,
+            record,
+            scrub=scrub_uploads,
+            mentions_upload=mentions_upload,
+            threshold=kit.threshold,
+            max_facts=kit.max_facts,
+            near_duplicates=near,
         )
 
     def _queued_flags(self, conversation_id: str) -> dict[str, bool]:
         key = job_key(conversation_id)
-        job = self._core.engine.run(read(lambda: jobs_ops.queued_by_key(EXTRACT_JOB, key)))
+        job = self._read(jobs_ops.queued_by_key, EXTRACT_JOB, key)
         return {} if job is None else dict(job.flags)
 
     def _near_duplicates(self, prep: ex.Prepared, update: ProposedUpdate) -> dict[int, str]:
@@ -323,18 +302,18 @@ class LongTerm:
     def profile(self, scope: Scope) -> list[ProfileSection]:
         """The six profile sections (an unwritten one has an empty summary)."""
         s = _scope(scope)
-        return self._core.engine.run(read(lambda: store.get_profile(s)))
+        return self._read(store.get_profile, s)
 
     def updates(self, scope: Scope, limit: int = 50) -> list[dict[str, Any]]:
         """The extraction log, newest first: outcome, token usage, counts, notes, and the
         raw model output of failed attempts."""
         s = _scope(scope)
-        return self._core.engine.run(read(lambda: store.list_updates(s, limit)))
+        return self._read(store.list_updates, s, limit)
 
     def status(self) -> dict[str, Any]:
         """Whether extraction can run here, and how many extraction jobs wait or died."""
         kinds = (EXTRACT_JOB,)
-        counts = self._core.engine.run(read(lambda: jobs_ops.counts_of(kinds)))
+        counts = self._read(jobs_ops.counts_of, kinds)
         reason = self.kit.blocked()
         return {
             "extraction": "disabled" if reason else "enabled",
@@ -357,7 +336,7 @@ class LongTerm:
             facts, profile = yield from store.export_state(s)
             return facts, profile, (yield from store.last_change(s))
 
-        facts, profile, changed = self._core.engine.run(read(state))
+        facts, profile, changed = self._read(state)
         return deerflow.to_deerflow(profile, facts, now=changed or datetime.now(UTC))
 
     def import_memory(
@@ -381,7 +360,7 @@ class LongTerm:
             )
             for f in doc.facts
         ]
-        counts = self._core.engine.run(
-            write(lambda: store.import_memory(rt, s, doc.profile, facts, max_facts=kit.max_facts))
+        counts = self._write(
+            store.import_memory, rt, s, doc.profile, facts, max_facts=kit.max_facts
         )
         return {**counts, "warnings": doc.warnings}

@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
+from memstrata.api._sync_base import SubAPI
 from memstrata.api.core import Core
 from memstrata.api.core import checked_scope as _scope
 from memstrata.conversation.history import HistoryPlanner, check_limits
@@ -18,7 +19,6 @@ from memstrata.nodes.layout import NodeKey, Turn, check_id
 from memstrata.nodes.ops import GcReport
 from memstrata.nodes.service import COMPACT_AFTER, blobs_for
 from memstrata.nodes.thread import SEEK, FileResolver, NodeHistory, ThreadWalker, finish
-from memstrata.storage.plan import read, write
 from memstrata.storage.records import check_text
 from memstrata.tokens import get_tokenizer
 from memstrata.types import FileRef, Scope
@@ -71,7 +71,7 @@ def _key(scope: Scope, app_id: str, conversation_id: str | None, node_id: str) -
     return NodeKey(_scope(scope).tenant, app_id, conversation_id, node_id)
 
 
-class NodeMemory:
+class NodeMemory(SubAPI):
     """The memory of one workflow node in one conversation.
 
     ``add_turn`` buffers; ``flush`` makes the buffered turns durable (one new
@@ -82,7 +82,7 @@ class NodeMemory:
     def __init__(
         self, core: Core, scope: Scope, key: NodeKey, resolver: FileResolver | None = None
     ) -> None:
-        self._core = core
+        super().__init__(core)
         self._scope = scope
         self.key = key
         self._resolver = resolver
@@ -151,16 +151,16 @@ class NodeMemory:
         turns = list(self._buffer)
         core, rt, scope, key = self._core, self._core.rt, self._scope, self.key
         wanted = turn_ids.digests(turns)
-        replayed = core.engine.run(read(lambda: nodes_ops.replays(scope, key, wanted)))
+        replayed = self._read(nodes_ops.replays, scope, key, wanted)
         fresh = [t for t in turns if t.message_id not in replayed]
         if not fresh:
             del self._buffer[: len(turns)]
             return 0
-        gen, pending = core.engine.run(write(lambda: nodes_ops.touch(rt, scope, key, 1)))
+        gen, pending = self._write(nodes_ops.touch, rt, scope, key, 1)
         blobs_for(core).run(log.write_segment(key.prefix(gen), fresh))
         ids = {mid: d for mid, d in wanted.items() if mid not in replayed}
         now = rt.clock()
-        core.engine.run(write(lambda: nodes_ops.record_turns(key, gen, ids, now)))
+        self._write(nodes_ops.record_turns, key, gen, ids, now)
         del self._buffer[: len(turns)]
         if pending >= COMPACT_AFTER:
             self._queue_compaction(gen)
@@ -176,24 +176,21 @@ class NodeMemory:
             "generation": gen,
         }
         job_id, now = rt.make_id(), rt.clock()
-        core.engine.run(
-            write(
-                lambda: jobs_ops.enqueue(
-                    job_id=job_id,
-                    kind=nodes_ops.COMPACT_JOB,
-                    key=key.prefix(gen),
-                    tenant=key.tenant,
-                    user=self._scope.user,
-                    agent=self._scope.agent,
-                    conversation_id=key.conversation_id,
-                    payload=payload,
-                    flags=None,
-                    delay_s=0.0,
-                    max_wait_s=0.0,
-                    max_attempts=5,
-                    now=now,
-                )
-            )
+        self._write(
+            jobs_ops.enqueue,
+            job_id=job_id,
+            kind=nodes_ops.COMPACT_JOB,
+            key=key.prefix(gen),
+            tenant=key.tenant,
+            user=self._scope.user,
+            agent=self._scope.agent,
+            conversation_id=key.conversation_id,
+            payload=payload,
+            flags=None,
+            delay_s=0.0,
+            max_wait_s=0.0,
+            max_attempts=5,
+            now=now,
         )
         core.job_queued()
 
@@ -225,15 +222,13 @@ class NodeMemory:
         seek = current_message_id
         if seek is not None and parent_message_id is SEEK:
             if any(t.message_id == seek for t in buffered):
-                gen = self._core.engine.run(read(lambda: nodes_ops.generation(scope, key)))
+                gen = self._read(nodes_ops.generation, scope, key)
             else:
-                gen, stored = self._core.engine.run(
-                    read(lambda: nodes_ops.is_stored(scope, key, seek or ""))
-                )
+                gen, stored = self._read(nodes_ops.is_stored, scope, key, seek or "")
                 if not stored:
                     seek = None
         else:
-            gen = self._core.engine.run(read(lambda: nodes_ops.generation(scope, key)))
+            gen = self._read(nodes_ops.generation, scope, key)
 
         def start() -> ThreadWalker:
             planner = HistoryPlanner(
@@ -273,19 +268,19 @@ class NodeMemory:
         """Forget every turn of this node memory (buffered ones too)."""
         self._buffer.clear()
         rt, scope, key = self._core.rt, self._scope, self.key
-        removed = self._core.engine.run(write(lambda: nodes_ops.remove(rt, scope, key)))
+        removed = self._write(nodes_ops.remove, rt, scope, key)
         if removed is not None:
             self._core.job_queued()
 
     def compact(self) -> int:
         """Fold loose objects into one now (normally a background job); returns how many."""
         scope, key = self._scope, self.key
-        gen = self._core.engine.run(read(lambda: nodes_ops.generation(scope, key)))
+        gen = self._read(nodes_ops.generation, scope, key)
         if gen is None:
             return 0
         absorbed = blobs_for(self._core).run(log.compact(key.prefix(gen), min_segments=1))
         if absorbed:
-            self._core.engine.run(write(lambda: nodes_ops.compacted(key, gen, absorbed)))
+            self._write(nodes_ops.compacted, key, gen, absorbed)
         return absorbed
 
     def __enter__(self) -> NodeMemory:
@@ -300,11 +295,8 @@ class NodeMemory:
         self.flush()
 
 
-class Nodes:
+class Nodes(SubAPI):
     """Node-scoped memories: a separate turn history per (app, conversation, node)."""
-
-    def __init__(self, core: Core) -> None:
-        self._core = core
 
     def open(
         self,
@@ -355,9 +347,7 @@ class Nodes:
             raise InvalidInput("older_than must be >= 0", field="older_than")
         rt = self._core.rt
         cutoff = rt.clock() - int(older_than_s * 1_000_000)
-        rows = self._core.engine.run(
-            read(lambda: nodes_ops.stale(cutoff, 1_000_000, tenant))
-        )
+        rows = self._read(nodes_ops.stale, cutoff, 1_000_000, tenant)
         blobs = blobs_for(self._core)
         objects = size = 0
         for i, row in enumerate(rows):
@@ -366,7 +356,7 @@ class Nodes:
                 objects, size = objects + len(metas), size + sum(m.size for m in metas)
             else:
                 drop = functools.partial(nodes_ops.drop_rows, rt, [row], enqueue=False)
-                self._core.engine.run(write(drop))
+                self._write(drop)
                 n, b = blobs.run(log.purge(row.prefix))
                 objects, size = objects + n, size + b
             if progress is not None:

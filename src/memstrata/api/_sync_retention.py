@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from functools import partial
 from typing import Any
 
+from memstrata.api._sync_base import SubAPI
 from memstrata.api._sync_nodes import Nodes
-from memstrata.api.core import Core
 from memstrata.errors import InvalidInput
 from memstrata.jobs import ops as jobs_ops
 from memstrata.retention import (
@@ -22,7 +21,6 @@ from memstrata.retention import (
     purge,
     set_policy,
 )
-from memstrata.storage.plan import read, write
 from memstrata.types import Scope
 
 __all__ = ["RETENTION_JOB", "Retention"]
@@ -31,51 +29,43 @@ RETENTION_JOB = "memstrata.retention"
 _S = 1_000_000
 
 
-class Retention:
+class Retention(SubAPI):
     """Per-tenant retention policies, applied by ``apply`` (``memstrata gc --policies``) and
     by a periodic job while any policy exists."""
-
-    def __init__(self, core: Core) -> None:
-        self._core = core
 
     def set(self, tenant: str, kind: str, max_age_s: float) -> Policy:
         """Keep ``kind`` of ``tenant`` (``"*"``: every tenant without its own) for ``max_age_s``."""
         if tenant != ALL_TENANTS:
             Scope(tenant, "x")  # validates the name
         rt = self._core.rt
-        policy = self._core.engine.run(
-            write(partial(set_policy, rt, tenant, kind, max_age_s))
-        )
+        policy = self._write(set_policy, rt, tenant, kind, max_age_s)
         self.schedule()
         return policy
 
     def delete(self, tenant: str, kind: str) -> bool:
-        return self._core.engine.run(write(partial(delete_policy, tenant, kind)))
+        return self._write(delete_policy, tenant, kind)
 
     def policies(self) -> list[Policy]:
-        return self._core.engine.run(read(list_policies))
+        return self._read(list_policies)
 
     def schedule(self, delay_s: float = 0.0) -> None:
         """Queue the periodic retention job (one at a time, whoever asks)."""
         rt = self._core.rt
-        self._core.engine.run(
-            write(
-                lambda: jobs_ops.enqueue(
-                    job_id=rt.make_id(),
-                    kind=RETENTION_JOB,
-                    key=RETENTION_JOB,
-                    tenant=ALL_TENANTS,
-                    user=None,
-                    agent=None,
-                    conversation_id=None,
-                    payload=None,
-                    flags=None,
-                    delay_s=delay_s,
-                    max_wait_s=delay_s,
-                    max_attempts=3,
-                    now=rt.clock(),
-                )
-            )
+        self._write(
+            jobs_ops.enqueue,
+            job_id=rt.make_id(),
+            kind=RETENTION_JOB,
+            key=RETENTION_JOB,
+            tenant=ALL_TENANTS,
+            user=None,
+            agent=None,
+            conversation_id=None,
+            payload=None,
+            flags=None,
+            delay_s=delay_s,
+            max_wait_s=delay_s,
+            max_attempts=3,
+            now=rt.clock(),
         )
         self._core.job_queued()
 
@@ -141,20 +131,18 @@ class Retention:
         rt = self._core.rt
         cutoff = rt.clock() - int(max_age_s * _S)
         if dry_run:
-            return self._core.engine.run(read(partial(count, kind, cutoff, tenant, exclude)))
+            return self._read(count, kind, cutoff, tenant, exclude)
         done = 0
         while True:
-            keys = self._core.engine.run(
-                read(partial(candidates, kind, cutoff, tenant, exclude))
-            )
+            keys = self._read(candidates, kind, cutoff, tenant, exclude)
             if not keys:
                 return done
-            done += self._core.engine.run(write(partial(purge, rt, kind, keys)))
+            done += self._write(purge, rt, kind, keys)
             if progress is not None:
                 progress(kind, done)
 
     def _nodes_except(self, max_age_s: float, exclude: list[str], dry_run: bool) -> int:
-        rows = self._core.engine.run(read(_node_tenants))
+        rows = self._read(_node_tenants)
         total = 0
         for t in rows:
             if t not in exclude:
