@@ -13,7 +13,6 @@ from typing import Any
 
 from memstrata.api._async_base import AsyncSubAPI
 from memstrata.api._async_recall import AsyncRecall
-from memstrata.api.core import checked_scope as _scope
 from memstrata.context import ops
 from memstrata.context.kit import CompactionResult, ContextKit
 from memstrata.context.ops import CompactionPlan, Context, Summary
@@ -21,6 +20,7 @@ from memstrata.context.summarize import build_prompt, extractive_summary, summar
 from memstrata.recall.service import EMBED_BATCH
 from memstrata.recall.tier import MAX_QUERY_CHARS
 from memstrata.types import Scope
+from memstrata.validation import checked_scope as _scope
 
 __all__ = ["AsyncCompaction"]
 

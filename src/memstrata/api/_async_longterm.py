@@ -16,7 +16,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from memstrata.api._async_base import AsyncSubAPI
-from memstrata.api.core import checked_scope as _scope
 from memstrata.errors import ConfigurationError, InvalidInput
 from memstrata.ids import parse_id
 from memstrata.jobs import ops as jobs_ops
@@ -40,6 +39,7 @@ from memstrata.longterm.scrub import mentions_upload, scrub_uploads
 from memstrata.longterm.service import EXTRACT_JOB, LongTermKit, job_key
 from memstrata.runtime import Runtime
 from memstrata.types import Page, Scope
+from memstrata.validation import checked_scope as _scope
 
 __all__ = ["AsyncFacts", "AsyncLongTerm"]
 

@@ -12,7 +12,6 @@ from typing import Any
 
 from memstrata.api._async_base import AsyncSubAPI
 from memstrata.api.core import Core
-from memstrata.api.core import checked_scope as _scope
 from memstrata.conversation.history import HistoryPlanner, check_limits
 from memstrata.errors import ConfigurationError, InvalidInput
 from memstrata.jobs import ops as jobs_ops
@@ -25,6 +24,7 @@ from memstrata.nodes.thread import SEEK, FileResolver, NodeHistory, ThreadWalker
 from memstrata.storage.records import check_text
 from memstrata.tokens import get_tokenizer
 from memstrata.types import FileRef, Scope
+from memstrata.validation import checked_scope as _scope
 
 __all__ = ["AsyncNodeMemory", "AsyncNodes"]
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from memstrata.api._async_base import AsyncSubAPI
-from memstrata.api.core import checked_scope as _scope
 from memstrata.recall import index as idx
 from memstrata.recall.service import (
     CATCH_UP_LIMIT,
@@ -17,6 +16,7 @@ from memstrata.recall.service import (
 )
 from memstrata.recall.service import search_op as _search_op
 from memstrata.types import Scope
+from memstrata.validation import checked_scope as _scope
 
 __all__ = ["AsyncRecall"]
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 from memstrata.api._async_base import AsyncSubAPI
-from memstrata.api.core import checked_scope as _scope
 from memstrata.state import ops
 from memstrata.state.ops import Checkpoint, Format, Iteration, PlanDoc, RunSnapshot, WorkingMemory
 from memstrata.types import Page, Scope
+from memstrata.validation import checked_scope as _scope
 
 __all__ = ["AsyncCheckpoints", "AsyncIterations", "AsyncPlans", "AsyncSnapshots", "AsyncWorking"]
 

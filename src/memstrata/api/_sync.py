@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, cast, overload
 
 from memstrata.api._sync_base import SubAPI
 from memstrata.api._sync_context import Compaction
@@ -22,9 +22,7 @@ from memstrata.api._sync_state import (
     Working,
 )
 from memstrata.api._sync_transfer import Transfer
-from memstrata.api.core import Core, build
-from memstrata.api.core import checked_scope as _scope
-from memstrata.api.scoped import Scoped
+from memstrata.api.core import Core
 from memstrata.config import Settings
 from memstrata.context import COMPACT_JOB, CompactionResult, Context
 from memstrata.conversation import ops
@@ -36,10 +34,14 @@ from memstrata.jobs import presence as presence_ops
 from memstrata.jobs.ops import Job
 from memstrata.jobs.presence import Presence
 from memstrata.jobs.worker import Handler
+from memstrata.remote import remote_client
+from memstrata.scoped import Scoped
 from memstrata.storage import sql, tenancy
 from memstrata.storage.records import to_micros
 from memstrata.storage.tenancy import ApiKey, Principal
 from memstrata.types import Conversation, Message, MessagePatch, NewMessage, Page, Scope
+from memstrata.validation import build
+from memstrata.validation import checked_scope as _scope
 
 if TYPE_CHECKING:
     from memstrata.client import RemoteMemory
@@ -431,9 +433,8 @@ class Memory(SubAPI):
                 raise InvalidInput("an http(s) URL needs api_key=...", field="api_key")
             if blobs or redis or settings or embedder:
                 raise InvalidInput("blobs, redis, settings and embedder belong to the server")
-            from memstrata.client import RemoteMemory as Remote  # httpx only when used
-
-            return Remote(url, api_key, timeout=timeout)
+            remote = remote_client("RemoteMemory")
+            return cast("RemoteMemory", remote(url, api_key, timeout=timeout))
         if api_key is not None:
             raise InvalidInput("api_key is only for an http(s) server URL", field="api_key")
         return cls(Core.open(url, blobs=blobs, redis=redis, settings=settings, embedder=embedder))
@@ -444,7 +445,7 @@ class Memory(SubAPI):
 
     def scoped(self, scope: Scope) -> Scoped:
         """This memory bound to ``scope``: ``mem.scoped(scope).messages.append(cid, ...)``,
-        ``.history(cid)``, ... take no scope argument (see :mod:`memstrata.api.scoped`)."""
+        ``.history(cid)``, ... take no scope argument (see :mod:`memstrata.scoped`)."""
         return Scoped(self, scope)
 
 

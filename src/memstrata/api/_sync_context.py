@@ -7,7 +7,6 @@ from typing import Any
 
 from memstrata.api._sync_base import SubAPI
 from memstrata.api._sync_recall import Recall
-from memstrata.api.core import checked_scope as _scope
 from memstrata.context import ops
 from memstrata.context.kit import CompactionResult, ContextKit
 from memstrata.context.ops import CompactionPlan, Context, Summary
@@ -15,6 +14,7 @@ from memstrata.context.summarize import build_prompt, extractive_summary, summar
 from memstrata.recall.service import EMBED_BATCH
 from memstrata.recall.tier import MAX_QUERY_CHARS
 from memstrata.types import Scope
+from memstrata.validation import checked_scope as _scope
 
 __all__ = ["Compaction"]
 

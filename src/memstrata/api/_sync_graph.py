@@ -6,13 +6,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from memstrata.api._sync_base import SubAPI
-from memstrata.api.core import checked_scope as _scope
 from memstrata.errors import ConfigurationError
 from memstrata.graph import checkpoints as ops
 from memstrata.graph import items
 from memstrata.graph.checkpoints import GraphCheckpoint, GraphWrite
 from memstrata.graph.items import GraphItem
 from memstrata.types import Page, Scope
+from memstrata.validation import checked_scope as _scope
 
 __all__ = ["Graphs"]
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from memstrata.api._sync_base import SubAPI
-from memstrata.api.core import checked_scope as _scope
 from memstrata.state import ops
 from memstrata.state.ops import Checkpoint, Format, Iteration, PlanDoc, RunSnapshot, WorkingMemory
 from memstrata.types import Page, Scope
+from memstrata.validation import checked_scope as _scope
 
 __all__ = ["Checkpoints", "Iterations", "Plans", "Snapshots", "Working"]
 

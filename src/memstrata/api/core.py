@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 import anyio.to_thread
-from pydantic import BaseModel, ValidationError
 
 from memstrata.backends.registry import Engine, open_engine
 from memstrata.config import Settings
 from memstrata.context import ops as context_ops
 from memstrata.context.kit import COMPACT_JOB, ContextKit, compact_job
 from memstrata.embeddings.port import Embedder
-from memstrata.errors import ConfigurationError, InvalidInput, MemstrataError
+from memstrata.errors import ConfigurationError, MemstrataError
 from memstrata.graph import checkpoints as graph_checkpoints
 from memstrata.jobs import ops as jobs_ops
 from memstrata.jobs.worker import JobRegistry, LocalWakeup, Wakeup, Worker
@@ -28,30 +27,11 @@ from memstrata.runtime import Limits, Runtime
 from memstrata.state import ops as state_ops
 from memstrata.storage.plan import Op, Query, read
 from memstrata.tokens import get_tokenizer
-from memstrata.types import Scope
 from memstrata.usage import MeteredLLM, UsageMeter
+from memstrata.validation import build, checked_scope
 
+# ``build`` and ``checked_scope`` live in memstrata.validation; imported here for old callers.
 __all__ = ["Core", "build", "checked_scope"]
-
-M = TypeVar("M", bound=BaseModel)
-
-
-def build(model: type[M], value: M | Mapping[str, Any] | None, fields: Mapping[str, Any]) -> M:
-    """Accept a model instance, a mapping or keyword fields; bad input is InvalidInput."""
-    if isinstance(value, model):
-        if fields:
-            raise InvalidInput(f"pass a {model.__name__} or keyword fields, not both")
-        return value
-    data = dict(value or {})
-    data.update(fields)
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or model.__name__
-        raise InvalidInput(
-            f"{where}: {first['msg']}", field=where, errors=exc.errors(include_url=False)
-        ) from None
 
 
 def _ping() -> Op[None]:
@@ -74,15 +54,6 @@ def _delete_vectors_of_user(tenant: str, user: str) -> Op[None]:
     from memstrata.vectors.port import delete_for_user
 
     yield from delete_for_user(tenant, user)
-
-
-def checked_scope(scope: Scope) -> Scope:
-    """Every call names its scope; refuse anything else rather than guess an owner."""
-    if not isinstance(scope, Scope):
-        raise InvalidInput(
-            f"scope must be a memstrata.Scope, got {type(scope).__name__}", field="scope"
-        )
-    return scope
 
 
 class Core:

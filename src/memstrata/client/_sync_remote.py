@@ -10,8 +10,6 @@ from typing import Any, TypeVar
 
 import httpx
 
-from memstrata.api.core import build
-from memstrata.api.scoped import Scoped
 from memstrata.client import _decode as decode
 from memstrata.client._backoff import Backoff, retryable
 from memstrata.client._results import RemoteContext, RemoteHistory, RemoteNodeHistory
@@ -34,6 +32,7 @@ from memstrata.jobs.ops import Job
 from memstrata.longterm.model import Fact, FactEvent, ProfileSection
 from memstrata.nodes.layout import Turn
 from memstrata.recall.service import RecallHit
+from memstrata.scoped import Scoped
 from memstrata.state.ops import Checkpoint, Format, Iteration, PlanDoc, RunSnapshot, WorkingMemory
 from memstrata.types import (
     Conversation,
@@ -44,6 +43,7 @@ from memstrata.types import (
     Page,
     Scope,
 )
+from memstrata.validation import build
 
 __all__ = ["RemoteMemory"]
 
