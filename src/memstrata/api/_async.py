@@ -28,7 +28,7 @@ from memstrata.api._async_state import (
 from memstrata.api._async_transfer import AsyncTransfer
 from memstrata.api.core import Core
 from memstrata.config import Settings
-from memstrata.context import COMPACT_JOB, CompactionResult, Context
+from memstrata.context import CompactionResult, Context
 from memstrata.conversation import ops
 from memstrata.conversation.history import History
 from memstrata.embeddings.port import Embedder
@@ -297,27 +297,19 @@ class AsyncJobs(AsyncSubAPI):
     ) -> Job:
         """Queue a job; with a ``key``, merge into the queued job of the same kind and key."""
         s = _scope(scope)
-        rt = self._core.rt
-        job_id, now = rt.make_id(), rt.clock()
-        wait = max_wait_s if max_wait_s is not None else max(delay_s * 10, delay_s)
-        job = await self._write(
-            jobs_ops.enqueue,
-            job_id=job_id,
-            kind=kind,
-            key=key,
+        return await self._enqueue(
+            kind,
             tenant=s.tenant,
             user=s.user,
             agent=s.agent,
+            key=key,
             conversation_id=conversation_id,
             payload=payload,
             flags=flags,
             delay_s=delay_s,
-            max_wait_s=wait,
+            max_wait_s=max_wait_s if max_wait_s is not None else max(delay_s * 10, delay_s),
             max_attempts=max_attempts,
-            now=now,
         )
-        await self._core.ajob_queued()
-        return job
 
     def blocked(self, kind: str) -> str | None:
         """Why this process cannot run jobs of ``kind`` now (they wait, queued), or None."""
@@ -521,12 +513,10 @@ class AsyncMemory(AsyncSubAPI):
         )
         kit = self._core.context
         if ctx.report.compaction_due and kit.auto_compact:
-            await self.jobs.enqueue(
+            await self.compaction.schedule(
                 scope,
-                COMPACT_JOB,
-                key=f"{scope.tenant}/{conversation_id}",
-                conversation_id=conversation_id,
-                payload={"leaf_id": ctx.report.leaf_id},
+                conversation_id,
+                leaf_id=ctx.report.leaf_id,
                 delay_s=kit.debounce_s,
                 max_wait_s=kit.max_wait_s,
             )

@@ -9,7 +9,6 @@ from typing import Any
 from memstrata.api._async_base import AsyncSubAPI
 from memstrata.api._async_nodes import AsyncNodes
 from memstrata.errors import InvalidInput
-from memstrata.jobs import ops as jobs_ops
 from memstrata.retention import (
     ALL_TENANTS,
     KINDS,
@@ -51,24 +50,16 @@ class AsyncRetention(AsyncSubAPI):
 
     async def schedule(self, delay_s: float = 0.0) -> None:
         """Queue the periodic retention job (one at a time, whoever asks)."""
-        rt = self._core.rt
-        await self._write(
-            jobs_ops.enqueue,
-            job_id=rt.make_id(),
-            kind=RETENTION_JOB,
-            key=RETENTION_JOB,
+        await self._enqueue(
+            RETENTION_JOB,
             tenant=ALL_TENANTS,
             user=None,
             agent=None,
-            conversation_id=None,
-            payload=None,
-            flags=None,
+            key=RETENTION_JOB,
             delay_s=delay_s,
             max_wait_s=delay_s,
             max_attempts=3,
-            now=rt.clock(),
         )
-        await self._core.ajob_queued()
 
     async def apply(
         self,

@@ -8,15 +8,22 @@ from typing import Any
 from memstrata.api._sync_base import SubAPI
 from memstrata.api._sync_recall import Recall
 from memstrata.context import ops
-from memstrata.context.kit import CompactionResult, ContextKit
+from memstrata.context.kit import COMPACT_JOB, CompactionResult, ContextKit
 from memstrata.context.ops import CompactionPlan, Context, Summary
 from memstrata.context.summarize import build_prompt, extractive_summary, summary_problem
+from memstrata.conversation import ops as conversations
+from memstrata.jobs.ops import Job
 from memstrata.recall.service import EMBED_BATCH
 from memstrata.recall.tier import MAX_QUERY_CHARS
 from memstrata.types import Scope
 from memstrata.validation import checked_scope as _scope
 
 __all__ = ["Compaction"]
+
+
+def _job_key(scope: Scope, conversation_id: str) -> str:
+    """One queued compaction per conversation: repeated asks merge into it."""
+    return f"{scope.tenant}/{conversation_id}"
 
 
 class Compaction(SubAPI):
@@ -130,6 +137,37 @@ class Compaction(SubAPI):
             return "", "llm", f"LLM call failed: {type(exc).__name__}: {exc}"
         text = text.strip() if isinstance(text, str) else ""
         return text, "llm", summary_problem(text)
+
+    def schedule(
+        self,
+        scope: Scope,
+        conversation_id: str,
+        *,
+        leaf_id: str | None = None,
+        delay_s: float = 0.0,
+        max_wait_s: float | None = None,
+    ) -> Job:
+        """Queue a compaction of the branch of ``leaf_id`` (default: the active leaf) as a
+        background job, and return it.
+
+        One compaction job waits per conversation: asking again while one is queued
+        merges into it (its leaf becomes this one), and ``delay_s`` pushes it back, up to
+        ``max_wait_s`` after the first ask (default ``delay_s``). NotFound when the
+        conversation is not in ``scope``; a worker runs the job as :meth:`run`.
+        """
+        s = _scope(scope)
+        self._read(conversations.get_conversation, s, conversation_id)
+        return self._enqueue(
+            COMPACT_JOB,
+            tenant=s.tenant,
+            user=s.user,
+            agent=s.agent,
+            key=_job_key(s, conversation_id),
+            conversation_id=conversation_id,
+            payload={"leaf_id": leaf_id},
+            delay_s=delay_s,
+            max_wait_s=delay_s if max_wait_s is None else max_wait_s,
+        )
 
     def summary(
         self, scope: Scope, conversation_id: str, *, leaf_id: str | None = None

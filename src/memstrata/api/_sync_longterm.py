@@ -31,7 +31,6 @@ from memstrata.longterm.parse import parse_update
 from memstrata.longterm.prompt import build_messages, repair_messages
 from memstrata.longterm.scrub import mentions_upload, scrub_uploads
 from memstrata.longterm.service import EXTRACT_JOB, LongTermKit, job_key
-from memstrata.runtime import Runtime
 from memstrata.types import Page, Scope
 from memstrata.validation import checked_scope as _scope
 
@@ -48,16 +47,6 @@ def _status(value: str | None) -> FactStatus | None:
     if value not in _STATUSES:
         raise InvalidInput(f"status must be all or one of {', '.join(_STATUSES)}", field="status")
     return _STATUSES[value]
-
-
-def _issuing(rt: Runtime, first_id: str) -> Runtime:
-    """A copy of ``rt`` whose next new id is ``first_id`` (the fact's), then the usual ids."""
-    pending = [first_id]
-
-    def make_id() -> str:
-        return pending.pop() if pending else rt.make_id()
-
-    return replace(rt, make_id=make_id)
 
 
 class Facts(SubAPI):
@@ -91,14 +80,16 @@ class Facts(SubAPI):
     ) -> Fact:
         """Add a fact by hand (409 when an active fact already says the same).
 
-        ``id``: the fact's id (a UUID) when the caller keeps its own key, as a
-        key-value store does; 409 when a fact already has it.
+        ``id``: the fact's id (a UUID) when the caller keeps its own key, as a key-value
+        store does. As for messages, adding the same id again with the same content,
+        category, confidence and source error returns the stored fact and changes
+        nothing (a safe retry); anything else already under that id is a
+        :class:`~memstrata.errors.Conflict` (409).
         """
         s, rt = _scope(scope), self._core.rt
         data = store.check_fact_input(content, category, confidence, source_error)
-        if id is not None:
-            rt = _issuing(rt, parse_id(id, field="id"))
-        return self._write(store.add_fact, rt, s, data, FactOrigin.MANUAL)
+        fid = None if id is None else parse_id(id, field="id")
+        return self._write(store.add_fact, rt, s, data, FactOrigin.MANUAL, fact_id=fid)
 
     def get(self, scope: Scope, fact_id: str) -> Fact:
         s = _scope(scope)

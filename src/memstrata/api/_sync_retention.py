@@ -8,7 +8,6 @@ from typing import Any
 from memstrata.api._sync_base import SubAPI
 from memstrata.api._sync_nodes import Nodes
 from memstrata.errors import InvalidInput
-from memstrata.jobs import ops as jobs_ops
 from memstrata.retention import (
     ALL_TENANTS,
     KINDS,
@@ -50,24 +49,16 @@ class Retention(SubAPI):
 
     def schedule(self, delay_s: float = 0.0) -> None:
         """Queue the periodic retention job (one at a time, whoever asks)."""
-        rt = self._core.rt
-        self._write(
-            jobs_ops.enqueue,
-            job_id=rt.make_id(),
-            kind=RETENTION_JOB,
-            key=RETENTION_JOB,
+        self._enqueue(
+            RETENTION_JOB,
             tenant=ALL_TENANTS,
             user=None,
             agent=None,
-            conversation_id=None,
-            payload=None,
-            flags=None,
+            key=RETENTION_JOB,
             delay_s=delay_s,
             max_wait_s=delay_s,
             max_attempts=3,
-            now=rt.clock(),
         )
-        self._core.job_queued()
 
     def apply(
         self,

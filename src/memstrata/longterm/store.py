@@ -369,12 +369,43 @@ def add_fact(
     *,
     sources: Sequence[FactSource] = (),
     created_at: int | None = None,
+    fact_id: str | None = None,
 ) -> Op[Fact]:
-    """A fact added by hand (or imported): it stays until its user or a person removes it."""
+    """A fact added by hand (or imported): it stays until its user or a person removes it.
+
+    ``fact_id`` is a client-chosen id: adding it again with the same fields returns the
+    stored fact and writes nothing; any other fact under that id is a Conflict.
+    """
+    if fact_id is not None:
+        stored = yield from _same_fact(scope, fact_id, data)
+        if stored is not None:
+            return stored
     yield from _bump_owner(rt, scope)
     yield from _refuse_duplicate(scope, data.content)
-    fid = yield from _insert_fact(rt, scope, data, origin, sources=sources, created_at=created_at)
+    fid = yield from _insert_fact(
+        rt, scope, data, origin, sources=sources, created_at=created_at, fact_id=fact_id
+    )
     return (yield from get_fact(scope, fid))
+
+
+def _same_fact(scope: Scope, fact_id: str, data: FactInput) -> Op[Fact | None]:
+    """The idempotency check for a client-chosen fact id (None: the id is free)."""
+    rows = yield Query("SELECT tenant_id, user_id, agent_id FROM facts WHERE id = ?", (fact_id,))
+    if not rows:
+        return None
+    clash = Conflict(f"fact {fact_id} already exists with other content", kind="fact")
+    if tuple(rows[0]) != _owner(scope):
+        raise clash
+    stored = yield from get_fact(scope, fact_id)
+    same = (stored.content, stored.category, stored.confidence, stored.source_error) == (
+        data.content,
+        data.category,
+        data.confidence,
+        data.source_error,
+    )
+    if not same:
+        raise clash
+    return stored
 
 
 def edit_fact(rt: Runtime, scope: Scope, fact_id: str, changes: dict[str, Any]) -> Op[Fact]:

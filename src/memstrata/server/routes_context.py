@@ -7,7 +7,6 @@ from typing import Any
 from fastapi import APIRouter, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from memstrata.context import COMPACT_JOB
 from memstrata.server.auth import CallerScope, Mem
 from memstrata.server.responses import JSONResponse
 
@@ -74,12 +73,5 @@ async def compact(
     if data.wait:
         result = await mem.compact(scope, cid, leaf_id=data.leaf_id)
         return JSONResponse(result.to_dict())
-    await mem.conversations.get(scope, cid)  # 404 before queueing anything
-    job = await mem.jobs.enqueue(
-        scope,
-        COMPACT_JOB,
-        key=f"{scope.tenant}/{cid}",
-        conversation_id=cid,
-        payload={"leaf_id": data.leaf_id},
-    )
+    job = await mem.compaction.schedule(scope, cid, leaf_id=data.leaf_id)  # 404 first
     return JSONResponse({"job": job.to_dict()}, status_code=202)
