@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from memstrata.jobs.ops import Job
     from memstrata.llm import LLM
 
-__all__ = ["EXTRACT_JOB", "NEEDS_LLM", "LongTermKit"]
+__all__ = ["EXTRACT_JOB", "NEEDS_LLM", "LongTermKit", "install"]
 
 EXTRACT_JOB = "longterm.extract"
 NEEDS_LLM = (
@@ -204,3 +204,9 @@ def _run_extract_job(job: Job, memory: Any) -> None:
         job_id=job.id,
         wait_for_reply=True,
     )
+
+
+def install(core: Core) -> None:
+    """Give ``core`` its long-term kit (``core.longterm``) and install it."""
+    core.longterm = LongTermKit(core)
+    core.longterm.install()
