@@ -21,7 +21,7 @@ from memstrata.ids import parse_id
 from memstrata.jobs import ops as jobs_ops
 from memstrata.jobs.ops import Job
 from memstrata.llm import LLM
-from memstrata.longterm import deerflow, store
+from memstrata.longterm import deerflow, portable, similar, store, updates
 from memstrata.longterm import extract as ex
 from memstrata.longterm.model import (
     ExtractionFailed,
@@ -198,7 +198,7 @@ class AsyncLongTerm(AsyncSubAPI):
         except Exception as exc:  # logged; then the caller (or the job's retries) decides
             error = f"{type(exc).__name__}: {exc}"
             record = tally.record("failed", conversation_id, job_id, prep.signals, error=error)
-            await self._write(store.record_update, rt, s, record)
+            await self._write(updates.record_update, rt, s, record)
             raise
         update = self._redacted(update)
         near = await self._near_duplicates(prep, update)
@@ -246,7 +246,7 @@ class AsyncLongTerm(AsyncSubAPI):
         scope: Scope,
         prep: ex.Prepared,
         update: ProposedUpdate | None,
-        record: store.ExtractionRecord,
+        record: updates.ExtractionRecord,
         near: Mapping[int, str] | None = None,
     ) -> Any:
         rt, kit = self._core.rt, self.kit
@@ -273,28 +273,18 @@ class AsyncLongTerm(AsyncSubAPI):
         """New facts that say what an active fact says, by embedding similarity."""
         kit = self.kit
         emb = kit.embedder
-        if emb is None or not prep.facts or kit.near_duplicate > 1:
-            return {}
-        aliases = prep.aliases
-        wanted = [(i, f) for i, f in enumerate(update.new_facts) if f.confidence >= kit.threshold]
-        if not wanted:
+        if emb is None or kit.near_duplicate > 1:
             return {}
         old = [f for f, _ in prep.facts]
+        todo = similar.check(update.new_facts, old, prep.aliases, threshold=kit.threshold)
+        if todo is None:
+            return {}
         try:
-            vectors = await emb.aembed([f.content for _, f in wanted] + [f.content for f in old])
+            vectors = await emb.aembed(todo.texts)
         except Exception:  # exact-key dedupe still holds; a failing embedder must not lose facts
             log.warning("near-duplicate check skipped: the embedder failed", exc_info=True)
             return {}
-        from memstrata.longterm.similar import best_matches
-
-        replaced = [{aliases.get(a) for a in f.supersedes} for _, f in wanted]
-        matches = best_matches(vectors[: len(wanted)], vectors[len(wanted) :], kit.near_duplicate)
-        near: dict[int, str] = {}
-        for (i, _), match, skip in zip(wanted, matches, replaced, strict=True):
-            # A fact that replaces another is naturally close to it: that is no duplicate.
-            if match is not None and old[match].id not in skip:
-                near[i] = old[match].id
-        return near
+        return todo.matches(vectors, kit.near_duplicate)
 
     async def profile(self, scope: Scope) -> list[ProfileSection]:
         """The six profile sections (an unwritten one has an empty summary)."""
@@ -305,7 +295,7 @@ class AsyncLongTerm(AsyncSubAPI):
         """The extraction log, newest first: outcome, token usage, counts, notes, and the
         raw model output of failed attempts."""
         s = _scope(scope)
-        return await self._read(store.list_updates, s, limit)
+        return await self._read(updates.list_updates, s, limit)
 
     async def status(self) -> dict[str, Any]:
         """Whether extraction can run here, and how many extraction jobs wait or died."""
@@ -330,8 +320,8 @@ class AsyncLongTerm(AsyncSubAPI):
         s = _scope(scope)
 
         def state() -> Any:
-            facts, profile = yield from store.export_state(s)
-            return facts, profile, (yield from store.last_change(s))
+            facts, profile = yield from portable.export_state(s)
+            return facts, profile, (yield from portable.last_change(s))
 
         facts, profile, changed = await self._read(state)
         return deerflow.to_deerflow(profile, facts, now=changed or datetime.now(UTC))
@@ -349,7 +339,7 @@ class AsyncLongTerm(AsyncSubAPI):
         s, rt, kit = _scope(scope), self._core.rt, self.kit
         doc = deerflow.read_deerflow(document)
         facts = [
-            store.ImportFact(
+            portable.ImportFact(
                 store.check_fact_input(f.content, f.category, f.confidence, f.source_error),
                 None if f.created_at is None else int(f.created_at.timestamp() * 1_000_000),
                 f.id,
@@ -358,6 +348,6 @@ class AsyncLongTerm(AsyncSubAPI):
             for f in doc.facts
         ]
         counts = await self._write(
-            store.import_memory, rt, s, doc.profile, facts, max_facts=kit.max_facts
+            portable.import_memory, rt, s, doc.profile, facts, max_facts=kit.max_facts
         )
         return {**counts, "warnings": doc.warnings}

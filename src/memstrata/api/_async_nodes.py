@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -17,52 +17,16 @@ from memstrata.errors import ConfigurationError, InvalidInput
 from memstrata.jobs import ops as jobs_ops
 from memstrata.nodes import log, turn_ids
 from memstrata.nodes import ops as nodes_ops
-from memstrata.nodes.layout import NodeKey, Turn, check_id
+from memstrata.nodes.layout import NodeKey, Turn
 from memstrata.nodes.ops import GcReport
 from memstrata.nodes.service import COMPACT_AFTER, blobs_for
 from memstrata.nodes.thread import SEEK, FileResolver, NodeHistory, ThreadWalker, finish
-from memstrata.storage.records import check_text
+from memstrata.nodes.validate import FileLike, check_turn, held_turn
 from memstrata.tokens import get_tokenizer
-from memstrata.types import FileRef, Scope
+from memstrata.types import Scope
 from memstrata.validation import checked_scope as _scope
 
 __all__ = ["AsyncNodeMemory", "AsyncNodes"]
-
-FileLike = FileRef | Mapping[str, Any]
-
-
-def _files(files: Sequence[FileLike] | None, field: str, belongs_to: str) -> tuple[FileRef, ...]:
-    out = []
-    for f in files or ():
-        if isinstance(f, FileRef):
-            # The list says whose file it is unless the reference says so itself.
-            explicit = "belongs_to" in f.model_fields_set
-            out.append(f if explicit else f.model_copy(update={"belongs_to": belongs_to}))
-            continue
-        try:
-            out.append(FileRef.model_validate({"belongs_to": belongs_to, **dict(f)}))
-        except ValueError as exc:
-            raise InvalidInput(f"{field}: {exc}", field=field) from None
-    return tuple(out)
-
-
-def _same_turn(
-    held: Turn,
-    message_id: str,
-    parent: str | None,
-    user_content: str,
-    user_files: tuple[FileRef, ...],
-    assistant_content: str,
-    assistant_files: tuple[FileRef, ...],
-) -> bool:
-    return (
-        held.message_id == message_id
-        and held.parent_message_id == parent
-        and held.user_content == user_content
-        and held.user_files == user_files
-        and held.assistant_content == assistant_content
-        and held.assistant_files == assistant_files
-    )
 
 
 def _key(scope: Scope, app_id: str, conversation_id: str | None, node_id: str) -> NodeKey:
@@ -106,37 +70,27 @@ class AsyncNodeMemory(AsyncSubAPI):
         assistant_files: Sequence[FileLike] | None = None,
     ) -> Turn:
         """Buffer one dialogue turn (a user input and the answer); durable at :meth:`flush`."""
-        check_id(message_id, "message_id")
-        if parent_message_id is not None and parent_message_id != "":
-            check_id(parent_message_id, "parent_message_id")
-        for name, text in (
-            ("user_content", user_content),
-            ("assistant_content", assistant_content),
-        ):
-            if not isinstance(text, str):
-                raise InvalidInput(f"{name} must be a string", field=name)
-            check_text(text, name)
-            if len(text.encode()) > self._core.rt.limits.max_content_bytes:
-                raise InvalidInput(f"{name} is over the content size limit", field=name)
-        ufiles = _files(user_files, "user_files", "user")
-        afiles = _files(assistant_files, "assistant_files", "assistant")
-        if not user_content and not ufiles:
-            raise InvalidInput("a turn needs user_content or user_files", field="user_content")
+        new = check_turn(
+            message_id=message_id,
+            parent_message_id=parent_message_id,
+            user_content=user_content,
+            user_files=user_files,
+            assistant_content=assistant_content,
+            assistant_files=assistant_files,
+            max_content_bytes=self._core.rt.limits.max_content_bytes,
+        )
+        held = held_turn(self._buffer, new)
+        if held is not None:
+            return held  # a repeated call (a retry) adds nothing
         rt = self._core.rt
-        for held in self._buffer:
-            parent = parent_message_id or None
-            if _same_turn(
-                held, message_id, parent, user_content, ufiles, assistant_content, afiles
-            ):
-                return held  # a repeated call (a retry) adds nothing
         turn = Turn(
             uid=rt.make_id(),
-            message_id=message_id,
-            parent_message_id=parent_message_id or None,
-            user_content=user_content,
-            user_files=ufiles,
-            assistant_content=assistant_content,
-            assistant_files=afiles,
+            message_id=new.message_id,
+            parent_message_id=new.parent_message_id,
+            user_content=new.user_content,
+            user_files=new.user_files,
+            assistant_content=new.assistant_content,
+            assistant_files=new.assistant_files,
             created_at=rt.clock(),
         )
         self._buffer.append(turn)

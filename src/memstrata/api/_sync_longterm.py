@@ -15,7 +15,7 @@ from memstrata.ids import parse_id
 from memstrata.jobs import ops as jobs_ops
 from memstrata.jobs.ops import Job
 from memstrata.llm import LLM
-from memstrata.longterm import deerflow, store
+from memstrata.longterm import deerflow, portable, similar, store, updates
 from memstrata.longterm import extract as ex
 from memstrata.longterm.model import (
     ExtractionFailed,
@@ -192,7 +192,7 @@ class LongTerm(SubAPI):
         except Exception as exc:  # logged; then the caller (or the job's retries) decides
             error = f"{type(exc).__name__}: {exc}"
             record = tally.record("failed", conversation_id, job_id, prep.signals, error=error)
-            self._write(store.record_update, rt, s, record)
+            self._write(updates.record_update, rt, s, record)
             raise
         update = self._redacted(update)
         near = self._near_duplicates(prep, update)
@@ -240,7 +240,7 @@ class LongTerm(SubAPI):
         scope: Scope,
         prep: ex.Prepared,
         update: ProposedUpdate | None,
-        record: store.ExtractionRecord,
+        record: updates.ExtractionRecord,
         near: Mapping[int, str] | None = None,
     ) -> Any:
         rt, kit = self._core.rt, self.kit
@@ -267,28 +267,18 @@ class LongTerm(SubAPI):
         """New facts that say what an active fact says, by embedding similarity."""
         kit = self.kit
         emb = kit.embedder
-        if emb is None or not prep.facts or kit.near_duplicate > 1:
-            return {}
-        aliases = prep.aliases
-        wanted = [(i, f) for i, f in enumerate(update.new_facts) if f.confidence >= kit.threshold]
-        if not wanted:
+        if emb is None or kit.near_duplicate > 1:
             return {}
         old = [f for f, _ in prep.facts]
+        todo = similar.check(update.new_facts, old, prep.aliases, threshold=kit.threshold)
+        if todo is None:
+            return {}
         try:
-            vectors = emb.embed([f.content for _, f in wanted] + [f.content for f in old])
+            vectors = emb.embed(todo.texts)
         except Exception:  # exact-key dedupe still holds; a failing embedder must not lose facts
             log.warning("near-duplicate check skipped: the embedder failed", exc_info=True)
             return {}
-        from memstrata.longterm.similar import best_matches
-
-        replaced = [{aliases.get(a) for a in f.supersedes} for _, f in wanted]
-        matches = best_matches(vectors[: len(wanted)], vectors[len(wanted) :], kit.near_duplicate)
-        near: dict[int, str] = {}
-        for (i, _), match, skip in zip(wanted, matches, replaced, strict=True):
-            # A fact that replaces another is naturally close to it: that is no duplicate.
-            if match is not None and old[match].id not in skip:
-                near[i] = old[match].id
-        return near
+        return todo.matches(vectors, kit.near_duplicate)
 
     def profile(self, scope: Scope) -> list[ProfileSection]:
         """The six profile sections (an unwritten one has an empty summary)."""
@@ -299,7 +289,7 @@ class LongTerm(SubAPI):
         """The extraction log, newest first: outcome, token usage, counts, notes, and the
         raw model output of failed attempts."""
         s = _scope(scope)
-        return self._read(store.list_updates, s, limit)
+        return self._read(updates.list_updates, s, limit)
 
     def status(self) -> dict[str, Any]:
         """Whether extraction can run here, and how many extraction jobs wait or died."""
@@ -324,8 +314,8 @@ class LongTerm(SubAPI):
         s = _scope(scope)
 
         def state() -> Any:
-            facts, profile = yield from store.export_state(s)
-            return facts, profile, (yield from store.last_change(s))
+            facts, profile = yield from portable.export_state(s)
+            return facts, profile, (yield from portable.last_change(s))
 
         facts, profile, changed = self._read(state)
         return deerflow.to_deerflow(profile, facts, now=changed or datetime.now(UTC))
@@ -343,7 +333,7 @@ class LongTerm(SubAPI):
         s, rt, kit = _scope(scope), self._core.rt, self.kit
         doc = deerflow.read_deerflow(document)
         facts = [
-            store.ImportFact(
+            portable.ImportFact(
                 store.check_fact_input(f.content, f.category, f.confidence, f.source_error),
                 None if f.created_at is None else int(f.created_at.timestamp() * 1_000_000),
                 f.id,
@@ -352,6 +342,6 @@ class LongTerm(SubAPI):
             for f in doc.facts
         ]
         counts = self._write(
-            store.import_memory, rt, s, doc.profile, facts, max_facts=kit.max_facts
+            portable.import_memory, rt, s, doc.profile, facts, max_facts=kit.max_facts
         )
         return {**counts, "warnings": doc.warnings}

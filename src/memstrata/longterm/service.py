@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from memstrata.jobs import ops as jobs_ops
-from memstrata.longterm import store
+from memstrata.longterm import forget
 from memstrata.longterm.capture import capturable, signals_in
 from memstrata.longterm.model import Signal
 from memstrata.longterm.tier import FactsTier, ProfileTier
@@ -121,9 +121,9 @@ class LongTermKit:
     def install(self) -> None:
         core = self._core
         core.rt.on_message.append(self.hook)
-        core.rt.cascade.on_conversation_delete(store.forget_conversations)
-        core.rt.cascade.on_messages_delete(store.forget_messages)
-        core.rt.cascade.on_user_delete(store.forget_user)
+        core.rt.cascade.on_conversation_delete(forget.forget_conversations)
+        core.rt.cascade.on_messages_delete(forget.forget_messages)
+        core.rt.cascade.on_user_delete(forget.forget_user)
         core.jobs.register(
             EXTRACT_JOB,
             _run_extract_job,
