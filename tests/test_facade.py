@@ -5,15 +5,20 @@ queued job."""
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 
 import anyio
 import pytest
 
 from memstrata import AsyncMemory, Memory, Scope
+from memstrata.api.core import Core
+from memstrata.config import Settings
 from memstrata.context import COMPACT_JOB
 from memstrata.errors import Conflict, InvalidInput, NotFound
 from memstrata.jobs.ops import JobStatus
+from memstrata.runtime import Runtime
 from memstrata.testing.conformance import fresh_scope
+from memstrata.tokens import get_tokenizer
 
 
 def test_fact_id_is_the_callers_and_a_replay_changes_nothing(memory: Memory) -> None:
@@ -102,3 +107,26 @@ def test_the_async_facade_has_both(memory: Memory) -> None:
         assert job.kind == COMPACT_JOB
 
     anyio.run(main)
+
+
+def test_core_installs_its_features_in_order(tmp_path: Path) -> None:
+    from memstrata.api.features import FEATURES, Feature
+    from memstrata.backends.registry import open_engine
+    from memstrata.retention import RETENTION_JOB
+
+    seen: list[str] = []
+    extra = Feature("probe", lambda core: seen.append(",".join(f.name for f in core.features)))
+    s = Settings(home=tmp_path, worker="off")
+    rt = Runtime(tokenizer=get_tokenizer(s.token_encoding))
+    core = Core(open_engine(f"sqlite:///{tmp_path}/m.db"), rt, s, features=(*FEATURES, extra))
+    try:
+        assert seen == [",".join(f.name for f in (*FEATURES, extra))]
+        assert RETENTION_JOB in core.jobs.kinds()  # every listed feature ran
+        assert core.recall.tier in core.context.providers
+    finally:
+        core.close()
+    bare = Core(open_engine(f"sqlite:///{tmp_path}/b.db"), rt, s, features=())
+    try:
+        assert bare.jobs.kinds() == []
+    finally:
+        bare.close()
