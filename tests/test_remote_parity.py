@@ -22,6 +22,7 @@ LOCAL_ONLY: dict[str, str] = {
     "compaction.assemble": "internal step of context(); REST serves POST .../context",
     "compaction.log": "process-local compaction log",
     "compaction.run": "REST serves it as compact(), which the client has",
+    "compaction.schedule": "REST serves it as POST .../compact without wait (202 and the job)",
     "compaction.summary": "no REST route for the stored summary",
     "graphs.copy_thread": "LangGraph storage for the in-process savers and store (no REST route)",
     "graphs.delete_item": "LangGraph storage for the in-process savers and store (no REST route)",

@@ -9,9 +9,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, cast, overload
 
 from memstrata import conversation as ops
+from memstrata.api._async_base import AsyncSubAPI
 from memstrata.api._async_context import AsyncCompaction
 from memstrata.api._async_graph import AsyncGraphs
 from memstrata.api._async_longterm import AsyncFacts, AsyncLongTerm
@@ -26,11 +27,9 @@ from memstrata.api._async_state import (
     AsyncWorking,
 )
 from memstrata.api._async_transfer import AsyncTransfer
-from memstrata.api.core import Core, build
-from memstrata.api.core import checked_scope as _scope
-from memstrata.api.scoped import Scoped
+from memstrata.api.core import Core
 from memstrata.config import Settings
-from memstrata.context import COMPACT_JOB, CompactionResult, Context
+from memstrata.context import CompactionResult, Context
 from memstrata.conversation.history import History
 from memstrata.embeddings.port import Embedder
 from memstrata.errors import InvalidInput, NotFound
@@ -39,12 +38,15 @@ from memstrata.jobs import presence as presence_ops
 from memstrata.jobs.ops import Job
 from memstrata.jobs.presence import Presence
 from memstrata.jobs.worker import Handler
+from memstrata.remote import remote_client
 from memstrata.runtime import page_limit
+from memstrata.scoped import Scoped
 from memstrata.storage import sql, tenancy
-from memstrata.storage.plan import read, write
 from memstrata.storage.records import to_micros
 from memstrata.storage.tenancy import ApiKey, Principal
 from memstrata.types import Conversation, Message, MessagePatch, NewMessage, Page, Scope
+from memstrata.validation import build
+from memstrata.validation import checked_scope as _scope
 
 if TYPE_CHECKING:
     from memstrata.client import AsyncRemoteMemory
@@ -59,11 +61,8 @@ __all__ = [
 ]
 
 
-class AsyncConversations:
+class AsyncConversations(AsyncSubAPI):
     """Create, list, update and delete conversations (message trees)."""
-
-    def __init__(self, core: Core) -> None:
-        self._core = core
 
     async def create(
         self,
@@ -74,25 +73,24 @@ class AsyncConversations:
         id: str | None = None,
     ) -> Conversation:
         rt = self._core.rt
-        return await self._core.engine.arun(
-            write(
-                lambda: ops.create_conversation(
-                    rt, _scope(scope), title=title, metadata=metadata, conversation_id=id
-                )
-            )
+        return await self._write(
+            ops.create_conversation,
+            rt,
+            _scope(scope),
+            title=title,
+            metadata=metadata,
+            conversation_id=id,
         )
 
     async def get(self, scope: Scope, conversation_id: str) -> Conversation:
-        return await self._core.engine.arun(
-            read(lambda: ops.get_conversation(_scope(scope), conversation_id))
-        )
+        return await self._read(ops.get_conversation, _scope(scope), conversation_id)
 
     async def list(
         self, scope: Scope, *, limit: int | None = None, cursor: str | None = None
     ) -> Page[Conversation]:
         rt = self._core.rt
-        return await self._core.engine.arun(
-            read(lambda: ops.list_conversations(rt, _scope(scope), limit=limit, cursor=cursor))
+        return await self._read(
+            ops.list_conversations, rt, _scope(scope), limit=limit, cursor=cursor
         )
 
     async def update(
@@ -106,17 +104,14 @@ class AsyncConversations:
     ) -> Conversation:
         """Change the title, metadata and/or active leaf (one transaction; None leaves a field as is)."""
         rt = self._core.rt
-        return await self._core.engine.arun(
-            write(
-                lambda: ops.update_conversation(
-                    rt,
-                    _scope(scope),
-                    conversation_id,
-                    title=title,
-                    metadata=metadata,
-                    active_leaf_id=active_leaf_id,
-                )
-            )
+        return await self._write(
+            ops.update_conversation,
+            rt,
+            _scope(scope),
+            conversation_id,
+            title=title,
+            metadata=metadata,
+            active_leaf_id=active_leaf_id,
         )
 
     async def set_active_leaf(
@@ -127,16 +122,11 @@ class AsyncConversations:
 
     async def delete(self, scope: Scope, conversation_id: str) -> None:
         rt = self._core.rt
-        await self._core.engine.arun(
-            write(lambda: ops.delete_conversation(rt, _scope(scope), conversation_id))
-        )
+        await self._write(ops.delete_conversation, rt, _scope(scope), conversation_id)
 
 
-class AsyncMessages:
+class AsyncMessages(AsyncSubAPI):
     """Append, complete, read and walk messages of a conversation."""
-
-    def __init__(self, core: Core) -> None:
-        self._core = core
 
     async def append(
         self,
@@ -165,9 +155,7 @@ class AsyncMessages:
         """Like :meth:`append`, also telling whether it was created (False: a replay of the same id)."""
         new = build(NewMessage, message, fields)
         rt = self._core.rt
-        return await self._core.engine.arun(
-            write(lambda: ops.append_message(rt, _scope(scope), conversation_id, new))
-        )
+        return await self._write(ops.append_message, rt, _scope(scope), conversation_id, new)
 
     async def complete(
         self,
@@ -181,14 +169,12 @@ class AsyncMessages:
         """Complete a pending assistant message with its final content."""
         p = build(MessagePatch, patch, fields)
         rt = self._core.rt
-        return await self._core.engine.arun(
-            write(lambda: ops.patch_message(rt, _scope(scope), conversation_id, message_id, p))
+        return await self._write(
+            ops.patch_message, rt, _scope(scope), conversation_id, message_id, p
         )
 
     async def get(self, scope: Scope, conversation_id: str, message_id: str) -> Message:
-        return await self._core.engine.arun(
-            read(lambda: ops.get_message(_scope(scope), conversation_id, message_id))
-        )
+        return await self._read(ops.get_message, _scope(scope), conversation_id, message_id)
 
     async def delete(self, scope: Scope, conversation_id: str, message_id: str) -> None:
         """Delete a message and the subtree under it (n8n's ``deleteMessages``, on a tree).
@@ -196,9 +182,7 @@ class AsyncMessages:
         it was in the subtree; summaries covering the messages are invalidated; recall
         and facts' provenance forget them. NotFound in another conversation or scope."""
         rt = self._core.rt
-        await self._core.engine.arun(
-            write(lambda: ops.delete_message(rt, _scope(scope), conversation_id, message_id))
-        )
+        await self._write(ops.delete_message, rt, _scope(scope), conversation_id, message_id)
 
     async def leaves(
         self,
@@ -209,21 +193,15 @@ class AsyncMessages:
         cursor: str | None = None,
     ) -> Page[Message]:
         rt = self._core.rt
-        return await self._core.engine.arun(
-            read(
-                lambda: ops.list_leaves(
-                    rt, _scope(scope), conversation_id, limit=limit, cursor=cursor
-                )
-            )
+        return await self._read(
+            ops.list_leaves, rt, _scope(scope), conversation_id, limit=limit, cursor=cursor
         )
 
     async def path(
         self, scope: Scope, conversation_id: str, leaf_id: str | None = None
     ) -> list[Message]:
         """The whole branch from the root to ``leaf_id`` (default: the active leaf), oldest first."""
-        return await self._core.engine.arun(
-            read(lambda: ops.path(_scope(scope), conversation_id, leaf_id))
-        )
+        return await self._read(ops.path, _scope(scope), conversation_id, leaf_id)
 
     async def list(
         self,
@@ -235,41 +213,29 @@ class AsyncMessages:
     ) -> Page[Message]:
         """Every message of the conversation, all branches, oldest first (parents before children)."""
         rt = self._core.rt
-        return await self._core.engine.arun(
-            read(
-                lambda: ops.list_messages(
-                    rt, _scope(scope), conversation_id, limit=limit, cursor=cursor
-                )
-            )
+        return await self._read(
+            ops.list_messages, rt, _scope(scope), conversation_id, limit=limit, cursor=cursor
         )
 
 
-class AsyncUsers:
+class AsyncUsers(AsyncSubAPI):
     """Users of a tenant (administration)."""
-
-    def __init__(self, core: Core) -> None:
-        self._core = core
 
     async def list(
         self, tenant: str, *, limit: int | None = None, cursor: str | None = None
     ) -> Page[tuple[str, datetime]]:
         rt = self._core.rt
-        return await self._core.engine.arun(
-            read(lambda: ops.list_users(rt, tenant, limit=limit, cursor=cursor))
-        )
+        return await self._read(ops.list_users, rt, tenant, limit=limit, cursor=cursor)
 
     async def delete(self, scope: Scope) -> int:
         """Delete ``scope.user`` of ``scope.tenant`` and everything it owns; returns the conversations removed."""
         rt = self._core.rt
         s = _scope(scope)
-        return await self._core.engine.arun(write(lambda: ops.delete_user(rt, s.tenant, s.user)))
+        return await self._write(ops.delete_user, rt, s.tenant, s.user)
 
 
-class AsyncKeys:
+class AsyncKeys(AsyncSubAPI):
     """API keys for the REST and MCP surfaces; only their hashes are stored."""
-
-    def __init__(self, core: Core) -> None:
-        self._core = core
 
     async def create(
         self,
@@ -287,21 +253,19 @@ class AsyncKeys:
         Scope(tenant, user or "admin")  # validates the names
         now = self._core.rt.clock()
         until = None if expires_at is None else to_micros(expires_at)
-        return await self._core.engine.arun(
-            write(lambda: tenancy.create_key(tenant, user, admin, label, now, until))
-        )
+        return await self._write(tenancy.create_key, tenant, user, admin, label, now, until)
 
     async def list(self, tenant: str | None = None) -> list[ApiKey]:
-        return await self._core.engine.arun(read(lambda: tenancy.list_keys(tenant)))
+        return await self._read(tenancy.list_keys, tenant)
 
     async def revoke(self, key_id: str) -> None:
         now = self._core.rt.clock()
-        await self._core.engine.arun(write(lambda: tenancy.revoke_key(key_id, now)))
+        await self._write(tenancy.revoke_key, key_id, now)
 
     async def authenticate(self, secret: str) -> Principal | None:
         """The live (not revoked, not expired) key's principal, or None."""
         now = self._core.rt.clock()
-        return await self._core.engine.arun(read(lambda: tenancy.authenticate(secret, now)))
+        return await self._read(tenancy.authenticate, secret, now)
 
     async def rotate(
         self, key_id: str, *, expires_at: datetime | None = None
@@ -309,14 +273,11 @@ class AsyncKeys:
         """Replace a live key: the old secret stops working as the new one is made."""
         now = self._core.rt.clock()
         until = None if expires_at is None else to_micros(expires_at)
-        return await self._core.engine.arun(write(lambda: tenancy.rotate_key(key_id, now, until)))
+        return await self._write(tenancy.rotate_key, key_id, now, until)
 
 
-class AsyncJobs:
+class AsyncJobs(AsyncSubAPI):
     """The durable background queue shared by every feature (see :mod:`memstrata.jobs.ops`)."""
-
-    def __init__(self, core: Core) -> None:
-        self._core = core
 
     def register(self, kind: str, handler: Handler[Any], *, lease_s: float = 60.0) -> None:
         """Run ``handler(job, memory)`` for jobs of ``kind``; it must be idempotent."""
@@ -337,37 +298,26 @@ class AsyncJobs:
     ) -> Job:
         """Queue a job; with a ``key``, merge into the queued job of the same kind and key."""
         s = _scope(scope)
-        rt = self._core.rt
-        job_id, now = rt.make_id(), rt.clock()
-        wait = max_wait_s if max_wait_s is not None else max(delay_s * 10, delay_s)
-        job = await self._core.engine.arun(
-            write(
-                lambda: jobs_ops.enqueue(
-                    job_id=job_id,
-                    kind=kind,
-                    key=key,
-                    tenant=s.tenant,
-                    user=s.user,
-                    agent=s.agent,
-                    conversation_id=conversation_id,
-                    payload=payload,
-                    flags=flags,
-                    delay_s=delay_s,
-                    max_wait_s=wait,
-                    max_attempts=max_attempts,
-                    now=now,
-                )
-            )
+        return await self._enqueue(
+            kind,
+            tenant=s.tenant,
+            user=s.user,
+            agent=s.agent,
+            key=key,
+            conversation_id=conversation_id,
+            payload=payload,
+            flags=flags,
+            delay_s=delay_s,
+            max_wait_s=max_wait_s if max_wait_s is not None else max(delay_s * 10, delay_s),
+            max_attempts=max_attempts,
         )
-        await self._core.ajob_queued()
-        return job
 
     def blocked(self, kind: str) -> str | None:
         """Why this process cannot run jobs of ``kind`` now (they wait, queued), or None."""
         return self._core.jobs.blocked(kind)
 
     async def get(self, job_id: str, *, tenant: str | None = None, user: str | None = None) -> Job:
-        job = await self._core.engine.arun(read(lambda: jobs_ops.get_job(job_id)))
+        job = await self._read(jobs_ops.get_job, job_id)
         if (tenant is not None and job.tenant != tenant) or (user is not None and job.user != user):
             raise NotFound(f"job {job_id} not found", kind="job")
         return job
@@ -385,12 +335,13 @@ class AsyncJobs:
         st = jobs_ops.parse_status(status)
         n = page_limit(self._core.rt, limit)
         before = sql.seq_cursor(cursor)
-        rows = await self._core.engine.arun(
-            read(
-                lambda: jobs_ops.list_jobs(
-                    tenant=tenant, user=user, status=st, before_created=before, limit=n + 1
-                )
-            )
+        rows = await self._read(
+            jobs_ops.list_jobs,
+            tenant=tenant,
+            user=user,
+            status=st,
+            before_created=before,
+            limit=n + 1,
         )
         items = [job for job, _ in rows[:n]]
         return Page(items, sql.encode_cursor(rows[n - 1][1]) if len(rows) > n else None)
@@ -398,21 +349,19 @@ class AsyncJobs:
     async def retry(self, job_id: str, *, tenant: str | None = None) -> Job:
         """Send a dead job back to the queue."""
         now = self._core.rt.clock()
-        job = await self._core.engine.arun(write(lambda: jobs_ops.retry(job_id, now, tenant)))
+        job = await self._write(jobs_ops.retry, job_id, now, tenant)
         await self._core.ajob_queued()
         return job
 
     async def stats(self) -> dict[str, Any]:
         now = self._core.rt.clock()
-        return await self._core.engine.arun(read(lambda: jobs_ops.queue_stats(now)))
+        return await self._read(jobs_ops.queue_stats, now)
 
     async def presence(self, *, tenant: str | None = None, user: str | None = None) -> Presence:
         """Due jobs (all, a tenant's or a user's) and whether any worker runs them:
         ``.warning`` is one line for people when jobs are due and no worker was seen lately."""
         now = self._core.rt.clock()
-        return await self._core.engine.arun(
-            read(lambda: presence_ops.presence(now, tenant=tenant, user=user))
-        )
+        return await self._read(presence_ops.presence, now, tenant=tenant, user=user)
 
     async def run_pending(
         self, kinds: Sequence[str] | None = None, max_jobs: int | None = None
@@ -421,11 +370,11 @@ class AsyncJobs:
         return await self._core.arun_pending(kinds, max_jobs)
 
 
-class AsyncMemory:
+class AsyncMemory(AsyncSubAPI):
     """One memory store. Open with :meth:`open`; close with :meth:`close` or ``async with``."""
 
     def __init__(self, core: Core) -> None:
-        self._core = core
+        super().__init__(core)
         self.conversations = AsyncConversations(core)
         self.messages = AsyncMessages(core)
         self.users = AsyncUsers(core)
@@ -481,9 +430,8 @@ class AsyncMemory:
                 raise InvalidInput("an http(s) URL needs api_key=...", field="api_key")
             if blobs or redis or settings or embedder:
                 raise InvalidInput("blobs, redis, settings and embedder belong to the server")
-            from memstrata.client import AsyncRemoteMemory as Remote  # httpx only when used
-
-            return Remote(url, api_key, timeout=timeout)
+            remote = remote_client("AsyncRemoteMemory")
+            return cast("AsyncRemoteMemory", remote(url, api_key, timeout=timeout))
         if api_key is not None:
             raise InvalidInput("api_key is only for an http(s) server URL", field="api_key")
         return cls(Core.open(url, blobs=blobs, redis=redis, settings=settings, embedder=embedder))
@@ -494,7 +442,7 @@ class AsyncMemory:
 
     def scoped(self, scope: Scope) -> Scoped:
         """This memory bound to ``scope``: ``mem.scoped(scope).messages.append(cid, ...)``,
-        ``.history(cid)``, ... take no scope argument (see :mod:`memstrata.api.scoped`)."""
+        ``.history(cid)``, ... take no scope argument (see :mod:`memstrata.scoped`)."""
         return Scoped(self, scope)
 
     # unasync: async-only
@@ -526,19 +474,16 @@ class AsyncMemory:
         turn, so ``[*history, query]`` never holds the query twice (Dify's pattern).
         """
         rt = self._core.rt
-        return await self._core.engine.arun(
-            read(
-                lambda: ops.history(
-                    rt,
-                    _scope(scope),
-                    conversation_id,
-                    leaf_id=leaf_id,
-                    max_tokens=max_tokens,
-                    max_messages=max_messages,
-                    model=model,
-                    before=before,
-                )
-            )
+        return await self._read(
+            ops.history,
+            rt,
+            _scope(scope),
+            conversation_id,
+            leaf_id=leaf_id,
+            max_tokens=max_tokens,
+            max_messages=max_messages,
+            model=model,
+            before=before,
         )
 
     async def context(
@@ -569,12 +514,10 @@ class AsyncMemory:
         )
         kit = self._core.context
         if ctx.report.compaction_due and kit.auto_compact:
-            await self.jobs.enqueue(
+            await self.compaction.schedule(
                 scope,
-                COMPACT_JOB,
-                key=f"{scope.tenant}/{conversation_id}",
-                conversation_id=conversation_id,
-                payload={"leaf_id": ctx.report.leaf_id},
+                conversation_id,
+                leaf_id=ctx.report.leaf_id,
                 delay_s=kit.debounce_s,
                 max_wait_s=kit.max_wait_s,
             )

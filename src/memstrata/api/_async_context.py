@@ -12,25 +12,28 @@ from functools import partial
 from typing import Any
 
 from memstrata import context as ops
+from memstrata import conversation as conversations
+from memstrata.api._async_base import AsyncSubAPI
 from memstrata.api._async_recall import AsyncRecall
-from memstrata.api.core import Core
-from memstrata.api.core import checked_scope as _scope
 from memstrata.context import CompactionPlan, Context, Summary
-from memstrata.context.kit import CompactionResult, ContextKit
+from memstrata.context.kit import COMPACT_JOB, CompactionResult, ContextKit
 from memstrata.context.summarize import build_prompt, extractive_summary, summary_problem
+from memstrata.jobs.ops import Job
 from memstrata.recall.service import EMBED_BATCH
 from memstrata.recall.tier import MAX_QUERY_CHARS
-from memstrata.storage.plan import read, write
 from memstrata.types import Scope
+from memstrata.validation import checked_scope as _scope
 
 __all__ = ["AsyncCompaction"]
 
 
-class AsyncCompaction:
-    """Rolling summaries: run a compaction, read the summary of a branch, see the attempts."""
+def _job_key(scope: Scope, conversation_id: str) -> str:
+    """One queued compaction per conversation: repeated asks merge into it."""
+    return f"{scope.tenant}/{conversation_id}"
 
-    def __init__(self, core: Core) -> None:
-        self._core = core
+
+class AsyncCompaction(AsyncSubAPI):
+    """Rolling summaries: run a compaction, read the summary of a branch, see the attempts."""
 
     @property
     def kit(self) -> ContextKit:
@@ -52,22 +55,19 @@ class AsyncCompaction:
         s = _scope(scope)
         settings = self.kit.settings()
         query, qvec, space = await self._embed_query(s, conversation_id, leaf_id, query)
-        return await self._core.engine.arun(
-            read(
-                lambda: ops.assemble(
-                    rt,
-                    s,
-                    conversation_id,
-                    settings,
-                    leaf_id=leaf_id,
-                    budget=budget,
-                    query=query,
-                    model=model,
-                    query_vector=qvec,
-                    embedder=space,
-                    task=task,
-                )
-            )
+        return await self._read(
+            ops.assemble,
+            rt,
+            s,
+            conversation_id,
+            settings,
+            leaf_id=leaf_id,
+            budget=budget,
+            query=query,
+            model=model,
+            query_vector=qvec,
+            embedder=space,
+            task=task,
         )
 
     async def _embed_query(
@@ -83,9 +83,7 @@ class AsyncCompaction:
         if vectors is None or emb is None:
             return query, None, None
         if query is None:
-            query = await self._core.engine.arun(
-                read(lambda: ops.default_query(scope, conversation_id, leaf_id))
-            )
+            query = await self._read(ops.default_query, scope, conversation_id, leaf_id)
         if query is None or not query.strip():
             return query, None, None
         # Like a search, embed a little of what is waiting first; a bounded batch keeps
@@ -104,12 +102,8 @@ class AsyncCompaction:
         """
         s = _scope(scope)
         rt, kit = self._core.rt, self.kit
-        plan: CompactionPlan = await self._core.engine.arun(
-            read(
-                lambda: ops.prepare_compaction(
-                    rt, s, conversation_id, leaf_id=leaf_id, window=kit.window
-                )
-            )
+        plan: CompactionPlan = await self._read(
+            ops.prepare_compaction, rt, s, conversation_id, leaf_id=leaf_id, window=kit.window
         )
         if plan.skip is not None:
             return CompactionResult("skipped", plan.skip, plan.previous)
@@ -117,21 +111,21 @@ class AsyncCompaction:
             hook(s, conversation_id, plan.messages)
         for hook_op in kit.hook_ops:
             step = partial(hook_op, s, conversation_id, plan.messages)
-            await self._core.engine.arun(write(step))
+            await self._write(step)
         previous = None if plan.previous is None else plan.previous.content
         text, method, problem = await self._summarize(previous, plan)
         if problem is not None:
-            await self._core.engine.arun(
-                write(
-                    lambda: ops.record_compaction_failure(
-                        rt, s, conversation_id, plan.leaf_id, "failed", problem
-                    )
-                )
+            await self._write(
+                ops.record_compaction_failure,
+                rt,
+                s,
+                conversation_id,
+                plan.leaf_id,
+                "failed",
+                problem,
             )
             return CompactionResult("failed", problem, plan.previous)
-        summary = await self._core.engine.arun(
-            write(lambda: ops.finish_compaction(rt, s, plan, text, method))
-        )
+        summary = await self._write(ops.finish_compaction, rt, s, plan, text, method)
         return CompactionResult("compacted", None, summary)
 
     async def _summarize(
@@ -150,16 +144,43 @@ class AsyncCompaction:
         text = text.strip() if isinstance(text, str) else ""
         return text, "llm", summary_problem(text)
 
+    async def schedule(
+        self,
+        scope: Scope,
+        conversation_id: str,
+        *,
+        leaf_id: str | None = None,
+        delay_s: float = 0.0,
+        max_wait_s: float | None = None,
+    ) -> Job:
+        """Queue a compaction of the branch of ``leaf_id`` (default: the active leaf) as a
+        background job, and return it.
+
+        One compaction job waits per conversation: asking again while one is queued
+        merges into it (its leaf becomes this one), and ``delay_s`` pushes it back, up to
+        ``max_wait_s`` after the first ask (default ``delay_s``). NotFound when the
+        conversation is not in ``scope``; a worker runs the job as :meth:`run`.
+        """
+        s = _scope(scope)
+        await self._read(conversations.get_conversation, s, conversation_id)
+        return await self._enqueue(
+            COMPACT_JOB,
+            tenant=s.tenant,
+            user=s.user,
+            agent=s.agent,
+            key=_job_key(s, conversation_id),
+            conversation_id=conversation_id,
+            payload={"leaf_id": leaf_id},
+            delay_s=delay_s,
+            max_wait_s=delay_s if max_wait_s is None else max_wait_s,
+        )
+
     async def summary(
         self, scope: Scope, conversation_id: str, *, leaf_id: str | None = None
     ) -> Summary:
         """The summary serving the branch of ``leaf_id`` (NotFound when none does)."""
-        return await self._core.engine.arun(
-            read(lambda: ops.get_summary(_scope(scope), conversation_id, leaf_id))
-        )
+        return await self._read(ops.get_summary, _scope(scope), conversation_id, leaf_id)
 
     async def log(self, scope: Scope, conversation_id: str) -> list[dict[str, Any]]:
         """Compaction attempts, newest first (failures carry their reason)."""
-        return await self._core.engine.arun(
-            read(lambda: ops.compaction_log(_scope(scope), conversation_id))
-        )
+        return await self._read(ops.compaction_log, _scope(scope), conversation_id)

@@ -11,24 +11,20 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from memstrata.api.core import Core
-from memstrata.api.core import checked_scope as _scope
+from memstrata.api._async_base import AsyncSubAPI
 from memstrata.errors import ConfigurationError
 from memstrata.graph import checkpoints as ops
 from memstrata.graph import items
 from memstrata.graph.checkpoints import GraphCheckpoint, GraphWrite
 from memstrata.graph.items import GraphItem
-from memstrata.storage.plan import Op, read, write
 from memstrata.types import Page, Scope
+from memstrata.validation import checked_scope as _scope
 
 __all__ = ["AsyncGraphs"]
 
 
-class AsyncGraphs:
+class AsyncGraphs(AsyncSubAPI):
     """Checkpoints of agent graphs, per scope and thread (any string thread id)."""
-
-    def __init__(self, core: Core) -> None:
-        self._core = core
 
     async def put_checkpoint(
         self,
@@ -45,22 +41,19 @@ class AsyncGraphs:
         run_id: str | None = None,
     ) -> None:
         rt = self._core.rt
-        await self._core.engine.arun(
-            write(
-                lambda: ops.put_checkpoint(
-                    rt,
-                    _scope(scope),
-                    thread_id=thread_id,
-                    checkpoint_ns=checkpoint_ns,
-                    checkpoint_id=checkpoint_id,
-                    parent_id=parent_id,
-                    run_id=run_id,
-                    type=type,
-                    checkpoint=checkpoint,
-                    metadata_type=metadata_type,
-                    metadata=metadata,
-                )
-            )
+        await self._write(
+            ops.put_checkpoint,
+            rt,
+            _scope(scope),
+            thread_id=thread_id,
+            checkpoint_ns=checkpoint_ns,
+            checkpoint_id=checkpoint_id,
+            parent_id=parent_id,
+            run_id=run_id,
+            type=type,
+            checkpoint=checkpoint,
+            metadata_type=metadata_type,
+            metadata=metadata,
         )
 
     async def put_writes(
@@ -72,16 +65,13 @@ class AsyncGraphs:
         checkpoint_id: str,
         writes: Sequence[GraphWrite],
     ) -> None:
-        await self._core.engine.arun(
-            write(
-                lambda: ops.put_writes(
-                    _scope(scope),
-                    thread_id=thread_id,
-                    checkpoint_ns=checkpoint_ns,
-                    checkpoint_id=checkpoint_id,
-                    writes=writes,
-                )
-            )
+        await self._write(
+            ops.put_writes,
+            _scope(scope),
+            thread_id=thread_id,
+            checkpoint_ns=checkpoint_ns,
+            checkpoint_id=checkpoint_id,
+            writes=writes,
         )
 
     async def get_checkpoint(
@@ -92,8 +82,8 @@ class AsyncGraphs:
         checkpoint_id: str | None = None,
     ) -> GraphCheckpoint | None:
         """That checkpoint, or the latest of the thread's namespace; None if there is none."""
-        return await self._core.engine.arun(
-            read(lambda: ops.get_checkpoint(_scope(scope), thread_id, checkpoint_ns, checkpoint_id))
+        return await self._read(
+            ops.get_checkpoint, _scope(scope), thread_id, checkpoint_ns, checkpoint_id
         )
 
     async def list_checkpoints(
@@ -108,33 +98,26 @@ class AsyncGraphs:
         cursor: str | None = None,
     ) -> Page[GraphCheckpoint]:
         """By thread, then namespace, newest first; ``before`` keeps older ids only."""
-        return await self._core.engine.arun(
-            read(
-                lambda: ops.list_checkpoints(
-                    _scope(scope),
-                    thread_id=thread_id,
-                    checkpoint_ns=checkpoint_ns,
-                    checkpoint_id=checkpoint_id,
-                    before=before,
-                    limit=limit,
-                    cursor=cursor,
-                )
-            )
+        return await self._read(
+            ops.list_checkpoints,
+            _scope(scope),
+            thread_id=thread_id,
+            checkpoint_ns=checkpoint_ns,
+            checkpoint_id=checkpoint_id,
+            before=before,
+            limit=limit,
+            cursor=cursor,
         )
 
     async def delete_thread(self, scope: Scope, thread_id: str) -> None:
-        await self._core.engine.arun(write(lambda: ops.delete_thread(_scope(scope), thread_id)))
+        await self._write(ops.delete_thread, _scope(scope), thread_id)
 
     async def delete_runs(self, scope: Scope, run_ids: Sequence[str]) -> None:
-        await self._core.engine.arun(
-            write(lambda: ops.delete_for_runs(_scope(scope), list(run_ids)))
-        )
+        await self._write(ops.delete_for_runs, _scope(scope), list(run_ids))
 
     async def copy_thread(self, scope: Scope, source: str, target: str) -> None:
         rt = self._core.rt
-        await self._core.engine.arun(
-            write(lambda: ops.copy_thread(rt, _scope(scope), source, target))
-        )
+        await self._write(ops.copy_thread, rt, _scope(scope), source, target)
 
     async def prune(
         self,
@@ -143,9 +126,7 @@ class AsyncGraphs:
         *,
         strategy: Literal["keep_latest", "delete"] = "keep_latest",
     ) -> None:
-        await self._core.engine.arun(
-            write(lambda: ops.prune(_scope(scope), list(thread_ids), strategy))
-        )
+        await self._write(ops.prune, _scope(scope), list(thread_ids), strategy)
 
     # -- store items (per tenant and agent: a store is shared by the tenant's users) --
 
@@ -162,12 +143,8 @@ class AsyncGraphs:
     ) -> None:
         """Store (replace) an item, with one vector per indexed field path."""
         rt, a = self._core.rt, _agent(tenant, agent)
-        await self._core.engine.arun(
-            write(
-                lambda: items.put_item(
-                    rt, tenant, a, namespace, key, value, ttl_s=ttl_s, vectors=vectors
-                )
-            )
+        await self._write(
+            items.put_item, rt, tenant, a, namespace, key, value, ttl_s=ttl_s, vectors=vectors
         )
 
     async def get_items(
@@ -180,17 +157,14 @@ class AsyncGraphs:
     ) -> list[GraphItem | None]:
         """The live items at each ``(namespace, key)`` (None where there is none)."""
         rt, a = self._core.rt, _agent(tenant, agent)
-
-        def make() -> Op[list[GraphItem | None]]:
-            return items.get_items(rt, tenant, a, keys, refresh_ttl=refresh_ttl)
-
-        return await self._core.engine.arun(write(make) if refresh_ttl else read(make))
+        run = self._write if refresh_ttl else self._read
+        return await run(items.get_items, rt, tenant, a, keys, refresh_ttl=refresh_ttl)
 
     async def delete_item(
         self, tenant: str, namespace: Sequence[str], key: str, *, agent: str | None = None
     ) -> None:
         a = _agent(tenant, agent)
-        await self._core.engine.arun(write(lambda: items.delete_item(tenant, a, namespace, key)))
+        await self._write(items.delete_item, tenant, a, namespace, key)
 
     async def search_items(
         self,
@@ -203,20 +177,23 @@ class AsyncGraphs:
     ) -> list[GraphItem]:
         """Every live item under ``prefix``, newest first (the caller filters and ranks)."""
         rt, a = self._core.rt, _agent(tenant, agent)
-
-        def make() -> Op[list[GraphItem]]:
-            return items.search_items(
-                rt, tenant, a, prefix, with_vectors=with_vectors, refresh_ttl=refresh_ttl
-            )
-
-        return await self._core.engine.arun(write(make) if refresh_ttl else read(make))
+        run = self._write if refresh_ttl else self._read
+        return await run(
+            items.search_items,
+            rt,
+            tenant,
+            a,
+            prefix,
+            with_vectors=with_vectors,
+            refresh_ttl=refresh_ttl,
+        )
 
     async def list_namespaces(
         self, tenant: str, *, agent: str | None = None
     ) -> list[tuple[str, ...]]:
         """Every namespace holding a live item, sorted."""
         rt, a = self._core.rt, _agent(tenant, agent)
-        return await self._core.engine.arun(read(lambda: items.list_item_namespaces(rt, tenant, a)))
+        return await self._read(items.list_item_namespaces, rt, tenant, a)
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """Vectors of ``texts`` by this memory's embedder (the one recall uses)."""

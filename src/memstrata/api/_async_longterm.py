@@ -15,14 +15,13 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from memstrata.api.core import Core
-from memstrata.api.core import checked_scope as _scope
+from memstrata.api._async_base import AsyncSubAPI
 from memstrata.errors import ConfigurationError, InvalidInput
 from memstrata.ids import parse_id
 from memstrata.jobs import ops as jobs_ops
 from memstrata.jobs.ops import Job
 from memstrata.llm import LLM
-from memstrata.longterm import deerflow, store
+from memstrata.longterm import deerflow, portable, similar, store, updates
 from memstrata.longterm import extract as ex
 from memstrata.longterm.model import (
     ExtractionFailed,
@@ -38,9 +37,8 @@ from memstrata.longterm.parse import parse_update
 from memstrata.longterm.prompt import build_messages, repair_messages
 from memstrata.longterm.scrub import mentions_upload, scrub_uploads
 from memstrata.longterm.service import EXTRACT_JOB, LongTermKit, job_key
-from memstrata.runtime import Runtime
-from memstrata.storage.plan import read, write
 from memstrata.types import Page, Scope
+from memstrata.validation import checked_scope as _scope
 
 __all__ = ["AsyncFacts", "AsyncLongTerm"]
 
@@ -57,21 +55,8 @@ def _status(value: str | None) -> FactStatus | None:
     return _STATUSES[value]
 
 
-def _issuing(rt: Runtime, first_id: str) -> Runtime:
-    """A copy of ``rt`` whose next new id is ``first_id`` (the fact's), then the usual ids."""
-    pending = [first_id]
-
-    def make_id() -> str:
-        return pending.pop() if pending else rt.make_id()
-
-    return replace(rt, make_id=make_id)
-
-
-class AsyncFacts:
+class AsyncFacts(AsyncSubAPI):
     """A user's long-term facts: read, add, edit, delete, and the history of each."""
-
-    def __init__(self, core: Core) -> None:
-        self._core = core
 
     async def list(
         self,
@@ -85,12 +70,8 @@ class AsyncFacts:
         """Newest first. ``status``: ``active`` (default), ``superseded``, ``removed``,
         ``evicted`` or ``all``."""
         s, st, rt = _scope(scope), _status(status), self._core.rt
-        return await self._core.engine.arun(
-            read(
-                lambda: store.list_facts(
-                    rt, s, status=st, category=category, limit=limit, cursor=cursor
-                )
-            )
+        return await self._read(
+            store.list_facts, rt, s, status=st, category=category, limit=limit, cursor=cursor
         )
 
     async def add(
@@ -105,20 +86,20 @@ class AsyncFacts:
     ) -> Fact:
         """Add a fact by hand (409 when an active fact already says the same).
 
-        ``id``: the fact's id (a UUID) when the caller keeps its own key, as a
-        key-value store does; 409 when a fact already has it.
+        ``id``: the fact's id (a UUID) when the caller keeps its own key, as a key-value
+        store does. As for messages, adding the same id again with the same content,
+        category, confidence and source error returns the stored fact and changes
+        nothing (a safe retry); anything else already under that id is a
+        :class:`~memstrata.errors.Conflict` (409).
         """
         s, rt = _scope(scope), self._core.rt
         data = store.check_fact_input(content, category, confidence, source_error)
-        if id is not None:
-            rt = _issuing(rt, parse_id(id, field="id"))
-        return await self._core.engine.arun(
-            write(lambda: store.add_fact(rt, s, data, FactOrigin.MANUAL))
-        )
+        fid = None if id is None else parse_id(id, field="id")
+        return await self._write(store.add_fact, rt, s, data, FactOrigin.MANUAL, fact_id=fid)
 
     async def get(self, scope: Scope, fact_id: str) -> Fact:
         s = _scope(scope)
-        return await self._core.engine.arun(read(lambda: store.get_fact(s, fact_id)))
+        return await self._read(store.get_fact, s, fact_id)
 
     async def edit(self, scope: Scope, fact_id: str, **changes: Any) -> Fact:
         """Change ``content``, ``category``, ``confidence`` or ``source_error`` of an active
@@ -126,26 +107,21 @@ class AsyncFacts:
         s, rt = _scope(scope), self._core.rt
         if not changes:
             raise InvalidInput("nothing to change", field="content")
-        return await self._core.engine.arun(
-            write(lambda: store.edit_fact(rt, s, fact_id, dict(changes)))
-        )
+        return await self._write(store.edit_fact, rt, s, fact_id, dict(changes))
 
     async def delete(self, scope: Scope, fact_id: str) -> None:
         """Erase a fact and its history (superseded, manual or imported alike)."""
         s, rt = _scope(scope), self._core.rt
-        await self._core.engine.arun(write(lambda: store.delete_fact(rt, s, fact_id)))
+        await self._write(store.delete_fact, rt, s, fact_id)
 
     async def history(self, scope: Scope, fact_id: str) -> builtins.list[FactEvent]:
         """What happened to the fact and to the facts it replaced or was replaced by."""
         s = _scope(scope)
-        return await self._core.engine.arun(read(lambda: store.fact_history(s, fact_id)))
+        return await self._read(store.fact_history, s, fact_id)
 
 
-class AsyncLongTerm:
+class AsyncLongTerm(AsyncSubAPI):
     """Capture, extraction, the profile, and import/export of long-term memory."""
-
-    def __init__(self, core: Core) -> None:
-        self._core = core
 
     @property
     def kit(self) -> LongTermKit:
@@ -164,7 +140,7 @@ class AsyncLongTerm:
             leaf, signals = yield from ex.recent_signals(s, conversation_id, leaf_id)
             return (yield from kit.enqueue(s, conversation_id, leaf, signals))
 
-        job: Job = await self._core.engine.arun(write(op))
+        job: Job = await self._write(op)
         await self._core.ajob_queued()
         return job
 
@@ -196,17 +172,14 @@ class AsyncLongTerm:
         merged = dict(flags or {})
         if job_id is None:
             merged.update(await self._queued_flags(conversation_id))
-        prep = await self._core.engine.arun(
-            read(
-                lambda: ex.prepare(
-                    rt,
-                    s,
-                    conversation_id,
-                    leaf_id,
-                    merged,
-                    max_input_tokens=kit.max_input_tokens,
-                )
-            )
+        prep = await self._read(
+            ex.prepare,
+            rt,
+            s,
+            conversation_id,
+            leaf_id,
+            merged,
+            max_input_tokens=kit.max_input_tokens,
         )
         if wait_for_reply and prep.turns and all(t.role == "user" for t in prep.turns):
             return ex.ExtractionResult("waiting", {}, ("waiting for an assistant reply",), 0, 0, 0)
@@ -225,7 +198,7 @@ class AsyncLongTerm:
         except Exception as exc:  # logged; then the caller (or the job's retries) decides
             error = f"{type(exc).__name__}: {exc}"
             record = tally.record("failed", conversation_id, job_id, prep.signals, error=error)
-            await self._core.engine.arun(write(lambda: store.record_update(rt, s, record)))
+            await self._write(updates.record_update, rt, s, record)
             raise
         update = self._redacted(update)
         near = await self._near_duplicates(prep, update)
@@ -273,74 +246,61 @@ class AsyncLongTerm:
         scope: Scope,
         prep: ex.Prepared,
         update: ProposedUpdate | None,
-        record: store.ExtractionRecord,
+        record: updates.ExtractionRecord,
         near: Mapping[int, str] | None = None,
     ) -> Any:
         rt, kit = self._core.rt, self.kit
-        return await self._core.engine.arun(
-            write(
-                lambda: ex.finish(
-                    rt,
-                    scope,
-                    prep,
-                    update,
-                    record,
-                    scrub=scrub_uploads,
-                    mentions_upload=mentions_upload,
-                    threshold=kit.threshold,
-                    max_facts=kit.max_facts,
-                    near_duplicates=near,
-                )
-            )
+        return await self._write(
+            ex.finish,
+            rt,
+            scope,
+            prep,
+            update,
+            record,
+            scrub=scrub_uploads,
+            mentions_upload=mentions_upload,
+            threshold=kit.threshold,
+            max_facts=kit.max_facts,
+            near_duplicates=near,
         )
 
     async def _queued_flags(self, conversation_id: str) -> dict[str, bool]:
         key = job_key(conversation_id)
-        job = await self._core.engine.arun(read(lambda: jobs_ops.queued_by_key(EXTRACT_JOB, key)))
+        job = await self._read(jobs_ops.queued_by_key, EXTRACT_JOB, key)
         return {} if job is None else dict(job.flags)
 
     async def _near_duplicates(self, prep: ex.Prepared, update: ProposedUpdate) -> dict[int, str]:
         """New facts that say what an active fact says, by embedding similarity."""
         kit = self.kit
         emb = kit.embedder
-        if emb is None or not prep.facts or kit.near_duplicate > 1:
-            return {}
-        aliases = prep.aliases
-        wanted = [(i, f) for i, f in enumerate(update.new_facts) if f.confidence >= kit.threshold]
-        if not wanted:
+        if emb is None or kit.near_duplicate > 1:
             return {}
         old = [f for f, _ in prep.facts]
+        todo = similar.check(update.new_facts, old, prep.aliases, threshold=kit.threshold)
+        if todo is None:
+            return {}
         try:
-            vectors = await emb.aembed([f.content for _, f in wanted] + [f.content for f in old])
+            vectors = await emb.aembed(todo.texts)
         except Exception:  # exact-key dedupe still holds; a failing embedder must not lose facts
             log.warning("near-duplicate check skipped: the embedder failed", exc_info=True)
             return {}
-        from memstrata.longterm.similar import best_matches
-
-        replaced = [{aliases.get(a) for a in f.supersedes} for _, f in wanted]
-        matches = best_matches(vectors[: len(wanted)], vectors[len(wanted) :], kit.near_duplicate)
-        near: dict[int, str] = {}
-        for (i, _), match, skip in zip(wanted, matches, replaced, strict=True):
-            # A fact that replaces another is naturally close to it: that is no duplicate.
-            if match is not None and old[match].id not in skip:
-                near[i] = old[match].id
-        return near
+        return todo.matches(vectors, kit.near_duplicate)
 
     async def profile(self, scope: Scope) -> list[ProfileSection]:
         """The six profile sections (an unwritten one has an empty summary)."""
         s = _scope(scope)
-        return await self._core.engine.arun(read(lambda: store.get_profile(s)))
+        return await self._read(store.get_profile, s)
 
     async def updates(self, scope: Scope, limit: int = 50) -> list[dict[str, Any]]:
         """The extraction log, newest first: outcome, token usage, counts, notes, and the
         raw model output of failed attempts."""
         s = _scope(scope)
-        return await self._core.engine.arun(read(lambda: store.list_updates(s, limit)))
+        return await self._read(updates.list_updates, s, limit)
 
     async def status(self) -> dict[str, Any]:
         """Whether extraction can run here, and how many extraction jobs wait or died."""
         kinds = (EXTRACT_JOB,)
-        counts = await self._core.engine.arun(read(lambda: jobs_ops.counts_of(kinds)))
+        counts = await self._read(jobs_ops.counts_of, kinds)
         reason = self.kit.blocked()
         return {
             "extraction": "disabled" if reason else "enabled",
@@ -360,10 +320,10 @@ class AsyncLongTerm:
         s = _scope(scope)
 
         def state() -> Any:
-            facts, profile = yield from store.export_state(s)
-            return facts, profile, (yield from store.last_change(s))
+            facts, profile = yield from portable.export_state(s)
+            return facts, profile, (yield from portable.last_change(s))
 
-        facts, profile, changed = await self._core.engine.arun(read(state))
+        facts, profile, changed = await self._read(state)
         return deerflow.to_deerflow(profile, facts, now=changed or datetime.now(UTC))
 
     async def import_memory(
@@ -379,7 +339,7 @@ class AsyncLongTerm:
         s, rt, kit = _scope(scope), self._core.rt, self.kit
         doc = deerflow.read_deerflow(document)
         facts = [
-            store.ImportFact(
+            portable.ImportFact(
                 store.check_fact_input(f.content, f.category, f.confidence, f.source_error),
                 None if f.created_at is None else int(f.created_at.timestamp() * 1_000_000),
                 f.id,
@@ -387,7 +347,7 @@ class AsyncLongTerm:
             )
             for f in doc.facts
         ]
-        counts = await self._core.engine.arun(
-            write(lambda: store.import_memory(rt, s, doc.profile, facts, max_facts=kit.max_facts))
+        counts = await self._write(
+            portable.import_memory, rt, s, doc.profile, facts, max_facts=kit.max_facts
         )
         return {**counts, "warnings": doc.warnings}

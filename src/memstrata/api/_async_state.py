@@ -11,25 +11,19 @@ from __future__ import annotations
 from typing import Any
 
 from memstrata import state as ops
-from memstrata.api.core import Core
-from memstrata.api.core import checked_scope as _scope
+from memstrata.api._async_base import AsyncSubAPI
 from memstrata.state import Checkpoint, Format, Iteration, PlanDoc, RunSnapshot, WorkingMemory
-from memstrata.storage.plan import read, write
 from memstrata.types import Page, Scope
+from memstrata.validation import checked_scope as _scope
 
 __all__ = ["AsyncCheckpoints", "AsyncIterations", "AsyncPlans", "AsyncSnapshots", "AsyncWorking"]
 
 
-class AsyncWorking:
+class AsyncWorking(AsyncSubAPI):
     """Working memory: one document per user, or per conversation (``conversation_id``)."""
 
-    def __init__(self, core: Core) -> None:
-        self._core = core
-
     async def get(self, scope: Scope, *, conversation_id: str | None = None) -> WorkingMemory:
-        return await self._core.engine.arun(
-            read(lambda: ops.get_working_memory(_scope(scope), conversation_id))
-        )
+        return await self._read(ops.get_working_memory, _scope(scope), conversation_id)
 
     async def put(
         self,
@@ -44,37 +38,27 @@ class AsyncWorking:
     ) -> WorkingMemory:
         """Write the document (markdown text, or JSON checked against the schema/template)."""
         rt = self._core.rt
-        return await self._core.engine.arun(
-            write(
-                lambda: ops.put_working_memory(
-                    rt,
-                    _scope(scope),
-                    content,
-                    conversation_id=conversation_id,
-                    format=format,
-                    json_schema=json_schema,
-                    template=template,
-                    expected_version=expected_version,
-                )
-            )
+        return await self._write(
+            ops.put_working_memory,
+            rt,
+            _scope(scope),
+            content,
+            conversation_id=conversation_id,
+            format=format,
+            json_schema=json_schema,
+            template=template,
+            expected_version=expected_version,
         )
 
     async def delete(self, scope: Scope, *, conversation_id: str | None = None) -> None:
-        await self._core.engine.arun(
-            write(lambda: ops.delete_working_memory(_scope(scope), conversation_id))
-        )
+        await self._write(ops.delete_working_memory, _scope(scope), conversation_id)
 
 
-class AsyncPlans:
+class AsyncPlans(AsyncSubAPI):
     """The plan of a conversation: a versioned JSON document."""
 
-    def __init__(self, core: Core) -> None:
-        self._core = core
-
     async def get(self, scope: Scope, conversation_id: str) -> PlanDoc:
-        return await self._core.engine.arun(
-            read(lambda: ops.get_plan(_scope(scope), conversation_id))
-        )
+        return await self._read(ops.get_plan, _scope(scope), conversation_id)
 
     async def put(
         self,
@@ -85,20 +69,18 @@ class AsyncPlans:
         expected_version: int | None = None,
     ) -> PlanDoc:
         rt = self._core.rt
-        return await self._core.engine.arun(
-            write(
-                lambda: ops.put_plan(
-                    rt, _scope(scope), conversation_id, document, expected_version=expected_version
-                )
-            )
+        return await self._write(
+            ops.put_plan,
+            rt,
+            _scope(scope),
+            conversation_id,
+            document,
+            expected_version=expected_version,
         )
 
 
-class AsyncIterations:
+class AsyncIterations(AsyncSubAPI):
     """Append-only logs of task attempts, per conversation and task."""
-
-    def __init__(self, core: Core) -> None:
-        self._core = core
 
     async def append(
         self,
@@ -112,19 +94,16 @@ class AsyncIterations:
         detail: dict[str, Any] | None = None,
     ) -> Iteration:
         rt = self._core.rt
-        return await self._core.engine.arun(
-            write(
-                lambda: ops.append_iteration(
-                    rt,
-                    _scope(scope),
-                    conversation_id,
-                    task,
-                    outcome=outcome,
-                    error=error,
-                    attempt=attempt,
-                    detail=detail,
-                )
-            )
+        return await self._write(
+            ops.append_iteration,
+            rt,
+            _scope(scope),
+            conversation_id,
+            task,
+            outcome=outcome,
+            error=error,
+            attempt=attempt,
+            detail=detail,
         )
 
     async def list(
@@ -138,20 +117,19 @@ class AsyncIterations:
     ) -> Page[Iteration]:
         """Oldest first."""
         rt = self._core.rt
-        return await self._core.engine.arun(
-            read(
-                lambda: ops.list_iterations(
-                    rt, _scope(scope), conversation_id, task=task, limit=limit, cursor=cursor
-                )
-            )
+        return await self._read(
+            ops.list_iterations,
+            rt,
+            _scope(scope),
+            conversation_id,
+            task=task,
+            limit=limit,
+            cursor=cursor,
         )
 
 
-class AsyncCheckpoints:
+class AsyncCheckpoints(AsyncSubAPI):
     """Suspended agent state keyed ``name:run_id``; reading an expired one raises Expired."""
-
-    def __init__(self, core: Core) -> None:
-        self._core = core
 
     async def save(
         self,
@@ -164,47 +142,33 @@ class AsyncCheckpoints:
         conversation_id: str | None = None,
     ) -> Checkpoint:
         rt = self._core.rt
-        return await self._core.engine.arun(
-            write(
-                lambda: ops.save_checkpoint(
-                    rt,
-                    _scope(scope),
-                    name,
-                    run_id,
-                    state,
-                    ttl_s=ttl_s,
-                    conversation_id=conversation_id,
-                )
-            )
+        return await self._write(
+            ops.save_checkpoint,
+            rt,
+            _scope(scope),
+            name,
+            run_id,
+            state,
+            ttl_s=ttl_s,
+            conversation_id=conversation_id,
         )
 
     async def load(self, scope: Scope, name: str, run_id: str) -> Checkpoint:
         rt = self._core.rt
-        return await self._core.engine.arun(
-            read(lambda: ops.load_checkpoint(rt, _scope(scope), name, run_id))
-        )
+        return await self._read(ops.load_checkpoint, rt, _scope(scope), name, run_id)
 
     async def delete(self, scope: Scope, name: str, run_id: str) -> None:
         """Expire the checkpoint: later loads raise Expired ("This action has expired ...")."""
         rt = self._core.rt
-        await self._core.engine.arun(
-            write(lambda: ops.delete_checkpoint(rt, _scope(scope), name, run_id))
-        )
+        await self._write(ops.delete_checkpoint, rt, _scope(scope), name, run_id)
 
 
-class AsyncSnapshots:
+class AsyncSnapshots(AsyncSubAPI):
     """Opaque per-run snapshots a UI keeps to restore its view after a reconnect."""
 
-    def __init__(self, core: Core) -> None:
-        self._core = core
-
     async def get(self, scope: Scope, conversation_id: str, run_id: str) -> RunSnapshot:
-        return await self._core.engine.arun(
-            read(lambda: ops.get_snapshot(_scope(scope), conversation_id, run_id))
-        )
+        return await self._read(ops.get_snapshot, _scope(scope), conversation_id, run_id)
 
     async def put(self, scope: Scope, conversation_id: str, run_id: str, data: Any) -> RunSnapshot:
         rt = self._core.rt
-        return await self._core.engine.arun(
-            write(lambda: ops.put_snapshot(rt, _scope(scope), conversation_id, run_id, data))
-        )
+        return await self._write(ops.put_snapshot, rt, _scope(scope), conversation_id, run_id, data)

@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Callable, Iterable
-from functools import partial
 
+from memstrata.api._async_base import AsyncSubAPI
 from memstrata.api._async_recall import AsyncRecall
-from memstrata.api.core import Core
 from memstrata.nodes.service import blobs_for
-from memstrata.storage.plan import read, write
 from memstrata.transfer.native import (
     BATCH,
     ExportScope,
@@ -26,11 +24,8 @@ from memstrata.transfer.native import (
 __all__ = ["AsyncTransfer"]
 
 
-class AsyncTransfer:
+class AsyncTransfer(AsyncSubAPI):
     """Move a whole store, or one user's data, in memstrata's own format."""
-
-    def __init__(self, core: Core) -> None:
-        self._core = core
 
     async def export(
         self,
@@ -50,8 +45,8 @@ class AsyncTransfer:
             tick(1)
 
         write_line(dump_line(header(scope)))
-        rows = await self._core.engine.arun(read(partial(export_rows, scope, sink)))
-        prefixes = await self._core.engine.arun(read(partial(blob_prefixes, scope)))
+        rows = await self._read(export_rows, scope, sink)
+        prefixes = await self._read(blob_prefixes, scope)
         store = blobs_for(self._core).store
         keys: list[str] = []
         for prefix in prefixes:
@@ -81,14 +76,12 @@ class AsyncTransfer:
                 continue
             batch.append(item)
             if len(batch) == BATCH:
-                added += await self._core.engine.arun(
-                    write(partial(insert_rows, dialect, head, batch))
-                )
+                added += await self._write(insert_rows, dialect, head, batch)
                 read_rows += len(batch)
                 tick(len(batch))
                 batch = []
         if batch:
-            added += await self._core.engine.arun(write(partial(insert_rows, dialect, head, batch)))
+            added += await self._write(insert_rows, dialect, head, batch)
             read_rows += len(batch)
             tick(len(batch))
         indexed = await AsyncRecall(self._core).backfill()

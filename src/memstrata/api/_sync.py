@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, cast, overload
 
 from memstrata import conversation as ops
+from memstrata.api._sync_base import SubAPI
 from memstrata.api._sync_context import Compaction
 from memstrata.api._sync_graph import Graphs
 from memstrata.api._sync_longterm import Facts, LongTerm
@@ -22,11 +23,9 @@ from memstrata.api._sync_state import (
     Working,
 )
 from memstrata.api._sync_transfer import Transfer
-from memstrata.api.core import Core, build
-from memstrata.api.core import checked_scope as _scope
-from memstrata.api.scoped import Scoped
+from memstrata.api.core import Core
 from memstrata.config import Settings
-from memstrata.context import COMPACT_JOB, CompactionResult, Context
+from memstrata.context import CompactionResult, Context
 from memstrata.conversation.history import History
 from memstrata.embeddings.port import Embedder
 from memstrata.errors import InvalidInput, NotFound
@@ -35,12 +34,15 @@ from memstrata.jobs import presence as presence_ops
 from memstrata.jobs.ops import Job
 from memstrata.jobs.presence import Presence
 from memstrata.jobs.worker import Handler
+from memstrata.remote import remote_client
 from memstrata.runtime import page_limit
+from memstrata.scoped import Scoped
 from memstrata.storage import sql, tenancy
-from memstrata.storage.plan import read, write
 from memstrata.storage.records import to_micros
 from memstrata.storage.tenancy import ApiKey, Principal
 from memstrata.types import Conversation, Message, MessagePatch, NewMessage, Page, Scope
+from memstrata.validation import build
+from memstrata.validation import checked_scope as _scope
 
 if TYPE_CHECKING:
     from memstrata.client import RemoteMemory
@@ -55,11 +57,8 @@ __all__ = [
 ]
 
 
-class Conversations:
+class Conversations(SubAPI):
     """Create, list, update and delete conversations (message trees)."""
-
-    def __init__(self, core: Core) -> None:
-        self._core = core
 
     def create(
         self,
@@ -70,25 +69,24 @@ class Conversations:
         id: str | None = None,
     ) -> Conversation:
         rt = self._core.rt
-        return self._core.engine.run(
-            write(
-                lambda: ops.create_conversation(
-                    rt, _scope(scope), title=title, metadata=metadata, conversation_id=id
-                )
-            )
+        return self._write(
+            ops.create_conversation,
+            rt,
+            _scope(scope),
+            title=title,
+            metadata=metadata,
+            conversation_id=id,
         )
 
     def get(self, scope: Scope, conversation_id: str) -> Conversation:
-        return self._core.engine.run(
-            read(lambda: ops.get_conversation(_scope(scope), conversation_id))
-        )
+        return self._read(ops.get_conversation, _scope(scope), conversation_id)
 
     def list(
         self, scope: Scope, *, limit: int | None = None, cursor: str | None = None
     ) -> Page[Conversation]:
         rt = self._core.rt
-        return self._core.engine.run(
-            read(lambda: ops.list_conversations(rt, _scope(scope), limit=limit, cursor=cursor))
+        return self._read(
+            ops.list_conversations, rt, _scope(scope), limit=limit, cursor=cursor
         )
 
     def update(
@@ -102,17 +100,14 @@ class Conversations:
     ) -> Conversation:
         """Change the title, metadata and/or active leaf (one transaction; None leaves a field as is)."""
         rt = self._core.rt
-        return self._core.engine.run(
-            write(
-                lambda: ops.update_conversation(
-                    rt,
-                    _scope(scope),
-                    conversation_id,
-                    title=title,
-                    metadata=metadata,
-                    active_leaf_id=active_leaf_id,
-                )
-            )
+        return self._write(
+            ops.update_conversation,
+            rt,
+            _scope(scope),
+            conversation_id,
+            title=title,
+            metadata=metadata,
+            active_leaf_id=active_leaf_id,
         )
 
     def set_active_leaf(
@@ -123,16 +118,11 @@ class Conversations:
 
     def delete(self, scope: Scope, conversation_id: str) -> None:
         rt = self._core.rt
-        self._core.engine.run(
-            write(lambda: ops.delete_conversation(rt, _scope(scope), conversation_id))
-        )
+        self._write(ops.delete_conversation, rt, _scope(scope), conversation_id)
 
 
-class Messages:
+class Messages(SubAPI):
     """Append, complete, read and walk messages of a conversation."""
-
-    def __init__(self, core: Core) -> None:
-        self._core = core
 
     def append(
         self,
@@ -161,9 +151,7 @@ class Messages:
         """Like :meth:`append`, also telling whether it was created (False: a replay of the same id)."""
         new = build(NewMessage, message, fields)
         rt = self._core.rt
-        return self._core.engine.run(
-            write(lambda: ops.append_message(rt, _scope(scope), conversation_id, new))
-        )
+        return self._write(ops.append_message, rt, _scope(scope), conversation_id, new)
 
     def complete(
         self,
@@ -177,14 +165,12 @@ class Messages:
         """Complete a pending assistant message with its final content."""
         p = build(MessagePatch, patch, fields)
         rt = self._core.rt
-        return self._core.engine.run(
-            write(lambda: ops.patch_message(rt, _scope(scope), conversation_id, message_id, p))
+        return self._write(
+            ops.patch_message, rt, _scope(scope), conversation_id, message_id, p
         )
 
     def get(self, scope: Scope, conversation_id: str, message_id: str) -> Message:
-        return self._core.engine.run(
-            read(lambda: ops.get_message(_scope(scope), conversation_id, message_id))
-        )
+        return self._read(ops.get_message, _scope(scope), conversation_id, message_id)
 
     def delete(self, scope: Scope, conversation_id: str, message_id: str) -> None:
         """Delete a message and the subtree under it (n8n's ``deleteMessages``, on a tree).
@@ -192,9 +178,7 @@ class Messages:
         it was in the subtree; summaries covering the messages are invalidated; recall
         and facts' provenance forget them. NotFound in another conversation or scope."""
         rt = self._core.rt
-        self._core.engine.run(
-            write(lambda: ops.delete_message(rt, _scope(scope), conversation_id, message_id))
-        )
+        self._write(ops.delete_message, rt, _scope(scope), conversation_id, message_id)
 
     def leaves(
         self,
@@ -205,21 +189,15 @@ class Messages:
         cursor: str | None = None,
     ) -> Page[Message]:
         rt = self._core.rt
-        return self._core.engine.run(
-            read(
-                lambda: ops.list_leaves(
-                    rt, _scope(scope), conversation_id, limit=limit, cursor=cursor
-                )
-            )
+        return self._read(
+            ops.list_leaves, rt, _scope(scope), conversation_id, limit=limit, cursor=cursor
         )
 
     def path(
         self, scope: Scope, conversation_id: str, leaf_id: str | None = None
     ) -> list[Message]:
         """The whole branch from the root to ``leaf_id`` (default: the active leaf), oldest first."""
-        return self._core.engine.run(
-            read(lambda: ops.path(_scope(scope), conversation_id, leaf_id))
-        )
+        return self._read(ops.path, _scope(scope), conversation_id, leaf_id)
 
     def list(
         self,
@@ -231,41 +209,29 @@ class Messages:
     ) -> Page[Message]:
         """Every message of the conversation, all branches, oldest first (parents before children)."""
         rt = self._core.rt
-        return self._core.engine.run(
-            read(
-                lambda: ops.list_messages(
-                    rt, _scope(scope), conversation_id, limit=limit, cursor=cursor
-                )
-            )
+        return self._read(
+            ops.list_messages, rt, _scope(scope), conversation_id, limit=limit, cursor=cursor
         )
 
 
-class Users:
+class Users(SubAPI):
     """Users of a tenant (administration)."""
-
-    def __init__(self, core: Core) -> None:
-        self._core = core
 
     def list(
         self, tenant: str, *, limit: int | None = None, cursor: str | None = None
     ) -> Page[tuple[str, datetime]]:
         rt = self._core.rt
-        return self._core.engine.run(
-            read(lambda: ops.list_users(rt, tenant, limit=limit, cursor=cursor))
-        )
+        return self._read(ops.list_users, rt, tenant, limit=limit, cursor=cursor)
 
     def delete(self, scope: Scope) -> int:
         """Delete ``scope.user`` of ``scope.tenant`` and everything it owns; returns the conversations removed."""
         rt = self._core.rt
         s = _scope(scope)
-        return self._core.engine.run(write(lambda: ops.delete_user(rt, s.tenant, s.user)))
+        return self._write(ops.delete_user, rt, s.tenant, s.user)
 
 
-class Keys:
+class Keys(SubAPI):
     """API keys for the REST and MCP surfaces; only their hashes are stored."""
-
-    def __init__(self, core: Core) -> None:
-        self._core = core
 
     def create(
         self,
@@ -283,21 +249,19 @@ class Keys:
         Scope(tenant, user or "admin")  # validates the names
         now = self._core.rt.clock()
         until = None if expires_at is None else to_micros(expires_at)
-        return self._core.engine.run(
-            write(lambda: tenancy.create_key(tenant, user, admin, label, now, until))
-        )
+        return self._write(tenancy.create_key, tenant, user, admin, label, now, until)
 
     def list(self, tenant: str | None = None) -> list[ApiKey]:
-        return self._core.engine.run(read(lambda: tenancy.list_keys(tenant)))
+        return self._read(tenancy.list_keys, tenant)
 
     def revoke(self, key_id: str) -> None:
         now = self._core.rt.clock()
-        self._core.engine.run(write(lambda: tenancy.revoke_key(key_id, now)))
+        self._write(tenancy.revoke_key, key_id, now)
 
     def authenticate(self, secret: str) -> Principal | None:
         """The live (not revoked, not expired) key's principal, or None."""
         now = self._core.rt.clock()
-        return self._core.engine.run(read(lambda: tenancy.authenticate(secret, now)))
+        return self._read(tenancy.authenticate, secret, now)
 
     def rotate(
         self, key_id: str, *, expires_at: datetime | None = None
@@ -305,14 +269,11 @@ class Keys:
         """Replace a live key: the old secret stops working as the new one is made."""
         now = self._core.rt.clock()
         until = None if expires_at is None else to_micros(expires_at)
-        return self._core.engine.run(write(lambda: tenancy.rotate_key(key_id, now, until)))
+        return self._write(tenancy.rotate_key, key_id, now, until)
 
 
-class Jobs:
+class Jobs(SubAPI):
     """The durable background queue shared by every feature (see :mod:`memstrata.jobs.ops`)."""
-
-    def __init__(self, core: Core) -> None:
-        self._core = core
 
     def register(self, kind: str, handler: Handler[Any], *, lease_s: float = 60.0) -> None:
         """Run ``handler(job, memory)`` for jobs of ``kind``; it must be idempotent."""
@@ -333,37 +294,26 @@ class Jobs:
     ) -> Job:
         """Queue a job; with a ``key``, merge into the queued job of the same kind and key."""
         s = _scope(scope)
-        rt = self._core.rt
-        job_id, now = rt.make_id(), rt.clock()
-        wait = max_wait_s if max_wait_s is not None else max(delay_s * 10, delay_s)
-        job = self._core.engine.run(
-            write(
-                lambda: jobs_ops.enqueue(
-                    job_id=job_id,
-                    kind=kind,
-                    key=key,
-                    tenant=s.tenant,
-                    user=s.user,
-                    agent=s.agent,
-                    conversation_id=conversation_id,
-                    payload=payload,
-                    flags=flags,
-                    delay_s=delay_s,
-                    max_wait_s=wait,
-                    max_attempts=max_attempts,
-                    now=now,
-                )
-            )
+        return self._enqueue(
+            kind,
+            tenant=s.tenant,
+            user=s.user,
+            agent=s.agent,
+            key=key,
+            conversation_id=conversation_id,
+            payload=payload,
+            flags=flags,
+            delay_s=delay_s,
+            max_wait_s=max_wait_s if max_wait_s is not None else max(delay_s * 10, delay_s),
+            max_attempts=max_attempts,
         )
-        self._core.job_queued()
-        return job
 
     def blocked(self, kind: str) -> str | None:
         """Why this process cannot run jobs of ``kind`` now (they wait, queued), or None."""
         return self._core.jobs.blocked(kind)
 
     def get(self, job_id: str, *, tenant: str | None = None, user: str | None = None) -> Job:
-        job = self._core.engine.run(read(lambda: jobs_ops.get_job(job_id)))
+        job = self._read(jobs_ops.get_job, job_id)
         if (tenant is not None and job.tenant != tenant) or (user is not None and job.user != user):
             raise NotFound(f"job {job_id} not found", kind="job")
         return job
@@ -381,12 +331,13 @@ class Jobs:
         st = jobs_ops.parse_status(status)
         n = page_limit(self._core.rt, limit)
         before = sql.seq_cursor(cursor)
-        rows = self._core.engine.run(
-            read(
-                lambda: jobs_ops.list_jobs(
-                    tenant=tenant, user=user, status=st, before_created=before, limit=n + 1
-                )
-            )
+        rows = self._read(
+            jobs_ops.list_jobs,
+            tenant=tenant,
+            user=user,
+            status=st,
+            before_created=before,
+            limit=n + 1,
         )
         items = [job for job, _ in rows[:n]]
         return Page(items, sql.encode_cursor(rows[n - 1][1]) if len(rows) > n else None)
@@ -394,21 +345,19 @@ class Jobs:
     def retry(self, job_id: str, *, tenant: str | None = None) -> Job:
         """Send a dead job back to the queue."""
         now = self._core.rt.clock()
-        job = self._core.engine.run(write(lambda: jobs_ops.retry(job_id, now, tenant)))
+        job = self._write(jobs_ops.retry, job_id, now, tenant)
         self._core.job_queued()
         return job
 
     def stats(self) -> dict[str, Any]:
         now = self._core.rt.clock()
-        return self._core.engine.run(read(lambda: jobs_ops.queue_stats(now)))
+        return self._read(jobs_ops.queue_stats, now)
 
     def presence(self, *, tenant: str | None = None, user: str | None = None) -> Presence:
         """Due jobs (all, a tenant's or a user's) and whether any worker runs them:
         ``.warning`` is one line for people when jobs are due and no worker was seen lately."""
         now = self._core.rt.clock()
-        return self._core.engine.run(
-            read(lambda: presence_ops.presence(now, tenant=tenant, user=user))
-        )
+        return self._read(presence_ops.presence, now, tenant=tenant, user=user)
 
     def run_pending(
         self, kinds: Sequence[str] | None = None, max_jobs: int | None = None
@@ -417,11 +366,11 @@ class Jobs:
         return self._core.run_pending(kinds, max_jobs)
 
 
-class Memory:
+class Memory(SubAPI):
     """One memory store. Open with :meth:`open`; close with :meth:`close` or ``with``."""
 
     def __init__(self, core: Core) -> None:
-        self._core = core
+        super().__init__(core)
         self.conversations = Conversations(core)
         self.messages = Messages(core)
         self.users = Users(core)
@@ -477,9 +426,8 @@ class Memory:
                 raise InvalidInput("an http(s) URL needs api_key=...", field="api_key")
             if blobs or redis or settings or embedder:
                 raise InvalidInput("blobs, redis, settings and embedder belong to the server")
-            from memstrata.client import RemoteMemory as Remote  # httpx only when used
-
-            return Remote(url, api_key, timeout=timeout)
+            remote = remote_client("RemoteMemory")
+            return cast("RemoteMemory", remote(url, api_key, timeout=timeout))
         if api_key is not None:
             raise InvalidInput("api_key is only for an http(s) server URL", field="api_key")
         return cls(Core.open(url, blobs=blobs, redis=redis, settings=settings, embedder=embedder))
@@ -490,7 +438,7 @@ class Memory:
 
     def scoped(self, scope: Scope) -> Scoped:
         """This memory bound to ``scope``: ``mem.scoped(scope).messages.append(cid, ...)``,
-        ``.history(cid)``, ... take no scope argument (see :mod:`memstrata.api.scoped`)."""
+        ``.history(cid)``, ... take no scope argument (see :mod:`memstrata.scoped`)."""
         return Scoped(self, scope)
 
 
@@ -512,19 +460,16 @@ class Memory:
         turn, so ``[*history, query]`` never holds the query twice (Dify's pattern).
         """
         rt = self._core.rt
-        return self._core.engine.run(
-            read(
-                lambda: ops.history(
-                    rt,
-                    _scope(scope),
-                    conversation_id,
-                    leaf_id=leaf_id,
-                    max_tokens=max_tokens,
-                    max_messages=max_messages,
-                    model=model,
-                    before=before,
-                )
-            )
+        return self._read(
+            ops.history,
+            rt,
+            _scope(scope),
+            conversation_id,
+            leaf_id=leaf_id,
+            max_tokens=max_tokens,
+            max_messages=max_messages,
+            model=model,
+            before=before,
         )
 
     def context(
@@ -555,12 +500,10 @@ class Memory:
         )
         kit = self._core.context
         if ctx.report.compaction_due and kit.auto_compact:
-            self.jobs.enqueue(
+            self.compaction.schedule(
                 scope,
-                COMPACT_JOB,
-                key=f"{scope.tenant}/{conversation_id}",
-                conversation_id=conversation_id,
-                payload={"leaf_id": ctx.report.leaf_id},
+                conversation_id,
+                leaf_id=ctx.report.leaf_id,
                 delay_s=kit.debounce_s,
                 max_wait_s=kit.max_wait_s,
             )

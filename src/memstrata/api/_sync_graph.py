@@ -5,24 +5,20 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from memstrata.api.core import Core
-from memstrata.api.core import checked_scope as _scope
+from memstrata.api._sync_base import SubAPI
 from memstrata.errors import ConfigurationError
 from memstrata.graph import checkpoints as ops
 from memstrata.graph import items
 from memstrata.graph.checkpoints import GraphCheckpoint, GraphWrite
 from memstrata.graph.items import GraphItem
-from memstrata.storage.plan import Op, read, write
 from memstrata.types import Page, Scope
+from memstrata.validation import checked_scope as _scope
 
 __all__ = ["Graphs"]
 
 
-class Graphs:
+class Graphs(SubAPI):
     """Checkpoints of agent graphs, per scope and thread (any string thread id)."""
-
-    def __init__(self, core: Core) -> None:
-        self._core = core
 
     def put_checkpoint(
         self,
@@ -39,22 +35,19 @@ class Graphs:
         run_id: str | None = None,
     ) -> None:
         rt = self._core.rt
-        self._core.engine.run(
-            write(
-                lambda: ops.put_checkpoint(
-                    rt,
-                    _scope(scope),
-                    thread_id=thread_id,
-                    checkpoint_ns=checkpoint_ns,
-                    checkpoint_id=checkpoint_id,
-                    parent_id=parent_id,
-                    run_id=run_id,
-                    type=type,
-                    checkpoint=checkpoint,
-                    metadata_type=metadata_type,
-                    metadata=metadata,
-                )
-            )
+        self._write(
+            ops.put_checkpoint,
+            rt,
+            _scope(scope),
+            thread_id=thread_id,
+            checkpoint_ns=checkpoint_ns,
+            checkpoint_id=checkpoint_id,
+            parent_id=parent_id,
+            run_id=run_id,
+            type=type,
+            checkpoint=checkpoint,
+            metadata_type=metadata_type,
+            metadata=metadata,
         )
 
     def put_writes(
@@ -66,16 +59,13 @@ class Graphs:
         checkpoint_id: str,
         writes: Sequence[GraphWrite],
     ) -> None:
-        self._core.engine.run(
-            write(
-                lambda: ops.put_writes(
-                    _scope(scope),
-                    thread_id=thread_id,
-                    checkpoint_ns=checkpoint_ns,
-                    checkpoint_id=checkpoint_id,
-                    writes=writes,
-                )
-            )
+        self._write(
+            ops.put_writes,
+            _scope(scope),
+            thread_id=thread_id,
+            checkpoint_ns=checkpoint_ns,
+            checkpoint_id=checkpoint_id,
+            writes=writes,
         )
 
     def get_checkpoint(
@@ -86,8 +76,8 @@ class Graphs:
         checkpoint_id: str | None = None,
     ) -> GraphCheckpoint | None:
         """That checkpoint, or the latest of the thread's namespace; None if there is none."""
-        return self._core.engine.run(
-            read(lambda: ops.get_checkpoint(_scope(scope), thread_id, checkpoint_ns, checkpoint_id))
+        return self._read(
+            ops.get_checkpoint, _scope(scope), thread_id, checkpoint_ns, checkpoint_id
         )
 
     def list_checkpoints(
@@ -102,33 +92,26 @@ class Graphs:
         cursor: str | None = None,
     ) -> Page[GraphCheckpoint]:
         """By thread, then namespace, newest first; ``before`` keeps older ids only."""
-        return self._core.engine.run(
-            read(
-                lambda: ops.list_checkpoints(
-                    _scope(scope),
-                    thread_id=thread_id,
-                    checkpoint_ns=checkpoint_ns,
-                    checkpoint_id=checkpoint_id,
-                    before=before,
-                    limit=limit,
-                    cursor=cursor,
-                )
-            )
+        return self._read(
+            ops.list_checkpoints,
+            _scope(scope),
+            thread_id=thread_id,
+            checkpoint_ns=checkpoint_ns,
+            checkpoint_id=checkpoint_id,
+            before=before,
+            limit=limit,
+            cursor=cursor,
         )
 
     def delete_thread(self, scope: Scope, thread_id: str) -> None:
-        self._core.engine.run(write(lambda: ops.delete_thread(_scope(scope), thread_id)))
+        self._write(ops.delete_thread, _scope(scope), thread_id)
 
     def delete_runs(self, scope: Scope, run_ids: Sequence[str]) -> None:
-        self._core.engine.run(
-            write(lambda: ops.delete_for_runs(_scope(scope), list(run_ids)))
-        )
+        self._write(ops.delete_for_runs, _scope(scope), list(run_ids))
 
     def copy_thread(self, scope: Scope, source: str, target: str) -> None:
         rt = self._core.rt
-        self._core.engine.run(
-            write(lambda: ops.copy_thread(rt, _scope(scope), source, target))
-        )
+        self._write(ops.copy_thread, rt, _scope(scope), source, target)
 
     def prune(
         self,
@@ -137,9 +120,7 @@ class Graphs:
         *,
         strategy: Literal["keep_latest", "delete"] = "keep_latest",
     ) -> None:
-        self._core.engine.run(
-            write(lambda: ops.prune(_scope(scope), list(thread_ids), strategy))
-        )
+        self._write(ops.prune, _scope(scope), list(thread_ids), strategy)
 
     # -- store items (per tenant and agent: a store is shared by the tenant's users) --
 
@@ -156,12 +137,8 @@ class Graphs:
     ) -> None:
         """Store (replace) an item, with one vector per indexed field path."""
         rt, a = self._core.rt, _agent(tenant, agent)
-        self._core.engine.run(
-            write(
-                lambda: items.put_item(
-                    rt, tenant, a, namespace, key, value, ttl_s=ttl_s, vectors=vectors
-                )
-            )
+        self._write(
+            items.put_item, rt, tenant, a, namespace, key, value, ttl_s=ttl_s, vectors=vectors
         )
 
     def get_items(
@@ -174,17 +151,14 @@ class Graphs:
     ) -> list[GraphItem | None]:
         """The live items at each ``(namespace, key)`` (None where there is none)."""
         rt, a = self._core.rt, _agent(tenant, agent)
-
-        def make() -> Op[list[GraphItem | None]]:
-            return items.get_items(rt, tenant, a, keys, refresh_ttl=refresh_ttl)
-
-        return self._core.engine.run(write(make) if refresh_ttl else read(make))
+        run = self._write if refresh_ttl else self._read
+        return run(items.get_items, rt, tenant, a, keys, refresh_ttl=refresh_ttl)
 
     def delete_item(
         self, tenant: str, namespace: Sequence[str], key: str, *, agent: str | None = None
     ) -> None:
         a = _agent(tenant, agent)
-        self._core.engine.run(write(lambda: items.delete_item(tenant, a, namespace, key)))
+        self._write(items.delete_item, tenant, a, namespace, key)
 
     def search_items(
         self,
@@ -197,20 +171,23 @@ class Graphs:
     ) -> list[GraphItem]:
         """Every live item under ``prefix``, newest first (the caller filters and ranks)."""
         rt, a = self._core.rt, _agent(tenant, agent)
-
-        def make() -> Op[list[GraphItem]]:
-            return items.search_items(
-                rt, tenant, a, prefix, with_vectors=with_vectors, refresh_ttl=refresh_ttl
-            )
-
-        return self._core.engine.run(write(make) if refresh_ttl else read(make))
+        run = self._write if refresh_ttl else self._read
+        return run(
+            items.search_items,
+            rt,
+            tenant,
+            a,
+            prefix,
+            with_vectors=with_vectors,
+            refresh_ttl=refresh_ttl,
+        )
 
     def list_namespaces(
         self, tenant: str, *, agent: str | None = None
     ) -> list[tuple[str, ...]]:
         """Every namespace holding a live item, sorted."""
         rt, a = self._core.rt, _agent(tenant, agent)
-        return self._core.engine.run(read(lambda: items.list_item_namespaces(rt, tenant, a)))
+        return self._read(items.list_item_namespaces, rt, tenant, a)
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """Vectors of ``texts`` by this memory's embedder (the one recall uses)."""

@@ -9,14 +9,13 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from memstrata.api.core import Core
-from memstrata.api.core import checked_scope as _scope
+from memstrata.api._sync_base import SubAPI
 from memstrata.errors import ConfigurationError, InvalidInput
 from memstrata.ids import parse_id
 from memstrata.jobs import ops as jobs_ops
 from memstrata.jobs.ops import Job
 from memstrata.llm import LLM
-from memstrata.longterm import deerflow, store
+from memstrata.longterm import deerflow, portable, similar, store, updates
 from memstrata.longterm import extract as ex
 from memstrata.longterm.model import (
     ExtractionFailed,
@@ -32,9 +31,8 @@ from memstrata.longterm.parse import parse_update
 from memstrata.longterm.prompt import build_messages, repair_messages
 from memstrata.longterm.scrub import mentions_upload, scrub_uploads
 from memstrata.longterm.service import EXTRACT_JOB, LongTermKit, job_key
-from memstrata.runtime import Runtime
-from memstrata.storage.plan import read, write
 from memstrata.types import Page, Scope
+from memstrata.validation import checked_scope as _scope
 
 __all__ = ["Facts", "LongTerm"]
 
@@ -51,21 +49,8 @@ def _status(value: str | None) -> FactStatus | None:
     return _STATUSES[value]
 
 
-def _issuing(rt: Runtime, first_id: str) -> Runtime:
-    """A copy of ``rt`` whose next new id is ``first_id`` (the fact's), then the usual ids."""
-    pending = [first_id]
-
-    def make_id() -> str:
-        return pending.pop() if pending else rt.make_id()
-
-    return replace(rt, make_id=make_id)
-
-
-class Facts:
+class Facts(SubAPI):
     """A user's long-term facts: read, add, edit, delete, and the history of each."""
-
-    def __init__(self, core: Core) -> None:
-        self._core = core
 
     def list(
         self,
@@ -79,12 +64,8 @@ class Facts:
         """Newest first. ``status``: ``active`` (default), ``superseded``, ``removed``,
         ``evicted`` or ``all``."""
         s, st, rt = _scope(scope), _status(status), self._core.rt
-        return self._core.engine.run(
-            read(
-                lambda: store.list_facts(
-                    rt, s, status=st, category=category, limit=limit, cursor=cursor
-                )
-            )
+        return self._read(
+            store.list_facts, rt, s, status=st, category=category, limit=limit, cursor=cursor
         )
 
     def add(
@@ -99,20 +80,20 @@ class Facts:
     ) -> Fact:
         """Add a fact by hand (409 when an active fact already says the same).
 
-        ``id``: the fact's id (a UUID) when the caller keeps its own key, as a
-        key-value store does; 409 when a fact already has it.
+        ``id``: the fact's id (a UUID) when the caller keeps its own key, as a key-value
+        store does. As for messages, adding the same id again with the same content,
+        category, confidence and source error returns the stored fact and changes
+        nothing (a safe retry); anything else already under that id is a
+        :class:`~memstrata.errors.Conflict` (409).
         """
         s, rt = _scope(scope), self._core.rt
         data = store.check_fact_input(content, category, confidence, source_error)
-        if id is not None:
-            rt = _issuing(rt, parse_id(id, field="id"))
-        return self._core.engine.run(
-            write(lambda: store.add_fact(rt, s, data, FactOrigin.MANUAL))
-        )
+        fid = None if id is None else parse_id(id, field="id")
+        return self._write(store.add_fact, rt, s, data, FactOrigin.MANUAL, fact_id=fid)
 
     def get(self, scope: Scope, fact_id: str) -> Fact:
         s = _scope(scope)
-        return self._core.engine.run(read(lambda: store.get_fact(s, fact_id)))
+        return self._read(store.get_fact, s, fact_id)
 
     def edit(self, scope: Scope, fact_id: str, **changes: Any) -> Fact:
         """Change ``content``, ``category``, ``confidence`` or ``source_error`` of an active
@@ -120,26 +101,21 @@ class Facts:
         s, rt = _scope(scope), self._core.rt
         if not changes:
             raise InvalidInput("nothing to change", field="content")
-        return self._core.engine.run(
-            write(lambda: store.edit_fact(rt, s, fact_id, dict(changes)))
-        )
+        return self._write(store.edit_fact, rt, s, fact_id, dict(changes))
 
     def delete(self, scope: Scope, fact_id: str) -> None:
         """Erase a fact and its history (superseded, manual or imported alike)."""
         s, rt = _scope(scope), self._core.rt
-        self._core.engine.run(write(lambda: store.delete_fact(rt, s, fact_id)))
+        self._write(store.delete_fact, rt, s, fact_id)
 
     def history(self, scope: Scope, fact_id: str) -> builtins.list[FactEvent]:
         """What happened to the fact and to the facts it replaced or was replaced by."""
         s = _scope(scope)
-        return self._core.engine.run(read(lambda: store.fact_history(s, fact_id)))
+        return self._read(store.fact_history, s, fact_id)
 
 
-class LongTerm:
+class LongTerm(SubAPI):
     """Capture, extraction, the profile, and import/export of long-term memory."""
-
-    def __init__(self, core: Core) -> None:
-        self._core = core
 
     @property
     def kit(self) -> LongTermKit:
@@ -158,7 +134,7 @@ class LongTerm:
             leaf, signals = yield from ex.recent_signals(s, conversation_id, leaf_id)
             return (yield from kit.enqueue(s, conversation_id, leaf, signals))
 
-        job: Job = self._core.engine.run(write(op))
+        job: Job = self._write(op)
         self._core.job_queued()
         return job
 
@@ -190,17 +166,14 @@ class LongTerm:
         merged = dict(flags or {})
         if job_id is None:
             merged.update(self._queued_flags(conversation_id))
-        prep = self._core.engine.run(
-            read(
-                lambda: ex.prepare(
-                    rt,
-                    s,
-                    conversation_id,
-                    leaf_id,
-                    merged,
-                    max_input_tokens=kit.max_input_tokens,
-                )
-            )
+        prep = self._read(
+            ex.prepare,
+            rt,
+            s,
+            conversation_id,
+            leaf_id,
+            merged,
+            max_input_tokens=kit.max_input_tokens,
         )
         if wait_for_reply and prep.turns and all(t.role == "user" for t in prep.turns):
             return ex.ExtractionResult("waiting", {}, ("waiting for an assistant reply",), 0, 0, 0)
@@ -219,7 +192,7 @@ class LongTerm:
         except Exception as exc:  # logged; then the caller (or the job's retries) decides
             error = f"{type(exc).__name__}: {exc}"
             record = tally.record("failed", conversation_id, job_id, prep.signals, error=error)
-            self._core.engine.run(write(lambda: store.record_update(rt, s, record)))
+            self._write(updates.record_update, rt, s, record)
             raise
         update = self._redacted(update)
         near = self._near_duplicates(prep, update)
@@ -267,74 +240,61 @@ class LongTerm:
         scope: Scope,
         prep: ex.Prepared,
         update: ProposedUpdate | None,
-        record: store.ExtractionRecord,
+        record: updates.ExtractionRecord,
         near: Mapping[int, str] | None = None,
     ) -> Any:
         rt, kit = self._core.rt, self.kit
-        return self._core.engine.run(
-            write(
-                lambda: ex.finish(
-                    rt,
-                    scope,
-                    prep,
-                    update,
-                    record,
-                    scrub=scrub_uploads,
-                    mentions_upload=mentions_upload,
-                    threshold=kit.threshold,
-                    max_facts=kit.max_facts,
-                    near_duplicates=near,
-                )
-            )
+        return self._write(
+            ex.finish,
+            rt,
+            scope,
+            prep,
+            update,
+            record,
+            scrub=scrub_uploads,
+            mentions_upload=mentions_upload,
+            threshold=kit.threshold,
+            max_facts=kit.max_facts,
+            near_duplicates=near,
         )
 
     def _queued_flags(self, conversation_id: str) -> dict[str, bool]:
         key = job_key(conversation_id)
-        job = self._core.engine.run(read(lambda: jobs_ops.queued_by_key(EXTRACT_JOB, key)))
+        job = self._read(jobs_ops.queued_by_key, EXTRACT_JOB, key)
         return {} if job is None else dict(job.flags)
 
     def _near_duplicates(self, prep: ex.Prepared, update: ProposedUpdate) -> dict[int, str]:
         """New facts that say what an active fact says, by embedding similarity."""
         kit = self.kit
         emb = kit.embedder
-        if emb is None or not prep.facts or kit.near_duplicate > 1:
-            return {}
-        aliases = prep.aliases
-        wanted = [(i, f) for i, f in enumerate(update.new_facts) if f.confidence >= kit.threshold]
-        if not wanted:
+        if emb is None or kit.near_duplicate > 1:
             return {}
         old = [f for f, _ in prep.facts]
+        todo = similar.check(update.new_facts, old, prep.aliases, threshold=kit.threshold)
+        if todo is None:
+            return {}
         try:
-            vectors = emb.embed([f.content for _, f in wanted] + [f.content for f in old])
+            vectors = emb.embed(todo.texts)
         except Exception:  # exact-key dedupe still holds; a failing embedder must not lose facts
             log.warning("near-duplicate check skipped: the embedder failed", exc_info=True)
             return {}
-        from memstrata.longterm.similar import best_matches
-
-        replaced = [{aliases.get(a) for a in f.supersedes} for _, f in wanted]
-        matches = best_matches(vectors[: len(wanted)], vectors[len(wanted) :], kit.near_duplicate)
-        near: dict[int, str] = {}
-        for (i, _), match, skip in zip(wanted, matches, replaced, strict=True):
-            # A fact that replaces another is naturally close to it: that is no duplicate.
-            if match is not None and old[match].id not in skip:
-                near[i] = old[match].id
-        return near
+        return todo.matches(vectors, kit.near_duplicate)
 
     def profile(self, scope: Scope) -> list[ProfileSection]:
         """The six profile sections (an unwritten one has an empty summary)."""
         s = _scope(scope)
-        return self._core.engine.run(read(lambda: store.get_profile(s)))
+        return self._read(store.get_profile, s)
 
     def updates(self, scope: Scope, limit: int = 50) -> list[dict[str, Any]]:
         """The extraction log, newest first: outcome, token usage, counts, notes, and the
         raw model output of failed attempts."""
         s = _scope(scope)
-        return self._core.engine.run(read(lambda: store.list_updates(s, limit)))
+        return self._read(updates.list_updates, s, limit)
 
     def status(self) -> dict[str, Any]:
         """Whether extraction can run here, and how many extraction jobs wait or died."""
         kinds = (EXTRACT_JOB,)
-        counts = self._core.engine.run(read(lambda: jobs_ops.counts_of(kinds)))
+        counts = self._read(jobs_ops.counts_of, kinds)
         reason = self.kit.blocked()
         return {
             "extraction": "disabled" if reason else "enabled",
@@ -354,10 +314,10 @@ class LongTerm:
         s = _scope(scope)
 
         def state() -> Any:
-            facts, profile = yield from store.export_state(s)
-            return facts, profile, (yield from store.last_change(s))
+            facts, profile = yield from portable.export_state(s)
+            return facts, profile, (yield from portable.last_change(s))
 
-        facts, profile, changed = self._core.engine.run(read(state))
+        facts, profile, changed = self._read(state)
         return deerflow.to_deerflow(profile, facts, now=changed or datetime.now(UTC))
 
     def import_memory(
@@ -373,7 +333,7 @@ class LongTerm:
         s, rt, kit = _scope(scope), self._core.rt, self.kit
         doc = deerflow.read_deerflow(document)
         facts = [
-            store.ImportFact(
+            portable.ImportFact(
                 store.check_fact_input(f.content, f.category, f.confidence, f.source_error),
                 None if f.created_at is None else int(f.created_at.timestamp() * 1_000_000),
                 f.id,
@@ -381,7 +341,7 @@ class LongTerm:
             )
             for f in doc.facts
         ]
-        counts = self._core.engine.run(
-            write(lambda: store.import_memory(rt, s, doc.profile, facts, max_facts=kit.max_facts))
+        counts = self._write(
+            portable.import_memory, rt, s, doc.profile, facts, max_facts=kit.max_facts
         )
         return {**counts, "warnings": doc.warnings}

@@ -3,63 +3,27 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any
 
+from memstrata.api._sync_base import SubAPI
 from memstrata.api.core import Core
-from memstrata.api.core import checked_scope as _scope
 from memstrata.conversation.history import HistoryPlanner, check_limits
 from memstrata.errors import ConfigurationError, InvalidInput
 from memstrata.jobs import ops as jobs_ops
 from memstrata.nodes import log, turn_ids
 from memstrata.nodes import ops as nodes_ops
-from memstrata.nodes.layout import NodeKey, Turn, check_id
+from memstrata.nodes.layout import NodeKey, Turn
 from memstrata.nodes.ops import GcReport
 from memstrata.nodes.service import COMPACT_AFTER, blobs_for
 from memstrata.nodes.thread import SEEK, FileResolver, NodeHistory, ThreadWalker, finish
-from memstrata.storage.plan import read, write
-from memstrata.storage.records import check_text
+from memstrata.nodes.validate import FileLike, check_turn, held_turn
 from memstrata.tokens import get_tokenizer
-from memstrata.types import FileRef, Scope
+from memstrata.types import Scope
+from memstrata.validation import checked_scope as _scope
 
 __all__ = ["NodeMemory", "Nodes"]
-
-FileLike = FileRef | Mapping[str, Any]
-
-
-def _files(files: Sequence[FileLike] | None, field: str, belongs_to: str) -> tuple[FileRef, ...]:
-    out = []
-    for f in files or ():
-        if isinstance(f, FileRef):
-            # The list says whose file it is unless the reference says so itself.
-            explicit = "belongs_to" in f.model_fields_set
-            out.append(f if explicit else f.model_copy(update={"belongs_to": belongs_to}))
-            continue
-        try:
-            out.append(FileRef.model_validate({"belongs_to": belongs_to, **dict(f)}))
-        except ValueError as exc:
-            raise InvalidInput(f"{field}: {exc}", field=field) from None
-    return tuple(out)
-
-
-def _same_turn(
-    held: Turn,
-    message_id: str,
-    parent: str | None,
-    user_content: str,
-    user_files: tuple[FileRef, ...],
-    assistant_content: str,
-    assistant_files: tuple[FileRef, ...],
-) -> bool:
-    return (
-        held.message_id == message_id
-        and held.parent_message_id == parent
-        and held.user_content == user_content
-        and held.user_files == user_files
-        and held.assistant_content == assistant_content
-        and held.assistant_files == assistant_files
-    )
 
 
 def _key(scope: Scope, app_id: str, conversation_id: str | None, node_id: str) -> NodeKey:
@@ -71,7 +35,7 @@ def _key(scope: Scope, app_id: str, conversation_id: str | None, node_id: str) -
     return NodeKey(_scope(scope).tenant, app_id, conversation_id, node_id)
 
 
-class NodeMemory:
+class NodeMemory(SubAPI):
     """The memory of one workflow node in one conversation.
 
     ``add_turn`` buffers; ``flush`` makes the buffered turns durable (one new
@@ -82,7 +46,7 @@ class NodeMemory:
     def __init__(
         self, core: Core, scope: Scope, key: NodeKey, resolver: FileResolver | None = None
     ) -> None:
-        self._core = core
+        super().__init__(core)
         self._scope = scope
         self.key = key
         self._resolver = resolver
@@ -103,37 +67,27 @@ class NodeMemory:
         assistant_files: Sequence[FileLike] | None = None,
     ) -> Turn:
         """Buffer one dialogue turn (a user input and the answer); durable at :meth:`flush`."""
-        check_id(message_id, "message_id")
-        if parent_message_id is not None and parent_message_id != "":
-            check_id(parent_message_id, "parent_message_id")
-        for name, text in (
-            ("user_content", user_content),
-            ("assistant_content", assistant_content),
-        ):
-            if not isinstance(text, str):
-                raise InvalidInput(f"{name} must be a string", field=name)
-            check_text(text, name)
-            if len(text.encode()) > self._core.rt.limits.max_content_bytes:
-                raise InvalidInput(f"{name} is over the content size limit", field=name)
-        ufiles = _files(user_files, "user_files", "user")
-        afiles = _files(assistant_files, "assistant_files", "assistant")
-        if not user_content and not ufiles:
-            raise InvalidInput("a turn needs user_content or user_files", field="user_content")
+        new = check_turn(
+            message_id=message_id,
+            parent_message_id=parent_message_id,
+            user_content=user_content,
+            user_files=user_files,
+            assistant_content=assistant_content,
+            assistant_files=assistant_files,
+            max_content_bytes=self._core.rt.limits.max_content_bytes,
+        )
+        held = held_turn(self._buffer, new)
+        if held is not None:
+            return held  # a repeated call (a retry) adds nothing
         rt = self._core.rt
-        for held in self._buffer:
-            parent = parent_message_id or None
-            if _same_turn(
-                held, message_id, parent, user_content, ufiles, assistant_content, afiles
-            ):
-                return held  # a repeated call (a retry) adds nothing
         turn = Turn(
             uid=rt.make_id(),
-            message_id=message_id,
-            parent_message_id=parent_message_id or None,
-            user_content=user_content,
-            user_files=ufiles,
-            assistant_content=assistant_content,
-            assistant_files=afiles,
+            message_id=new.message_id,
+            parent_message_id=new.parent_message_id,
+            user_content=new.user_content,
+            user_files=new.user_files,
+            assistant_content=new.assistant_content,
+            assistant_files=new.assistant_files,
             created_at=rt.clock(),
         )
         self._buffer.append(turn)
@@ -151,16 +105,16 @@ class NodeMemory:
         turns = list(self._buffer)
         core, rt, scope, key = self._core, self._core.rt, self._scope, self.key
         wanted = turn_ids.digests(turns)
-        replayed = core.engine.run(read(lambda: nodes_ops.replays(scope, key, wanted)))
+        replayed = self._read(nodes_ops.replays, scope, key, wanted)
         fresh = [t for t in turns if t.message_id not in replayed]
         if not fresh:
             del self._buffer[: len(turns)]
             return 0
-        gen, pending = core.engine.run(write(lambda: nodes_ops.touch(rt, scope, key, 1)))
+        gen, pending = self._write(nodes_ops.touch, rt, scope, key, 1)
         blobs_for(core).run(log.write_segment(key.prefix(gen), fresh))
         ids = {mid: d for mid, d in wanted.items() if mid not in replayed}
         now = rt.clock()
-        core.engine.run(write(lambda: nodes_ops.record_turns(key, gen, ids, now)))
+        self._write(nodes_ops.record_turns, key, gen, ids, now)
         del self._buffer[: len(turns)]
         if pending >= COMPACT_AFTER:
             self._queue_compaction(gen)
@@ -176,24 +130,21 @@ class NodeMemory:
             "generation": gen,
         }
         job_id, now = rt.make_id(), rt.clock()
-        core.engine.run(
-            write(
-                lambda: jobs_ops.enqueue(
-                    job_id=job_id,
-                    kind=nodes_ops.COMPACT_JOB,
-                    key=key.prefix(gen),
-                    tenant=key.tenant,
-                    user=self._scope.user,
-                    agent=self._scope.agent,
-                    conversation_id=key.conversation_id,
-                    payload=payload,
-                    flags=None,
-                    delay_s=0.0,
-                    max_wait_s=0.0,
-                    max_attempts=5,
-                    now=now,
-                )
-            )
+        self._write(
+            jobs_ops.enqueue,
+            job_id=job_id,
+            kind=nodes_ops.COMPACT_JOB,
+            key=key.prefix(gen),
+            tenant=key.tenant,
+            user=self._scope.user,
+            agent=self._scope.agent,
+            conversation_id=key.conversation_id,
+            payload=payload,
+            flags=None,
+            delay_s=0.0,
+            max_wait_s=0.0,
+            max_attempts=5,
+            now=now,
         )
         core.job_queued()
 
@@ -225,15 +176,13 @@ class NodeMemory:
         seek = current_message_id
         if seek is not None and parent_message_id is SEEK:
             if any(t.message_id == seek for t in buffered):
-                gen = self._core.engine.run(read(lambda: nodes_ops.generation(scope, key)))
+                gen = self._read(nodes_ops.generation, scope, key)
             else:
-                gen, stored = self._core.engine.run(
-                    read(lambda: nodes_ops.is_stored(scope, key, seek or ""))
-                )
+                gen, stored = self._read(nodes_ops.is_stored, scope, key, seek or "")
                 if not stored:
                     seek = None
         else:
-            gen = self._core.engine.run(read(lambda: nodes_ops.generation(scope, key)))
+            gen = self._read(nodes_ops.generation, scope, key)
 
         def start() -> ThreadWalker:
             planner = HistoryPlanner(
@@ -273,19 +222,19 @@ class NodeMemory:
         """Forget every turn of this node memory (buffered ones too)."""
         self._buffer.clear()
         rt, scope, key = self._core.rt, self._scope, self.key
-        removed = self._core.engine.run(write(lambda: nodes_ops.remove(rt, scope, key)))
+        removed = self._write(nodes_ops.remove, rt, scope, key)
         if removed is not None:
             self._core.job_queued()
 
     def compact(self) -> int:
         """Fold loose objects into one now (normally a background job); returns how many."""
         scope, key = self._scope, self.key
-        gen = self._core.engine.run(read(lambda: nodes_ops.generation(scope, key)))
+        gen = self._read(nodes_ops.generation, scope, key)
         if gen is None:
             return 0
         absorbed = blobs_for(self._core).run(log.compact(key.prefix(gen), min_segments=1))
         if absorbed:
-            self._core.engine.run(write(lambda: nodes_ops.compacted(key, gen, absorbed)))
+            self._write(nodes_ops.compacted, key, gen, absorbed)
         return absorbed
 
     def __enter__(self) -> NodeMemory:
@@ -300,11 +249,8 @@ class NodeMemory:
         self.flush()
 
 
-class Nodes:
+class Nodes(SubAPI):
     """Node-scoped memories: a separate turn history per (app, conversation, node)."""
-
-    def __init__(self, core: Core) -> None:
-        self._core = core
 
     def open(
         self,
@@ -355,9 +301,7 @@ class Nodes:
             raise InvalidInput("older_than must be >= 0", field="older_than")
         rt = self._core.rt
         cutoff = rt.clock() - int(older_than_s * 1_000_000)
-        rows = self._core.engine.run(
-            read(lambda: nodes_ops.stale(cutoff, 1_000_000, tenant))
-        )
+        rows = self._read(nodes_ops.stale, cutoff, 1_000_000, tenant)
         blobs = blobs_for(self._core)
         objects = size = 0
         for i, row in enumerate(rows):
@@ -366,7 +310,7 @@ class Nodes:
                 objects, size = objects + len(metas), size + sum(m.size for m in metas)
             else:
                 drop = functools.partial(nodes_ops.drop_rows, rt, [row], enqueue=False)
-                self._core.engine.run(write(drop))
+                self._write(drop)
                 n, b = blobs.run(log.purge(row.prefix))
                 objects, size = objects + n, size + b
             if progress is not None:

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from functools import partial
 
-from memstrata.api.core import Core
-from memstrata.api.core import checked_scope as _scope
+from memstrata.api._sync_base import SubAPI
 from memstrata.recall import index as idx
 from memstrata.recall.service import (
     CATCH_UP_LIMIT,
@@ -16,17 +14,14 @@ from memstrata.recall.service import (
     check_args,
 )
 from memstrata.recall.service import search_op as _search_op
-from memstrata.storage.plan import read, write
 from memstrata.types import Scope
+from memstrata.validation import checked_scope as _scope
 
 __all__ = ["Recall"]
 
 
-class Recall:
+class Recall(SubAPI):
     """Hybrid (keyword + vector) search over a user's past messages."""
-
-    def __init__(self, core: Core) -> None:
-        self._core = core
 
     @property
     def _recall(self) -> RecallEngine:
@@ -68,23 +63,20 @@ class Recall:
             qvec = (emb.embed([query]))[0]
         dialect = self._core.engine.dialect
         params = self._recall.params
-        return self._core.engine.run(
-            read(
-                lambda: _search_op(
-                    dialect,
-                    vectors,
-                    s,
-                    info,
-                    qvec,
-                    k=k,
-                    conversation_id=conversation_id,
-                    leaf_id=leaf_id,
-                    message_range=message_range,
-                    excluded=excluded,
-                    params=params,
-                    include_other_branches=bool(include_other_branches),
-                )
-            )
+        return self._read(
+            _search_op,
+            dialect,
+            vectors,
+            s,
+            info,
+            qvec,
+            k=k,
+            conversation_id=conversation_id,
+            leaf_id=leaf_id,
+            message_range=message_range,
+            excluded=excluded,
+            params=params,
+            include_other_branches=bool(include_other_branches),
         )
 
     def flush(
@@ -106,24 +98,18 @@ class Recall:
         done, after = 0, 0
         while limit is None or done < limit:
             size = EMBED_BATCH if limit is None else min(EMBED_BATCH, limit - done)
-            docs = self._core.engine.run(
-                read(
-                    partial(
-                        idx.pending,
-                        scope=scope,
-                        conversation_id=conversation_id,
-                        embedder=target,
-                        after_seq=after,
-                        limit=size,
-                    )
-                )
+            docs = self._read(
+                idx.pending,
+                scope=scope,
+                conversation_id=conversation_id,
+                embedder=target,
+                after_seq=after,
+                limit=size,
             )
             if not docs:
                 break
             items = RecallEngine.items(docs, emb.embed(RecallEngine.texts(docs)))
-            self._core.engine.run(
-                write(partial(RecallEngine.store_op, vectors, docs, items))
-            )
+            self._write(RecallEngine.store_op, vectors, docs, items)
             done += len(docs)
             after = docs[-1].message.seq
             if progress is not None:
@@ -137,17 +123,17 @@ class Recall:
         if emb is None:
             return 0
         identity = emb.identity
-        return self._core.engine.run(read(lambda: idx.count_pending(scope, identity)))
+        return self._read(idx.count_pending, scope, identity)
 
     def backfill(self, progress: Callable[[int], None] | None = None) -> int:
         """Add to the keyword index every message stored before recall indexed it."""
         dialect = self._core.engine.dialect
         total, after = 0, 0
         while True:
-            batch = self._core.engine.run(read(partial(idx.unindexed, after, 500)))
+            batch = self._read(idx.unindexed, after, 500)
             if not batch:
                 return total
-            self._core.engine.run(write(partial(idx.index_many, dialect, batch)))
+            self._write(idx.index_many, dialect, batch)
             total += len(batch)
             after = batch[-1][0].seq
             if progress is not None:

@@ -5,25 +5,19 @@ from __future__ import annotations
 from typing import Any
 
 from memstrata import state as ops
-from memstrata.api.core import Core
-from memstrata.api.core import checked_scope as _scope
+from memstrata.api._sync_base import SubAPI
 from memstrata.state import Checkpoint, Format, Iteration, PlanDoc, RunSnapshot, WorkingMemory
-from memstrata.storage.plan import read, write
 from memstrata.types import Page, Scope
+from memstrata.validation import checked_scope as _scope
 
 __all__ = ["Checkpoints", "Iterations", "Plans", "Snapshots", "Working"]
 
 
-class Working:
+class Working(SubAPI):
     """Working memory: one document per user, or per conversation (``conversation_id``)."""
 
-    def __init__(self, core: Core) -> None:
-        self._core = core
-
     def get(self, scope: Scope, *, conversation_id: str | None = None) -> WorkingMemory:
-        return self._core.engine.run(
-            read(lambda: ops.get_working_memory(_scope(scope), conversation_id))
-        )
+        return self._read(ops.get_working_memory, _scope(scope), conversation_id)
 
     def put(
         self,
@@ -38,37 +32,27 @@ class Working:
     ) -> WorkingMemory:
         """Write the document (markdown text, or JSON checked against the schema/template)."""
         rt = self._core.rt
-        return self._core.engine.run(
-            write(
-                lambda: ops.put_working_memory(
-                    rt,
-                    _scope(scope),
-                    content,
-                    conversation_id=conversation_id,
-                    format=format,
-                    json_schema=json_schema,
-                    template=template,
-                    expected_version=expected_version,
-                )
-            )
+        return self._write(
+            ops.put_working_memory,
+            rt,
+            _scope(scope),
+            content,
+            conversation_id=conversation_id,
+            format=format,
+            json_schema=json_schema,
+            template=template,
+            expected_version=expected_version,
         )
 
     def delete(self, scope: Scope, *, conversation_id: str | None = None) -> None:
-        self._core.engine.run(
-            write(lambda: ops.delete_working_memory(_scope(scope), conversation_id))
-        )
+        self._write(ops.delete_working_memory, _scope(scope), conversation_id)
 
 
-class Plans:
+class Plans(SubAPI):
     """The plan of a conversation: a versioned JSON document."""
 
-    def __init__(self, core: Core) -> None:
-        self._core = core
-
     def get(self, scope: Scope, conversation_id: str) -> PlanDoc:
-        return self._core.engine.run(
-            read(lambda: ops.get_plan(_scope(scope), conversation_id))
-        )
+        return self._read(ops.get_plan, _scope(scope), conversation_id)
 
     def put(
         self,
@@ -79,20 +63,18 @@ class Plans:
         expected_version: int | None = None,
     ) -> PlanDoc:
         rt = self._core.rt
-        return self._core.engine.run(
-            write(
-                lambda: ops.put_plan(
-                    rt, _scope(scope), conversation_id, document, expected_version=expected_version
-                )
-            )
+        return self._write(
+            ops.put_plan,
+            rt,
+            _scope(scope),
+            conversation_id,
+            document,
+            expected_version=expected_version,
         )
 
 
-class Iterations:
+class Iterations(SubAPI):
     """Append-only logs of task attempts, per conversation and task."""
-
-    def __init__(self, core: Core) -> None:
-        self._core = core
 
     def append(
         self,
@@ -106,19 +88,16 @@ class Iterations:
         detail: dict[str, Any] | None = None,
     ) -> Iteration:
         rt = self._core.rt
-        return self._core.engine.run(
-            write(
-                lambda: ops.append_iteration(
-                    rt,
-                    _scope(scope),
-                    conversation_id,
-                    task,
-                    outcome=outcome,
-                    error=error,
-                    attempt=attempt,
-                    detail=detail,
-                )
-            )
+        return self._write(
+            ops.append_iteration,
+            rt,
+            _scope(scope),
+            conversation_id,
+            task,
+            outcome=outcome,
+            error=error,
+            attempt=attempt,
+            detail=detail,
         )
 
     def list(
@@ -132,20 +111,19 @@ class Iterations:
     ) -> Page[Iteration]:
         """Oldest first."""
         rt = self._core.rt
-        return self._core.engine.run(
-            read(
-                lambda: ops.list_iterations(
-                    rt, _scope(scope), conversation_id, task=task, limit=limit, cursor=cursor
-                )
-            )
+        return self._read(
+            ops.list_iterations,
+            rt,
+            _scope(scope),
+            conversation_id,
+            task=task,
+            limit=limit,
+            cursor=cursor,
         )
 
 
-class Checkpoints:
+class Checkpoints(SubAPI):
     """Suspended agent state keyed ``name:run_id``; reading an expired one raises Expired."""
-
-    def __init__(self, core: Core) -> None:
-        self._core = core
 
     def save(
         self,
@@ -158,47 +136,33 @@ class Checkpoints:
         conversation_id: str | None = None,
     ) -> Checkpoint:
         rt = self._core.rt
-        return self._core.engine.run(
-            write(
-                lambda: ops.save_checkpoint(
-                    rt,
-                    _scope(scope),
-                    name,
-                    run_id,
-                    state,
-                    ttl_s=ttl_s,
-                    conversation_id=conversation_id,
-                )
-            )
+        return self._write(
+            ops.save_checkpoint,
+            rt,
+            _scope(scope),
+            name,
+            run_id,
+            state,
+            ttl_s=ttl_s,
+            conversation_id=conversation_id,
         )
 
     def load(self, scope: Scope, name: str, run_id: str) -> Checkpoint:
         rt = self._core.rt
-        return self._core.engine.run(
-            read(lambda: ops.load_checkpoint(rt, _scope(scope), name, run_id))
-        )
+        return self._read(ops.load_checkpoint, rt, _scope(scope), name, run_id)
 
     def delete(self, scope: Scope, name: str, run_id: str) -> None:
         """Expire the checkpoint: later loads raise Expired ("This action has expired ...")."""
         rt = self._core.rt
-        self._core.engine.run(
-            write(lambda: ops.delete_checkpoint(rt, _scope(scope), name, run_id))
-        )
+        self._write(ops.delete_checkpoint, rt, _scope(scope), name, run_id)
 
 
-class Snapshots:
+class Snapshots(SubAPI):
     """Opaque per-run snapshots a UI keeps to restore its view after a reconnect."""
 
-    def __init__(self, core: Core) -> None:
-        self._core = core
-
     def get(self, scope: Scope, conversation_id: str, run_id: str) -> RunSnapshot:
-        return self._core.engine.run(
-            read(lambda: ops.get_snapshot(_scope(scope), conversation_id, run_id))
-        )
+        return self._read(ops.get_snapshot, _scope(scope), conversation_id, run_id)
 
     def put(self, scope: Scope, conversation_id: str, run_id: str, data: Any) -> RunSnapshot:
         rt = self._core.rt
-        return self._core.engine.run(
-            write(lambda: ops.put_snapshot(rt, _scope(scope), conversation_id, run_id, data))
-        )
+        return self._write(ops.put_snapshot, rt, _scope(scope), conversation_id, run_id, data)

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Callable, Iterable
-from functools import partial
 
+from memstrata.api._sync_base import SubAPI
 from memstrata.api._sync_recall import Recall
-from memstrata.api.core import Core
 from memstrata.nodes.service import blobs_for
-from memstrata.storage.plan import read, write
 from memstrata.transfer.native import (
     BATCH,
     ExportScope,
@@ -25,11 +23,8 @@ from memstrata.transfer.native import (
 __all__ = ["Transfer"]
 
 
-class Transfer:
+class Transfer(SubAPI):
     """Move a whole store, or one user's data, in memstrata's own format."""
-
-    def __init__(self, core: Core) -> None:
-        self._core = core
 
     def export(
         self,
@@ -49,8 +44,8 @@ class Transfer:
             tick(1)
 
         write_line(dump_line(header(scope)))
-        rows = self._core.engine.run(read(partial(export_rows, scope, sink)))
-        prefixes = self._core.engine.run(read(partial(blob_prefixes, scope)))
+        rows = self._read(export_rows, scope, sink)
+        prefixes = self._read(blob_prefixes, scope)
         store = blobs_for(self._core).store
         keys: list[str] = []
         for prefix in prefixes:
@@ -80,14 +75,12 @@ class Transfer:
                 continue
             batch.append(item)
             if len(batch) == BATCH:
-                added += self._core.engine.run(
-                    write(partial(insert_rows, dialect, head, batch))
-                )
+                added += self._write(insert_rows, dialect, head, batch)
                 read_rows += len(batch)
                 tick(len(batch))
                 batch = []
         if batch:
-            added += self._core.engine.run(write(partial(insert_rows, dialect, head, batch)))
+            added += self._write(insert_rows, dialect, head, batch)
             read_rows += len(batch)
             tick(len(batch))
         indexed = Recall(self._core).backfill()

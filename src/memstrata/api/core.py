@@ -4,89 +4,46 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
-from pydantic import BaseModel, ValidationError
 
-from memstrata import context as context_ops
-from memstrata import state as state_ops
+from memstrata.api.features import FEATURES, Feature
 from memstrata.backends.registry import Engine, open_engine
 from memstrata.config import Settings
-from memstrata.context.kit import COMPACT_JOB, ContextKit, compact_job
+from memstrata.context.kit import ContextKit
 from memstrata.embeddings.port import Embedder
-from memstrata.errors import ConfigurationError, InvalidInput, MemstrataError
-from memstrata.graph import checkpoints as graph_checkpoints
-from memstrata.jobs import ops as jobs_ops
+from memstrata.errors import ConfigurationError, MemstrataError
 from memstrata.jobs.worker import JobRegistry, LocalWakeup, Wakeup, Worker
-from memstrata.llm import LLM, llm_from_settings
+from memstrata.llm import LLM
 from memstrata.locks import DistributedLock, FileLock
-from memstrata.nodes import ops as nodes_ops
-from memstrata.nodes import service as nodes_service
 from memstrata.recall.service import RecallEngine
 from memstrata.redact import RedactingLLM, Redactor
 from memstrata.runtime import Limits, Runtime
 from memstrata.storage.plan import Op, Query, read
 from memstrata.tokens import get_tokenizer
-from memstrata.types import Scope
 from memstrata.usage import MeteredLLM, UsageMeter
+from memstrata.validation import build, checked_scope
 
+if TYPE_CHECKING:
+    from memstrata.longterm.service import LongTermKit
+
+# ``build`` and ``checked_scope`` live in memstrata.validation; imported here for old callers.
 __all__ = ["Core", "build", "checked_scope"]
-
-M = TypeVar("M", bound=BaseModel)
-
-
-def build(model: type[M], value: M | Mapping[str, Any] | None, fields: Mapping[str, Any]) -> M:
-    """Accept a model instance, a mapping or keyword fields; bad input is InvalidInput."""
-    if isinstance(value, model):
-        if fields:
-            raise InvalidInput(f"pass a {model.__name__} or keyword fields, not both")
-        return value
-    data = dict(value or {})
-    data.update(fields)
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or model.__name__
-        raise InvalidInput(
-            f"{where}: {first['msg']}", field=where, errors=exc.errors(include_url=False)
-        ) from None
 
 
 def _ping() -> Op[None]:
     yield Query("SELECT 1")
 
 
-def _delete_vectors_of_conversations(ids: Sequence[str]) -> Op[None]:
-    from memstrata.vectors.port import delete_for_conversations  # numpy only when used
-
-    yield from delete_for_conversations(ids)
-
-
-def _delete_vectors_of_messages(conversation_id: str, ids: Sequence[str]) -> Op[None]:
-    from memstrata.vectors.port import delete_for_messages
-
-    yield from delete_for_messages(conversation_id, ids)
-
-
-def _delete_vectors_of_user(tenant: str, user: str) -> Op[None]:
-    from memstrata.vectors.port import delete_for_user
-
-    yield from delete_for_user(tenant, user)
-
-
-def checked_scope(scope: Scope) -> Scope:
-    """Every call names its scope; refuse anything else rather than guess an owner."""
-    if not isinstance(scope, Scope):
-        raise InvalidInput(
-            f"scope must be a memstrata.Scope, got {type(scope).__name__}", field="scope"
-        )
-    return scope
-
-
 class Core:
-    """The engine, runtime, settings and background machinery of one opened memory."""
+    """The engine, runtime, settings and background machinery of one opened memory; the
+    features (:data:`~memstrata.api.features.FEATURES`) install the rest."""
+
+    # Set by the context, recall and long-term features as they install.
+    context: ContextKit
+    recall: RecallEngine
+    longterm: LongTermKit
 
     def __init__(
         self,
@@ -100,6 +57,7 @@ class Core:
         redis: str | None = None,
         probes: Mapping[str, Callable[[], None]] | None = None,
         embedder: Embedder | None = None,
+        features: Sequence[Feature] | None = None,
     ) -> None:
         self.engine = engine
         self.rt = runtime
@@ -112,36 +70,15 @@ class Core:
         self._probes: dict[str, Callable[[], None]] = dict(probes or {})
         self._worker: Worker[Any] | None = None
         self._worker_lock = threading.Lock()
-        runtime.cascade.on_conversation_delete(jobs_ops.delete_for_conversations)
-        runtime.cascade.on_user_delete(jobs_ops.delete_for_user)
-        runtime.cascade.on_conversation_delete(_delete_vectors_of_conversations)
-        runtime.cascade.on_messages_delete(_delete_vectors_of_messages)
-        runtime.cascade.on_messages_delete(context_ops.forget_messages)
-        runtime.cascade.on_user_delete(_delete_vectors_of_user)
-        runtime.cascade.on_conversation_delete(nodes_ops.cascade_step(runtime))
-        self.jobs.register(nodes_ops.PURGE_JOB, nodes_service.purge_job)
-        self.jobs.register(nodes_ops.COMPACT_JOB, nodes_service.compact_job, lease_s=120.0)
-        runtime.cascade.on_conversation_delete(state_ops.delete_for_conversations)
-        runtime.cascade.on_user_delete(state_ops.delete_for_user)
-        runtime.cascade.on_user_delete(graph_checkpoints.delete_for_user)
+        self.requested_embedder = embedder  # None: the recall feature reads the settings
         self.usage = UsageMeter()
         self.redactor = Redactor.build(
             [k.strip() for k in settings.redact.split(",") if k.strip()], settings.redact_patterns
         )
-        self.context = ContextKit(
-            llm_from_settings(settings), model=settings.llm_model, wrap=self.wrap_llm
-        )
-        self.jobs.register(COMPACT_JOB, compact_job)
-        self.recall = RecallEngine(self, embedder)
-        self.recall.install()
         self._local_worker_started = False
-        from memstrata.longterm.service import LongTermKit  # imports the context tiers
-
-        self.longterm = LongTermKit(self)
-        self.longterm.install()
-        from memstrata.api._async_retention import RETENTION_JOB, retention_job
-
-        self.jobs.register(RETENTION_JOB, retention_job, lease_s=600.0)
+        self.features = tuple(FEATURES if features is None else features)
+        for feature in self.features:
+            feature.install(self)
 
     def wrap_llm(self, llm: LLM) -> LLM:
         """A model as features call it: redacted (when configured), then metered."""

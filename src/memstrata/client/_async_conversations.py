@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from memstrata.api.core import build
 from memstrata.client import _decode as decode
 from memstrata.client._async_session import (
     NO_MESSAGE_CAP_PARAM,
@@ -23,6 +22,7 @@ from memstrata.errors import InvalidInput
 from memstrata.nodes.layout import Turn
 from memstrata.recall.service import RecallHit
 from memstrata.types import Conversation, FileRef, Message, MessagePatch, NewMessage, Page, Scope
+from memstrata.validation import build
 
 __all__ = [
     "AsyncRemoteConversations",

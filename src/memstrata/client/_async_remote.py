@@ -17,7 +17,6 @@ from typing import Any  # unasync: async-only line
 
 import httpx
 
-from memstrata.api.scoped import Scoped
 from memstrata.client import _decode as decode
 from memstrata.client._async_conversations import (
     AsyncRemoteConversations,
@@ -49,6 +48,7 @@ from memstrata.client._values import RemoteContext, RemoteHistory
 from memstrata.client._wire import Identity
 from memstrata.context.kit import CompactionResult
 from memstrata.conversation.history import check_limits
+from memstrata.scoped import Scoped
 from memstrata.types import Scope
 
 __all__ = ["AsyncRemoteMemory"]

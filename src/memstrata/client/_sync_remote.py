@@ -6,7 +6,6 @@ from types import TracebackType
 
 import httpx
 
-from memstrata.api.scoped import Scoped
 from memstrata.client import _decode as decode
 from memstrata.client._sync_conversations import (
     RemoteConversations,
@@ -38,6 +37,7 @@ from memstrata.client._values import RemoteContext, RemoteHistory
 from memstrata.client._wire import Identity
 from memstrata.context.kit import CompactionResult
 from memstrata.conversation.history import check_limits
+from memstrata.scoped import Scoped
 from memstrata.types import Scope
 
 __all__ = ["RemoteMemory"]

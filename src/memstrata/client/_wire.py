@@ -16,10 +16,10 @@ from typing import Any
 from urllib.parse import quote
 
 from memstrata import errors
-from memstrata.api.core import checked_scope
 from memstrata.errors import Forbidden, MemstrataError
 from memstrata.ids import new_id
 from memstrata.types import FileRef, NewMessage, Scope
+from memstrata.validation import checked_scope
 from memstrata.wire.auth import Identity, MeOut
 
 __all__ = [

@@ -97,17 +97,30 @@ def _blob(value: object) -> bytes:
 
 
 def _checkpoint(row: Row, writes: tuple[GraphWrite, ...]) -> GraphCheckpoint:
+    """A checkpoint from a row of ``_COLUMNS``."""
+    (
+        thread_id,
+        checkpoint_ns,
+        checkpoint_id,
+        parent_id,
+        run_id,
+        type_,
+        checkpoint,
+        metadata_type,
+        metadata,
+        created_at,
+    ) = row
     return GraphCheckpoint(
-        thread_id=row[0],
-        checkpoint_ns=row[1],
-        checkpoint_id=row[2],
-        parent_id=row[3],
-        run_id=row[4],
-        type=row[5],
-        checkpoint=_blob(row[6]),
-        metadata_type=row[7],
-        metadata=_blob(row[8]),
-        created_at=from_micros(row[9]),
+        thread_id=thread_id,
+        checkpoint_ns=checkpoint_ns,
+        checkpoint_id=checkpoint_id,
+        parent_id=parent_id,
+        run_id=run_id,
+        type=type_,
+        checkpoint=_blob(checkpoint),
+        metadata_type=metadata_type,
+        metadata=_blob(metadata),
+        created_at=from_micros(created_at),
         writes=writes,
     )
 

@@ -90,13 +90,15 @@ _COLUMNS = "namespace, item_key, value, created_at, updated_at, expires_at"
 
 
 def _item(row: Row, vectors: Mapping[str, list[float]] | None = None) -> GraphItem:
+    """An item from a row of ``_COLUMNS``."""
+    namespace, key, value, created_at, updated_at, expires_at = row
     return GraphItem(
-        namespace=split_namespace(row[0]),
-        key=row[1],
-        value=json.loads(row[2]),
-        created_at=from_micros(row[3]),
-        updated_at=from_micros(row[4]),
-        expires_at=None if row[5] is None else from_micros(row[5]),
+        namespace=split_namespace(namespace),
+        key=key,
+        value=json.loads(value),
+        created_at=from_micros(created_at),
+        updated_at=from_micros(updated_at),
+        expires_at=None if expires_at is None else from_micros(expires_at),
         vectors=vectors or {},
     )
 

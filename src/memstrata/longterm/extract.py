@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from memstrata import conversation as conv_ops
-from memstrata.longterm import store
+from memstrata.longterm import store, updates
 from memstrata.longterm.apply import UpdatePlan, plan_update
 from memstrata.longterm.capture import detect_signals, filter_turns
 from memstrata.longterm.model import (
@@ -126,7 +126,7 @@ def prepare(
         conversation_id, row.id, row.depth + 1, max(0, row.branch_tokens - max_input_tokens)
     )
     window = [to_message(r) for r in rows]
-    seen = yield from store.seen_among(conversation_id, [m.id for m in window])
+    seen = yield from updates.seen_among(conversation_id, [m.id for m in window])
     fresh = []
     for m in window:  # stop at the watermark: what lies before it was extracted already
         if m.id in seen:
@@ -167,9 +167,9 @@ class Tally:
         *,
         notes: tuple[str, ...] = (),
         error: str | None = None,
-    ) -> store.ExtractionRecord:
+    ) -> updates.ExtractionRecord:
         raw = "\n\n----- next answer -----\n\n".join(self.raws) if self.raws else None
-        return store.ExtractionRecord(
+        return updates.ExtractionRecord(
             outcome,
             conversation_id,
             job_id,
@@ -210,7 +210,7 @@ def finish(
     scope: Scope,
     prepared: Prepared,
     update: ProposedUpdate | None,
-    record: store.ExtractionRecord,
+    record: updates.ExtractionRecord,
     *,
     scrub: Callable[[str], str],
     mentions_upload: Callable[[str], bool],
@@ -247,12 +247,12 @@ def finish(
         )
         sources = _sources(prepared)
         yield from store.apply_plan(rt, scope, prepared.conversation_id, plan, sources)
-    yield from store.mark_seen(prepared.conversation_id, prepared.read_ids)
+    yield from updates.mark_seen(prepared.conversation_id, prepared.read_ids)
     counts = plan.counts()
-    yield from store.record_update(
+    yield from updates.record_update(
         rt,
         scope,
-        store.ExtractionRecord(
+        updates.ExtractionRecord(
             outcome=record.outcome,
             conversation_id=record.conversation_id,
             job_id=record.job_id,

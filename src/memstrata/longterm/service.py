@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from memstrata.jobs import ops as jobs_ops
-from memstrata.longterm import store
+from memstrata.longterm import forget
 from memstrata.longterm.capture import capturable, signals_in
 from memstrata.longterm.model import Signal
 from memstrata.longterm.tier import FactsTier, ProfileTier
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from memstrata.jobs.ops import Job
     from memstrata.llm import LLM
 
-__all__ = ["EXTRACT_JOB", "NEEDS_LLM", "LongTermKit"]
+__all__ = ["EXTRACT_JOB", "NEEDS_LLM", "LongTermKit", "install"]
 
 EXTRACT_JOB = "longterm.extract"
 NEEDS_LLM = (
@@ -121,9 +121,9 @@ class LongTermKit:
     def install(self) -> None:
         core = self._core
         core.rt.on_message.append(self.hook)
-        core.rt.cascade.on_conversation_delete(store.forget_conversations)
-        core.rt.cascade.on_messages_delete(store.forget_messages)
-        core.rt.cascade.on_user_delete(store.forget_user)
+        core.rt.cascade.on_conversation_delete(forget.forget_conversations)
+        core.rt.cascade.on_messages_delete(forget.forget_messages)
+        core.rt.cascade.on_user_delete(forget.forget_user)
         core.jobs.register(
             EXTRACT_JOB,
             _run_extract_job,
@@ -204,3 +204,9 @@ def _run_extract_job(job: Job, memory: Any) -> None:
         job_id=job.id,
         wait_for_reply=True,
     )
+
+
+def install(core: Core) -> None:
+    """Give ``core`` its long-term kit (``core.longterm``) and install it."""
+    core.longterm = LongTermKit(core)
+    core.longterm.install()

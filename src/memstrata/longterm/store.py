@@ -1,20 +1,21 @@
-"""Facts, profiles and the extraction log in SQL (sans-IO operations, every backend).
+"""Facts and profiles in SQL (sans-IO operations, every backend): input checks, reading,
+adding, editing and deleting facts, and applying an extraction's plan.
 
 Every statement filters by the owner ``(tenant, user, agent)``: a fact of another
 user, or of another agent of the same user, is "not found", exactly like a
-conversation of theirs.
+conversation of theirs. The extraction log is :mod:`~memstrata.longterm.updates`, the
+cascade steps :mod:`~memstrata.longterm.forget`, import and export
+:mod:`~memstrata.longterm.portable`; rows are read in :mod:`~memstrata.longterm.rows`.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from memstrata.errors import Conflict, InvalidInput, NotFound
-from memstrata.longterm.apply import ActiveFact, UpdatePlan, content_key, plan_update
+from memstrata.longterm.apply import ActiveFact, UpdatePlan, content_key
 from memstrata.longterm.model import (
     CATEGORIES,
     PROFILE_SECTIONS,
@@ -24,94 +25,46 @@ from memstrata.longterm.model import (
     FactSource,
     FactStatus,
     ProfileSection,
-    ProposedUpdate,
+)
+from memstrata.longterm.rows import (
+    COLUMNS,
+    MAX_CONTENT,
+    MAX_SECTION,
+    MAX_SOURCES,
+    OWNER,
+    bump_owner,
+    erase,
+    event_row,
+    owner,
+    seq_of,
+    to_fact,
+    with_sources,
 )
 from memstrata.runtime import Runtime, page_limit
-from memstrata.storage import tenancy
-from memstrata.storage.plan import Exec, Op, Query, Row
-from memstrata.storage.records import check_text, dump_json, from_micros
-from memstrata.storage.sql import encode_cursor, seq_cursor
+from memstrata.storage.plan import Exec, Op, Query
+from memstrata.storage.records import check_text, from_micros
+from memstrata.storage.sql import encode_cursor, placeholders, seq_cursor
 from memstrata.types import Page, Scope
 
 __all__ = [
-    "ExtractionRecord",
+    "MAX_SOURCES",
     "FactInput",
-    "ImportFact",
     "active_facts",
     "add_fact",
     "apply_plan",
+    "as_active",
     "check_fact_input",
+    "current_state",
     "delete_fact",
     "edit_fact",
     "fact_history",
-    "forget_conversations",
-    "forget_messages",
-    "forget_user",
     "get_fact",
     "get_profile",
-    "import_memory",
-    "last_change",
+    "insert_fact",
     "list_facts",
-    "list_updates",
-    "mark_seen",
-    "record_update",
-    "seen_among",
+    "lock_owner",
     "set_profile",
 ]
-
-_OWNER = "tenant_id = ? AND user_id = ? AND agent_id = ?"
-_COLUMNS = (
-    "id, content, category, confidence, status, origin, agent_id, superseded_by, source_error, "
-    "reason, created_at, updated_at, seq"
-)
-MAX_CONTENT = 2000
-MAX_SOURCES = 20
-MAX_SECTION = 4000
-
-
-def _owner(scope: Scope) -> tuple[str, str, str]:
-    return (scope.tenant, scope.user, scope.agent_key)
-
-
-def _in(n: int) -> str:
-    return ", ".join("?" * n)
-
-
-def _fact(row: Row, sources: Sequence[FactSource] = ()) -> Fact:
-    return Fact(
-        id=row[0],
-        content=row[1],
-        category=row[2],
-        confidence=float(row[3]),
-        status=FactStatus(row[4]),
-        origin=FactOrigin(row[5]),
-        agent=row[6] or None,
-        superseded_by=row[7],
-        source_error=row[8],
-        reason=row[9],
-        sources=tuple(sources),
-        created_at=from_micros(row[10]),
-        updated_at=from_micros(row[11]),
-    )
-
-
-def _sources(ids: Sequence[str]) -> Op[dict[str, list[FactSource]]]:
-    out: dict[str, list[FactSource]] = {i: [] for i in ids}
-    if not ids:
-        return out
-    rows = yield Query(
-        f"SELECT fact_id, conversation_id, message_id FROM fact_sources WHERE fact_id IN ({_in(len(ids))}) "
-        "ORDER BY fact_id, conversation_id, message_id",
-        list(ids),
-    )
-    for fid, cid, mid in rows:
-        out[fid].append(FactSource(cid, mid or None))
-    return out
-
-
-def _with_sources(rows: Sequence[Row]) -> Op[list[Fact]]:
-    src = yield from _sources([r[0] for r in rows])
-    return [_fact(r, src[r[0]]) for r in rows]
 
 
 # -- input checks ---------------------------------------------------------------------------
@@ -158,11 +111,11 @@ def check_fact_input(
 
 def get_fact(scope: Scope, fact_id: str) -> Op[Fact]:
     rows = yield Query(
-        f"SELECT {_COLUMNS} FROM facts WHERE id = ? AND {_OWNER}", (fact_id, *_owner(scope))
+        f"SELECT {COLUMNS} FROM facts WHERE id = ? AND {OWNER}", (fact_id, *owner(scope))
     )
     if not rows:
         raise NotFound(f"fact {fact_id} not found", kind="fact")
-    return (yield from _with_sources(rows))[0]
+    return (yield from with_sources(rows))[0]
 
 
 def list_facts(
@@ -177,8 +130,8 @@ def list_facts(
     """Newest first; ``status=None`` lists every fact, superseded and evicted ones too."""
     n = page_limit(rt, limit)
     before = seq_cursor(cursor)
-    where = [_OWNER, "seq < ?"]
-    params: list[Any] = [*_owner(scope), before if before is not None else 2**62]
+    where = [OWNER, "seq < ?"]
+    params: list[Any] = [*owner(scope), before if before is not None else 2**62]
     if status is not None:
         where.append("status = ?")
         params.append(status.value)
@@ -188,21 +141,21 @@ def list_facts(
         where.append("category = ?")
         params.append(category)
     rows = yield Query(
-        f"SELECT {_COLUMNS} FROM facts WHERE {' AND '.join(where)} ORDER BY seq DESC LIMIT ?",
+        f"SELECT {COLUMNS} FROM facts WHERE {' AND '.join(where)} ORDER BY seq DESC LIMIT ?",
         (*params, n + 1),
     )
-    items = yield from _with_sources(rows[:n])
-    nxt = encode_cursor(rows[n - 1][-1]) if len(rows) > n else None
+    items = yield from with_sources(rows[:n])
+    nxt = encode_cursor(seq_of(rows[n - 1])) if len(rows) > n else None
     return Page(items, nxt)
 
 
 def active_facts(scope: Scope) -> Op[list[tuple[Fact, int]]]:
     """Every active fact of the owner with its storage order (oldest first)."""
     rows = yield Query(
-        f"SELECT {_COLUMNS} FROM facts WHERE {_OWNER} AND status = 'active' ORDER BY seq",
-        _owner(scope),
+        f"SELECT {COLUMNS} FROM facts WHERE {OWNER} AND status = 'active' ORDER BY seq",
+        owner(scope),
     )
-    return [(_fact(r), int(r[-1])) for r in rows]
+    return [(to_fact(r), seq_of(r)) for r in rows]
 
 
 def as_active(facts: Iterable[tuple[Fact, int]]) -> list[ActiveFact]:
@@ -219,11 +172,11 @@ def fact_history(scope: Scope, fact_id: str) -> Op[list[FactEvent]]:
     chain = {fact_id}
     frontier = [fact_id]
     while frontier and len(chain) < 200:
-        marks = _in(len(frontier))
+        marks = placeholders(len(frontier))
         rows = yield Query(
-            f"SELECT id, superseded_by FROM facts WHERE {_OWNER} AND "
+            f"SELECT id, superseded_by FROM facts WHERE {OWNER} AND "
             f"(superseded_by IN ({marks}) OR id IN ({marks}))",
-            (*_owner(scope), *frontier, *frontier),
+            (*owner(scope), *frontier, *frontier),
         )
         nxt = []
         for fid, by in rows:
@@ -235,73 +188,30 @@ def fact_history(scope: Scope, fact_id: str) -> Op[list[FactEvent]]:
     ids = sorted(chain)
     rows = yield Query(
         "SELECT fact_id, event, content, category, confidence, reason, related_id, at FROM fact_events "
-        f"WHERE tenant_id = ? AND user_id = ? AND fact_id IN ({_in(len(ids))}) ORDER BY seq",
+        f"WHERE tenant_id = ? AND user_id = ? AND fact_id IN ({placeholders(len(ids))}) ORDER BY seq",
         (scope.tenant, scope.user, *ids),
     )
     return [
-        FactEvent(r[0], r[1], r[2], r[3], float(r[4]), r[5], r[6], from_micros(r[7])) for r in rows
+        FactEvent(
+            fid, event, content, category, float(confidence), reason, related, from_micros(at)
+        )
+        for fid, event, content, category, confidence, reason, related, at in rows
     ]
 
 
 def get_profile(scope: Scope) -> Op[list[ProfileSection]]:
     """The six sections in their fixed order; an unwritten one has an empty summary."""
     rows = yield Query(
-        f"SELECT section, summary, updated_at FROM profile_sections WHERE {_OWNER}", _owner(scope)
+        f"SELECT section, summary, updated_at FROM profile_sections WHERE {OWNER}", owner(scope)
     )
-    found = {r[0]: ProfileSection(r[0], r[1], from_micros(r[2])) for r in rows}
+    found = {name: ProfileSection(name, summary, from_micros(at)) for name, summary, at in rows}
     return [found.get(name, ProfileSection(name, "", None)) for name in PROFILE_SECTIONS]
 
 
 # -- writing --------------------------------------------------------------------------------
 
 
-def _bump_owner(rt: Runtime, scope: Scope) -> Op[None]:
-    """First step of every update: serialises updates of one owner's memory. The user row
-    is held first (the lock order of every write, see ``tenancy.ensure_user``), so a user
-    delete, which takes it before this row, never deadlocks with an update."""
-    now = rt.clock()
-    yield from tenancy.ensure_user(scope.tenant, scope.user, now)
-    yield Exec(
-        "INSERT INTO memory_owners (tenant_id, user_id, agent_id, revision, updated_at) "
-        "VALUES (?, ?, ?, 1, ?) ON CONFLICT (tenant_id, user_id, agent_id) DO UPDATE SET "
-        "revision = memory_owners.revision + 1, updated_at = excluded.updated_at",
-        (*_owner(scope), now),
-    )
-
-
-def _event(
-    rt: Runtime,
-    scope: Scope,
-    fact_id: str,
-    event: str,
-    content: str,
-    category: str,
-    confidence: float,
-    *,
-    reason: str | None = None,
-    related_id: str | None = None,
-    conversation_id: str | None = None,
-) -> Exec:
-    return Exec(
-        "INSERT INTO fact_events (fact_id, tenant_id, user_id, event, content, category, confidence, "
-        "reason, related_id, conversation_id, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            fact_id,
-            scope.tenant,
-            scope.user,
-            event,
-            content,
-            category,
-            confidence,
-            reason,
-            related_id,
-            conversation_id,
-            rt.clock(),
-        ),
-    )
-
-
-def _insert_fact(
+def insert_fact(
     rt: Runtime,
     scope: Scope,
     data: FactInput,
@@ -320,7 +230,7 @@ def _insert_fact(
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'active', ?, ?, ?, ?)",
         (
             fid,
-            *_owner(scope),
+            *owner(scope),
             data.content,
             content_key(data.content),
             data.category,
@@ -337,7 +247,7 @@ def _insert_fact(
             "ON CONFLICT DO NOTHING",
             (fid, s.conversation_id, s.message_id or ""),
         )
-    yield _event(
+    yield event_row(
         rt,
         scope,
         fid,
@@ -353,8 +263,8 @@ def _insert_fact(
 
 def _refuse_duplicate(scope: Scope, content: str, except_id: str | None = None) -> Op[None]:
     rows = yield Query(
-        f"SELECT id FROM facts WHERE {_OWNER} AND content_key = ? AND status = 'active'",
-        (*_owner(scope), content_key(content)),
+        f"SELECT id FROM facts WHERE {OWNER} AND content_key = ? AND status = 'active'",
+        (*owner(scope), content_key(content)),
     )
     if rows and rows[0][0] != except_id:
         raise Conflict(f"an active fact already says this ({rows[0][0]})", kind="fact")
@@ -368,12 +278,43 @@ def add_fact(
     *,
     sources: Sequence[FactSource] = (),
     created_at: int | None = None,
+    fact_id: str | None = None,
 ) -> Op[Fact]:
-    """A fact added by hand (or imported): it stays until its user or a person removes it."""
-    yield from _bump_owner(rt, scope)
+    """A fact added by hand (or imported): it stays until its user or a person removes it.
+
+    ``fact_id`` is a client-chosen id: adding it again with the same fields returns the
+    stored fact and writes nothing; any other fact under that id is a Conflict.
+    """
+    if fact_id is not None:
+        stored = yield from _same_fact(scope, fact_id, data)
+        if stored is not None:
+            return stored
+    yield from bump_owner(rt, scope)
     yield from _refuse_duplicate(scope, data.content)
-    fid = yield from _insert_fact(rt, scope, data, origin, sources=sources, created_at=created_at)
+    fid = yield from insert_fact(
+        rt, scope, data, origin, sources=sources, created_at=created_at, fact_id=fact_id
+    )
     return (yield from get_fact(scope, fid))
+
+
+def _same_fact(scope: Scope, fact_id: str, data: FactInput) -> Op[Fact | None]:
+    """The idempotency check for a client-chosen fact id (None: the id is free)."""
+    rows = yield Query("SELECT tenant_id, user_id, agent_id FROM facts WHERE id = ?", (fact_id,))
+    if not rows:
+        return None
+    clash = Conflict(f"fact {fact_id} already exists with other content", kind="fact")
+    if tuple(rows[0]) != owner(scope):
+        raise clash
+    stored = yield from get_fact(scope, fact_id)
+    same = (stored.content, stored.category, stored.confidence, stored.source_error) == (
+        data.content,
+        data.category,
+        data.confidence,
+        data.source_error,
+    )
+    if not same:
+        raise clash
+    return stored
 
 
 def edit_fact(rt: Runtime, scope: Scope, fact_id: str, changes: dict[str, Any]) -> Op[Fact]:
@@ -392,12 +333,12 @@ def edit_fact(rt: Runtime, scope: Scope, fact_id: str, changes: dict[str, Any]) 
         changes.get("confidence", old.confidence),
         changes.get("source_error", old.source_error),
     )
-    yield from _bump_owner(rt, scope)
+    yield from bump_owner(rt, scope)
     yield from _refuse_duplicate(scope, data.content, except_id=fact_id)
-    yield _event(rt, scope, fact_id, "edited", old.content, old.category, old.confidence)
+    yield event_row(rt, scope, fact_id, "edited", old.content, old.category, old.confidence)
     yield Exec(
         "UPDATE facts SET content = ?, content_key = ?, category = ?, confidence = ?, "
-        f"source_error = ?, updated_at = ? WHERE id = ? AND {_OWNER}",
+        f"source_error = ?, updated_at = ? WHERE id = ? AND {OWNER}",
         (
             data.content,
             content_key(data.content),
@@ -406,31 +347,17 @@ def edit_fact(rt: Runtime, scope: Scope, fact_id: str, changes: dict[str, Any]) 
             data.source_error,
             rt.clock(),
             fact_id,
-            *_owner(scope),
+            *owner(scope),
         ),
     )
     return (yield from get_fact(scope, fact_id))
 
 
-def _erase(ids: Sequence[str]) -> Op[None]:
-    """Erase facts for good: rows, sources, history, and pointers to them."""
-    if not ids:
-        return
-    marks = _in(len(ids))
-    yield Exec(f"DELETE FROM fact_sources WHERE fact_id IN ({marks})", ids)
-    yield Exec(
-        f"DELETE FROM fact_events WHERE fact_id IN ({marks}) OR related_id IN ({marks})",
-        [*ids, *ids],
-    )
-    yield Exec(f"UPDATE facts SET superseded_by = NULL WHERE superseded_by IN ({marks})", ids)
-    yield Exec(f"DELETE FROM facts WHERE id IN ({marks})", ids)
-
-
 def delete_fact(rt: Runtime, scope: Scope, fact_id: str) -> Op[None]:
     """Erase a fact (any origin): what a person asks to forget is not kept as history."""
     yield from get_fact(scope, fact_id)
-    yield from _bump_owner(rt, scope)
-    yield from _erase([fact_id])
+    yield from bump_owner(rt, scope)
+    yield from erase([fact_id])
 
 
 def set_profile(
@@ -447,123 +374,18 @@ def set_profile(
             "INSERT INTO profile_sections (tenant_id, user_id, agent_id, section, summary, updated_at) "
             "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (tenant_id, user_id, agent_id, section) "
             "DO UPDATE SET summary = excluded.summary, updated_at = excluded.updated_at",
-            (*_owner(scope), name, summary, now),
+            (*owner(scope), name, summary, now),
         )
         if conversation_id is not None:
             yield Exec(
                 "INSERT INTO profile_sources (tenant_id, user_id, agent_id, section, conversation_id) "
                 "VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                (*_owner(scope), name, conversation_id),
+                (*owner(scope), name, conversation_id),
             )
-
-
-# -- one extraction --------------------------------------------------------------------------
-
-
-def seen_among(conversation_id: str, message_ids: Sequence[str]) -> Op[set[str]]:
-    seen: set[str] = set()
-    for start in range(0, len(message_ids), 500):
-        batch = list(message_ids[start : start + 500])
-        rows = yield Query(
-            f"SELECT message_id FROM longterm_seen WHERE conversation_id = ? AND message_id IN ({_in(len(batch))})",
-            (conversation_id, *batch),
-        )
-        seen.update(r[0] for r in rows)
-    return seen
-
-
-def mark_seen(conversation_id: str, message_ids: Iterable[str]) -> Op[None]:
-    for mid in message_ids:
-        yield Exec(
-            "INSERT INTO longterm_seen (conversation_id, message_id) VALUES (?, ?) ON CONFLICT DO NOTHING",
-            (conversation_id, mid),
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class ExtractionRecord:
-    """What the update log keeps of one extraction attempt."""
-
-    outcome: str  # applied | empty | failed
-    conversation_id: str | None
-    job_id: str | None
-    signals: tuple[str, ...]
-    llm_calls: int
-    prompt_tokens: int
-    completion_tokens: int
-    counts: dict[str, int]
-    notes: tuple[str, ...] = ()
-    raw_output: str | None = None
-    error: str | None = None
-
-
-def record_update(rt: Runtime, scope: Scope, rec: ExtractionRecord) -> Op[str]:
-    uid = rt.make_id()
-    yield Exec(
-        "INSERT INTO longterm_updates (id, tenant_id, user_id, agent_id, conversation_id, job_id, "
-        "outcome, signals, llm_calls, prompt_tokens, completion_tokens, counts, notes, raw_output, "
-        "error, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            uid,
-            *_owner(scope),
-            rec.conversation_id,
-            rec.job_id,
-            rec.outcome,
-            dump_json(list(rec.signals)),
-            rec.llm_calls,
-            rec.prompt_tokens,
-            rec.completion_tokens,
-            dump_json(rec.counts),
-            dump_json(list(rec.notes)),
-            None if rec.raw_output is None else rec.raw_output[:100_000],
-            None if rec.error is None else rec.error[:4000],
-            rt.clock(),
-        ),
-    )
-    return uid
-
-
-def list_updates(scope: Scope, limit: int = 50) -> Op[list[dict[str, Any]]]:
-    """The extraction log of the owner, newest first."""
-    rows = yield Query(
-        "SELECT id, conversation_id, job_id, outcome, signals, llm_calls, prompt_tokens, "
-        f"completion_tokens, counts, notes, raw_output, error, created_at FROM longterm_updates "
-        f"WHERE {_OWNER} ORDER BY seq DESC LIMIT ?",
-        (*_owner(scope), max(1, min(limit, 500))),
-    )
-    return [
-        {
-            "id": r[0],
-            "conversation_id": r[1],
-            "job_id": r[2],
-            "outcome": r[3],
-            "signals": json.loads(r[4]) if r[4] else [],
-            "llm_calls": r[5],
-            "prompt_tokens": r[6],
-            "completion_tokens": r[7],
-            "counts": json.loads(r[8]) if r[8] else {},
-            "notes": json.loads(r[9]) if r[9] else [],
-            "raw_output": r[10],
-            "error": r[11],
-            "created_at": from_micros(r[12]).isoformat(),
-        }
-        for r in rows
-    ]
 
 
 def current_state(scope: Scope) -> Op[tuple[list[tuple[Fact, int]], list[ProfileSection]]]:
     facts = yield from active_facts(scope)
-    profile = yield from get_profile(scope)
-    return facts, profile
-
-
-def export_state(scope: Scope) -> Op[tuple[list[Fact], list[ProfileSection]]]:
-    """Active facts with their provenance, and the profile (for an export)."""
-    rows = yield Query(
-        f"SELECT {_COLUMNS} FROM facts WHERE {_OWNER} AND status = 'active' ORDER BY seq",
-        _owner(scope),
-    )
-    facts = yield from _with_sources(rows)
     profile = yield from get_profile(scope)
     return facts, profile
 
@@ -582,7 +404,7 @@ def apply_plan(
     new_ids: dict[int, str] = {}
     for n in plan.new:
         data = FactInput(n.content, n.category, n.confidence, n.source_error)
-        new_ids[n.index] = yield from _insert_fact(
+        new_ids[n.index] = yield from insert_fact(
             rt, scope, data, origin, sources=sources, conversation_id=conversation_id
         )
     marks: list[tuple[str, str, str | None, str]] = [
@@ -593,24 +415,25 @@ def apply_plan(
     marks += [(old, "evicted", None, "over the cap on active facts") for old in plan.evicted]
     for fid, status, by, reason in marks:
         rows = yield Query(
-            f"SELECT content, category, confidence FROM facts WHERE id = ? AND {_OWNER} AND status = 'active'",
-            (fid, *_owner(scope)),
+            f"SELECT content, category, confidence FROM facts WHERE id = ? AND {OWNER} AND status = 'active'",
+            (fid, *owner(scope)),
         )
         if not rows:
             continue
+        content, category, confidence = rows[0]
         yield Exec(
             "UPDATE facts SET status = ?, superseded_by = ?, reason = ?, changed_in = ?, updated_at = ? "
-            f"WHERE id = ? AND {_OWNER}",
-            (status, by, reason, conversation_id, now, fid, *_owner(scope)),
+            f"WHERE id = ? AND {OWNER}",
+            (status, by, reason, conversation_id, now, fid, *owner(scope)),
         )
-        yield _event(
+        yield event_row(
             rt,
             scope,
             fid,
             status,
-            rows[0][0],
-            rows[0][1],
-            float(rows[0][2]),
+            content,
+            category,
+            float(confidence),
             reason=reason,
             related_id=by,
             conversation_id=conversation_id,
@@ -621,182 +444,4 @@ def apply_plan(
 
 def lock_owner(rt: Runtime, scope: Scope) -> Op[None]:
     """Take the owner's update lock (first statement of an update transaction)."""
-    yield from _bump_owner(rt, scope)
-
-
-# -- forgetting --------------------------------------------------------------------------------
-
-
-def forget_messages(conversation_id: str, ids: Sequence[str]) -> Op[None]:
-    """Cascade step for single deleted messages: they leave the provenance of facts (an
-    extracted fact with no source left is erased) and the extraction watermark."""
-    marks = _in(len(ids))
-    rows = yield Query(
-        f"SELECT DISTINCT fact_id FROM fact_sources WHERE conversation_id = ? "
-        f"AND message_id IN ({marks})",
-        (conversation_id, *ids),
-    )
-    touched = [r[0] for r in rows]
-    yield Exec(
-        f"DELETE FROM fact_sources WHERE conversation_id = ? AND message_id IN ({marks})",
-        (conversation_id, *ids),
-    )
-    if touched:
-        orphans = yield Query(
-            f"SELECT id FROM facts WHERE id IN ({_in(len(touched))}) AND origin = 'extracted' "
-            "AND NOT EXISTS (SELECT 1 FROM fact_sources s WHERE s.fact_id = facts.id)",
-            touched,
-        )
-        yield from _erase([r[0] for r in orphans])
-    yield Exec(
-        f"DELETE FROM longterm_seen WHERE conversation_id = ? AND message_id IN ({marks})",
-        (conversation_id, *ids),
-    )
-
-
-def forget_conversations(ids: Sequence[str]) -> Op[None]:
-    """Cascade step: a deleted conversation leaves no trace in long-term memory.
-
-    Its messages leave the provenance of facts; an extracted fact with no source left is
-    erased; a status change its extraction made (superseded, removed, evicted) is undone;
-    profile sections written from it are cleared; its extraction log and watermark go.
-    """
-    marks = _in(len(ids))
-    rows = yield Query(
-        f"SELECT DISTINCT fact_id FROM fact_sources WHERE conversation_id IN ({marks})", ids
-    )
-    touched = [r[0] for r in rows]
-    yield Exec(f"DELETE FROM fact_sources WHERE conversation_id IN ({marks})", ids)
-    if touched:
-        orphans = yield Query(
-            f"SELECT id FROM facts WHERE id IN ({_in(len(touched))}) AND origin = 'extracted' "
-            "AND NOT EXISTS (SELECT 1 FROM fact_sources s WHERE s.fact_id = facts.id)",
-            touched,
-        )
-        yield from _erase([r[0] for r in orphans])
-    # Undo what the forgotten conversation's extractions changed. Two facts may now say
-    # the same thing actively; the newer restored one stays marked rather than collide.
-    changed = yield Query(
-        f"SELECT id, tenant_id, user_id, agent_id, content_key FROM facts WHERE changed_in IN ({marks}) ORDER BY seq",
-        ids,
-    )
-    for fid, tenant, user, agent, key in changed:
-        clash = yield Query(
-            "SELECT 1 FROM facts WHERE tenant_id = ? AND user_id = ? AND agent_id = ? "
-            "AND content_key = ? AND status = 'active'",
-            (tenant, user, agent, key),
-        )
-        if clash:
-            yield Exec(
-                "UPDATE facts SET reason = NULL, changed_in = NULL, superseded_by = NULL WHERE id = ?",
-                (fid,),
-            )
-        else:
-            yield Exec(
-                "UPDATE facts SET status = 'active', reason = NULL, changed_in = NULL, "
-                "superseded_by = NULL WHERE id = ?",
-                (fid,),
-            )
-    yield Exec(f"DELETE FROM fact_events WHERE conversation_id IN ({marks})", ids)
-    sections = yield Query(
-        "SELECT DISTINCT tenant_id, user_id, agent_id, section FROM profile_sources "
-        f"WHERE conversation_id IN ({marks})",
-        ids,
-    )
-    for tenant, user, agent, section in sections:
-        yield Exec(
-            "DELETE FROM profile_sections WHERE tenant_id = ? AND user_id = ? AND agent_id = ? AND section = ?",
-            (tenant, user, agent, section),
-        )
-        yield Exec(
-            "DELETE FROM profile_sources WHERE tenant_id = ? AND user_id = ? AND agent_id = ? AND section = ?",
-            (tenant, user, agent, section),
-        )
-    yield Exec(f"DELETE FROM longterm_updates WHERE conversation_id IN ({marks})", ids)
-    yield Exec(f"DELETE FROM longterm_seen WHERE conversation_id IN ({marks})", ids)
-
-
-def forget_user(tenant: str, user: str) -> Op[None]:
-    """Cascade step: everything long-term of the user, every agent, every origin."""
-    yield Exec(
-        "DELETE FROM fact_sources WHERE fact_id IN (SELECT id FROM facts WHERE tenant_id = ? AND user_id = ?)",
-        (tenant, user),
-    )
-    for table in (
-        "fact_events",
-        "facts",
-        "profile_sections",
-        "profile_sources",
-        "longterm_updates",
-        "memory_owners",
-    ):
-        yield Exec(f"DELETE FROM {table} WHERE tenant_id = ? AND user_id = ?", (tenant, user))
-
-
-@dataclass(frozen=True, slots=True)
-class ImportFact:
-    """One fact to import: its validated data, and what the document said of it."""
-
-    data: FactInput
-    created_at: int | None = None
-    fact_id: str | None = None  # kept when no stored fact has it
-    source: str | None = None  # kept as its source conversation
-
-
-def import_memory(
-    rt: Runtime,
-    scope: Scope,
-    profile: dict[str, str],
-    facts: Sequence[ImportFact],
-    *,
-    max_facts: int,
-) -> Op[dict[str, int]]:
-    """Add imported profile sections and facts in one transaction (duplicates of active
-    facts are skipped), then hold the cap on active facts. A fact keeps the document's id
-    unless a stored fact has it already (a copy of another user's export: a new id)."""
-    yield from _bump_owner(rt, scope)
-    if profile:
-        yield from set_profile(rt, scope, profile)
-    added = duplicates = 0
-    for fact in facts:
-        rows = yield Query(
-            f"SELECT 1 FROM facts WHERE {_OWNER} AND content_key = ? AND status = 'active'",
-            (*_owner(scope), content_key(fact.data.content)),
-        )
-        if rows:
-            duplicates += 1
-            continue
-        fid = fact.fact_id
-        if fid is not None and (yield Query("SELECT 1 FROM facts WHERE id = ?", (fid,))):
-            fid = None
-        sources = [FactSource(fact.source, "")] if fact.source else []
-        yield from _insert_fact(
-            rt,
-            scope,
-            fact.data,
-            FactOrigin.IMPORTED,
-            created_at=fact.created_at,
-            fact_id=fid,
-            sources=sources,
-        )
-        added += 1
-    active = yield from active_facts(scope)
-    plan = plan_update(as_active(active), ProposedUpdate(), scrub=str, max_facts=max_facts)
-    yield from apply_plan(rt, scope, None, plan, ())
-    return {
-        "profile_sections": len(profile),
-        "facts_added": added,
-        "duplicates": duplicates,
-        "evicted": len(plan.evicted),
-    }
-
-
-def last_change(scope: Scope) -> Op[datetime | None]:
-    """When the owner's long-term memory last changed (any fact or profile section)."""
-    rows = yield Query(f"SELECT max(updated_at) FROM memory_owners WHERE {_OWNER}", _owner(scope))
-    times = [rows[0][0]] if rows and rows[0][0] is not None else []
-    for table in ("facts", "profile_sections"):
-        found = yield Query(f"SELECT max(updated_at) FROM {table} WHERE {_OWNER}", _owner(scope))
-        if found and found[0][0] is not None:
-            times.append(found[0][0])
-    return from_micros(max(int(t) for t in times)) if times else None
+    yield from bump_owner(rt, scope)

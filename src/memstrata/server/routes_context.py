@@ -7,7 +7,6 @@ from typing import Any
 from fastapi import APIRouter, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from memstrata.context import COMPACT_JOB
 from memstrata.server.auth import CallerScope, Mem
 from memstrata.server.responses import JSONResponse
 from memstrata.wire.context import CompactionOut, ContextOut
@@ -76,12 +75,5 @@ async def compact(
     if data.wait:
         result = await mem.compact(scope, cid, leaf_id=data.leaf_id)
         return JSONResponse(CompactionOut.encode(result))
-    await mem.conversations.get(scope, cid)  # 404 before queueing anything
-    job = await mem.jobs.enqueue(
-        scope,
-        COMPACT_JOB,
-        key=f"{scope.tenant}/{cid}",
-        conversation_id=cid,
-        payload={"leaf_id": data.leaf_id},
-    )
+    job = await mem.compaction.schedule(scope, cid, leaf_id=data.leaf_id)  # 404 first
     return JSONResponse({"job": JobOut.encode(job)}, status_code=202)

@@ -56,18 +56,13 @@ Needs ``pip install 'memstrata[langgraph]'``; importing this module without it r
 from __future__ import annotations
 
 import contextlib
-import re
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
-from datetime import datetime
-from itertools import takewhile
-from typing import Any, Literal, TypeVar
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import anyio.to_thread
 
 from memstrata.api import AsyncMemory, Memory
 from memstrata.errors import InvalidInput, MissingDependency, NotFound
-from memstrata.graph.items import GraphItem
 from memstrata.ids import parse_id
 from memstrata.integrations.langgraph._steps import Steps as _Steps
 from memstrata.integrations.langgraph._steps import call as _call
@@ -81,9 +76,7 @@ try:
         BaseStore,
         GetOp,
         IndexConfig,
-        Item,
         ListNamespacesOp,
-        MatchCondition,
         PutOp,
         Result,
         SearchItem,
@@ -98,326 +91,42 @@ except ImportError:
 
 from memstrata.integrations.langgraph.items import (
     Embedding,
-    cosine,
     get_item,
     item_namespaces,
     put_item,
     refresh,
     search_items,
 )
+from memstrata.integrations.langgraph.matching import (
+    FACT_MANAGED,
+    FACT_WRITABLE,
+    WORKING_MANAGED,
+    WORKING_WRITABLE,
+    Found,
+    by_similarity,
+    checked_fields,
+    found_fact,
+    found_item,
+    found_working,
+    passes,
+    ranked,
+    status_pushdown,
+)
+from memstrata.integrations.langgraph.namespaces import (
+    WORKING_KEY,
+    Target,
+    enumerable,
+    facts_namespace,
+    leading_labels,
+    matches_condition,
+    parse_namespace,
+    working_namespace,
+)
 
 __all__ = ["MemstrataStore", "facts_namespace", "working_namespace"]
 
-T = TypeVar("T")
 
 _PAGE = 500  # the largest page memstrata serves
-_WORKING_KEY = "content"
-_FACT_WRITABLE = ("content", "category", "confidence", "source_error")
-_FACT_MANAGED = frozenset(
-    {"id", "status", "origin", "agent", "superseded_by", "reason", "sources"}
-    | {"created_at", "updated_at"}
-)
-_WORKING_WRITABLE = ("content", "format", "json_schema", "template")
-_WORKING_MANAGED = frozenset({"version", "updated_at", "conversation_id", "scope"})
-_OPERATORS = frozenset({"$eq", "$ne", "$gt", "$gte", "$lt", "$lte"})
-_WORD = re.compile(r"\w+")
-
-
-def facts_namespace(user: str) -> tuple[str, ...]:
-    """The namespace of a user's long-term facts."""
-    return ("users", user, "facts")
-
-
-def working_namespace(user: str, conversation_id: str | None = None) -> tuple[str, ...]:
-    """The namespace of a user's working memory, or of one of their conversations'."""
-    base = ("users", user, "working")
-    return base if conversation_id is None else (*base, conversation_id)
-
-
-# -- namespaces (pure) -----------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class _Target:
-    """One concrete namespace: a user's facts or one working-memory document."""
-
-    user: str
-    kind: Literal["facts", "working"]
-    conversation_id: str | None = None
-
-    @property
-    def namespace(self) -> tuple[str, ...]:
-        if self.kind == "facts":
-            return facts_namespace(self.user)
-        return working_namespace(self.user, self.conversation_id)
-
-
-_SHAPES = (
-    '("users", user, "facts"), ("users", user, "working") '
-    'or ("users", user, "working", conversation_id)'
-)
-
-
-def _parse(namespace: tuple[str, ...]) -> _Target | None:
-    """The namespace as a target, or None when it is outside the mapping."""
-    ns = tuple(namespace)
-    if len(ns) == 3 and ns[0] == "users" and ns[2] == "facts":
-        return _Target(ns[1], "facts")
-    if len(ns) in (3, 4) and ns[0] == "users" and ns[2] == "working":
-        return _Target(ns[1], "working", ns[3] if len(ns) == 4 else None)
-    return None
-
-
-def _required(namespace: tuple[str, ...]) -> _Target:
-    target = _parse(namespace)
-    if target is None:
-        raise InvalidInput(
-            f"MemstrataStore cannot store under {tuple(namespace)!r}; namespaces are {_SHAPES}",
-            field="namespace",
-        )
-    return target
-
-
-def _enumerable(prefix: tuple[str, ...]) -> bool:
-    """Whether some namespace of the mapping starts with ``prefix``."""
-    if len(prefix) > 4 or (len(prefix) == 4 and prefix[2] != "working"):
-        return False
-    if prefix[:1] not in ((), ("users",)):
-        return False
-    return len(prefix) < 3 or prefix[2] in ("facts", "working")
-
-
-def _matches_condition(namespace: tuple[str, ...], condition: MatchCondition) -> bool:
-    path = tuple(condition.path)
-    if len(path) > len(namespace):
-        return False
-    part = namespace[: len(path)] if condition.match_type == "prefix" else namespace[-len(path) :]
-    return all(p in ("*", n) for p, n in zip(path, part, strict=True)) if path else True
-
-
-# -- values, filters, scores (pure) ----------------------------------------------------------
-
-
-def _fact_value(fact: Fact) -> dict[str, Any]:
-    return {
-        "content": fact.content,
-        "category": fact.category,
-        "confidence": fact.confidence,
-        "status": fact.status.value,
-        "origin": fact.origin.value,
-        "source_error": fact.source_error,
-        "superseded_by": fact.superseded_by,
-        "reason": fact.reason,
-        "sources": [
-            {"conversation_id": s.conversation_id, "message_id": s.message_id} for s in fact.sources
-        ],
-    }
-
-
-def _working_value(wm: WorkingMemory) -> dict[str, Any]:
-    value: dict[str, Any] = {"content": wm.content, "format": wm.format, "version": wm.version}
-    if wm.json_schema is not None:
-        value["json_schema"] = wm.json_schema
-    if wm.template is not None:
-        value["template"] = wm.template
-    return value
-
-
-def _checked_fields(
-    value: Mapping[str, Any], writable: tuple[str, ...], managed: frozenset[str], what: str
-) -> dict[str, Any]:
-    if not isinstance(value, Mapping):
-        raise InvalidInput(f"a {what} value must be a mapping", field="value")
-    unknown = sorted(set(value) - set(writable) - managed)
-    if unknown:
-        raise InvalidInput(
-            f"unknown {what} fields {unknown}; writable: {', '.join(writable)}",
-            field=unknown[0],
-        )
-    return {k: value[k] for k in writable if k in value}
-
-
-def _compare(actual: Any, operator: str, expected: Any) -> bool:
-    try:
-        if operator == "$eq":
-            return bool(actual == expected)
-        if operator == "$ne":
-            return bool(actual != expected)
-        if operator == "$gt":
-            return bool(actual > expected)
-        if operator == "$gte":
-            return bool(actual >= expected)
-        if operator == "$lt":
-            return bool(actual < expected)
-        return bool(actual <= expected)
-    except TypeError:  # e.g. a number against a string: no match, as in a JSON store
-        return False
-
-
-def _condition_holds(value: Mapping[str, Any], name: str, condition: Any) -> bool:
-    ops = (
-        condition
-        if isinstance(condition, Mapping) and any(str(k).startswith("$") for k in condition)
-        else {"$eq": condition}
-    )
-    for operator, expected in ops.items():
-        if operator not in _OPERATORS:
-            raise InvalidInput(
-                f"filter operator {operator!r} is not one of {sorted(_OPERATORS)}", field="filter"
-            )
-        if name not in value:
-            if operator != "$ne":
-                return False
-            continue
-        if not _compare(value[name], operator, expected):
-            return False
-    return True
-
-
-def _passes(value: Mapping[str, Any], conditions: Mapping[str, Any]) -> bool:
-    return all(_condition_holds(value, k, c) for k, c in conditions.items())
-
-
-def _words(text: str) -> set[str]:
-    return {w.casefold() for w in _WORD.findall(text)}
-
-
-def _score(query_words: set[str], text: str) -> float:
-    """The share of the query's words that occur in ``text`` (0..1)."""
-    if not query_words:
-        return 0.0
-    return len(query_words & _words(text)) / len(query_words)
-
-
-def _status_pushdown(conditions: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
-    """The ``status`` to ask memstrata for, and the conditions left for Python.
-
-    No status in the filter means active facts only; ``"all"`` means every status.
-    """
-    rest = dict(conditions)
-    if "status" not in rest:
-        return "active", rest
-    wanted = rest["status"]
-    if wanted == "all":
-        del rest["status"]
-        return "all", rest
-    if isinstance(wanted, str):
-        return wanted, rest
-    return "all", rest  # an operator: fetch every status, filter here
-
-
-# -- the store -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class _Found:
-    """An item before it becomes a LangGraph ``Item``/``SearchItem``, with its search text."""
-
-    namespace: tuple[str, ...]
-    key: str
-    value: dict[str, Any]
-    created_at: datetime
-    updated_at: datetime
-    text: str
-    vectors: Mapping[str, list[float]] = field(default_factory=dict)
-    free: bool = False  # a free item: its vectors are stored (or it has none)
-
-    def item(self) -> Item:
-        return Item(
-            value=self.value,
-            key=self.key,
-            namespace=self.namespace,
-            created_at=self.created_at,
-            updated_at=self.updated_at,
-        )
-
-    def search_item(self, score: float | None) -> SearchItem:
-        return SearchItem(
-            self.namespace, self.key, self.value, self.created_at, self.updated_at, score
-        )
-
-
-def _found_fact(target: _Target, fact: Fact) -> _Found:
-    return _Found(
-        target.namespace,
-        fact.id,
-        _fact_value(fact),
-        fact.created_at,
-        fact.updated_at,
-        fact.content,
-    )
-
-
-def _found_working(target: _Target, wm: WorkingMemory) -> _Found:
-    # Working memory keeps one timestamp, the latest write: it stands for both.
-    return _Found(
-        target.namespace, _WORKING_KEY, _working_value(wm), wm.updated_at, wm.updated_at, wm.text
-    )
-
-
-def _found_item(item: GraphItem) -> _Found:
-    return _Found(
-        item.namespace,
-        item.key,
-        item.value,
-        item.created_at,
-        item.updated_at,
-        " ".join(_strings(item.value)),
-        item.vectors,
-        free=True,
-    )
-
-
-def _strings(value: Any) -> Iterator[str]:
-    """The string leaves of a JSON value (what keyword search reads of a free item)."""
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, Mapping):
-        for v in value.values():
-            yield from _strings(v)
-    elif isinstance(value, list):
-        for v in value:
-            yield from _strings(v)
-
-
-def _newest_first(found: list[_Found]) -> list[_Found]:
-    return sorted(found, key=lambda f: f.updated_at, reverse=True)
-
-
-def _by_similarity(
-    found: list[_Found], query: list[float], text_vectors: Mapping[str, list[float]]
-) -> list[SearchItem]:
-    """Best cosine first (an item's best field); items with no vector after, newest first."""
-    scored: list[tuple[float, _Found]] = []
-    scoreless: list[_Found] = []
-    for f in found:
-        vectors = list(f.vectors.values()) if f.free else [text_vectors[f.text]]
-        if vectors:
-            scored.append((max(cosine(query, v) for v in vectors), f))
-        else:
-            scoreless.append(f)
-    scored.sort(key=lambda sf: (sf[0], sf[1].updated_at), reverse=True)
-    return [f.search_item(s) for s, f in scored] + [
-        f.search_item(None) for f in _newest_first(scoreless)
-    ]
-
-
-def _ranked(found: list[_Found], query: str | None) -> list[SearchItem]:
-    """Best keyword overlap first (then newest); without a query, newest first."""
-    if not query:
-        return [f.search_item(None) for f in _newest_first(found)]
-    words = _words(query)
-    scored = [(s, f) for f in found if (s := _score(words, f.text)) > 0]
-    scored.sort(key=lambda sf: (sf[0], sf[1].updated_at), reverse=True)
-    return [f.search_item(s) for s, f in scored]
-
-
-def _leading_labels(conditions: tuple[MatchCondition, ...]) -> tuple[str, ...]:
-    """The concrete labels a listing's prefix condition starts with (up to a wildcard)."""
-    for cond in conditions:
-        if cond.match_type == "prefix":
-            return tuple(takewhile(lambda label: label != "*", cond.path))
-    return ()
 
 
 class MemstrataStore(BaseStore):
@@ -473,11 +182,11 @@ class MemstrataStore(BaseStore):
     def _batch(self, ops: list[StoreOp]) -> _Steps[list[Result]]:
         results: list[Result] = []
         for op in ops:
-            if isinstance(op, GetOp) and _parse(op.namespace) is None:
+            if isinstance(op, GetOp) and parse_namespace(op.namespace) is None:
                 got = yield from get_item(
                     self.tenant, self.agent, op.namespace, op.key, op.refresh_ttl
                 )
-                results.append(None if got is None else _found_item(got).item())
+                results.append(None if got is None else found_item(got).item())
             elif isinstance(op, GetOp):
                 found = yield from self._get(op.namespace, op.key)
                 results.append(None if found is None else found.item())
@@ -494,17 +203,17 @@ class MemstrataStore(BaseStore):
 
     # -- get --
 
-    def _get(self, namespace: tuple[str, ...], key: str) -> _Steps[_Found | None]:
-        target = _parse(namespace)
+    def _get(self, namespace: tuple[str, ...], key: str) -> _Steps[Found | None]:
+        target = parse_namespace(namespace)
         if target is None:
             return None  # nothing can be stored there
         if target.kind == "facts":
             fact = yield from self._fact(target.user, key)
-            return None if fact is None else _found_fact(target, fact)
-        if key != _WORKING_KEY:
+            return None if fact is None else found_fact(target, fact)
+        if key != WORKING_KEY:
             return None
         wm = yield from self._working(target)
-        return None if wm is None else _found_working(target, wm)
+        return None if wm is None else found_working(target, wm)
 
     def _fact(self, user: str, key: str) -> _Steps[Fact | None]:
         scope = self._scope(user)
@@ -518,7 +227,7 @@ class MemstrataStore(BaseStore):
             return None
         return fact
 
-    def _working(self, target: _Target) -> _Steps[WorkingMemory | None]:
+    def _working(self, target: Target) -> _Steps[WorkingMemory | None]:
         scope = self._scope(target.user)
         try:
             wm: WorkingMemory = yield _call(
@@ -531,7 +240,7 @@ class MemstrataStore(BaseStore):
     # -- put / delete --
 
     def _put(self, op: PutOp) -> _Steps[None]:
-        target = _parse(op.namespace)
+        target = parse_namespace(op.namespace)
         if target is None:
             yield from put_item(self.tenant, self.agent, op, self._embedding)
             return
@@ -563,7 +272,7 @@ class MemstrataStore(BaseStore):
     def _put_fact(self, user: str, key: str, value: Mapping[str, Any]) -> _Steps[None]:
         scope = self._scope(user)
         fid = parse_id(key, field="key")
-        fields = _checked_fields(value, _FACT_WRITABLE, _FACT_MANAGED, "fact")
+        fields = checked_fields(value, FACT_WRITABLE, FACT_MANAGED, "fact")
         current = yield from self._fact(user, fid)
         status = "active" if current is None else current.status.value
         if value.get("status", status) != status:
@@ -588,20 +297,20 @@ class MemstrataStore(BaseStore):
             id=fid,
         )
 
-    def _delete_working(self, target: _Target, key: str) -> _Steps[None]:
-        if key != _WORKING_KEY:
+    def _delete_working(self, target: Target, key: str) -> _Steps[None]:
+        if key != WORKING_KEY:
             return
         with contextlib.suppress(NotFound):  # not there: deleting is a no-op
             yield _call(
                 "working.delete", self._scope(target.user), conversation_id=target.conversation_id
             )
 
-    def _put_working(self, target: _Target, key: str, value: Mapping[str, Any]) -> _Steps[None]:
-        if key != _WORKING_KEY:
+    def _put_working(self, target: Target, key: str, value: Mapping[str, Any]) -> _Steps[None]:
+        if key != WORKING_KEY:
             raise InvalidInput(
-                f"working memory is one document, under the key {_WORKING_KEY!r}", field="key"
+                f"working memory is one document, under the key {WORKING_KEY!r}", field="key"
             )
-        fields = _checked_fields(value, _WORKING_WRITABLE, _WORKING_MANAGED, "working memory")
+        fields = checked_fields(value, WORKING_WRITABLE, WORKING_MANAGED, "working memory")
         if "content" not in fields:
             raise InvalidInput("a working memory value needs 'content'", field="content")
         content = fields.pop("content")
@@ -622,17 +331,17 @@ class MemstrataStore(BaseStore):
         conditions = dict(op.filter or {})
         semantic = bool(op.query) and self._embedding is not None
         items = yield from search_items(self.tenant, self.agent, prefix, semantic)
-        found = [f for f in map(_found_item, items) if _passes(f.value, conditions)]
-        if _enumerable(prefix):
+        found = [f for f in map(found_item, items) if passes(f.value, conditions)]
+        if enumerable(prefix):
             found.extend((yield from self._reserved_matching(prefix, conditions)))
         if semantic and op.query and self._embedding is not None:
             # Facts and working memory have no stored vectors: embedded here, by text.
             texts = sorted({f.text for f in found if not f.free})
             got = yield from self._embedding.vectors([op.query, *texts], "documents")
-            ranked = _by_similarity(found, got[0], dict(zip(texts, got[1:], strict=True)))
+            ordered = by_similarity(found, got[0], dict(zip(texts, got[1:], strict=True)))
         else:
-            ranked = _ranked(found, op.query)
-        shown = ranked[op.offset : op.offset + op.limit]
+            ordered = ranked(found, op.query)
+        shown = ordered[op.offset : op.offset + op.limit]
         if op.refresh_ttl:
             keys = {(f.namespace, f.key) for f in shown}
             yield from refresh(
@@ -642,29 +351,27 @@ class MemstrataStore(BaseStore):
 
     def _reserved_matching(
         self, prefix: tuple[str, ...], conditions: Mapping[str, Any]
-    ) -> _Steps[list[_Found]]:
-        found: list[_Found] = []
+    ) -> _Steps[list[Found]]:
+        found: list[Found] = []
         for target in (yield from self._targets(prefix)):
             if target.kind == "facts":
                 found.extend((yield from self._facts_matching(target, conditions)))
                 continue
             wm = yield from self._working(target)
             if wm is not None:
-                candidate = _found_working(target, wm)
-                if _passes(candidate.value, conditions):
+                candidate = found_working(target, wm)
+                if passes(candidate.value, conditions):
                     found.append(candidate)
         return found
 
-    def _facts_matching(
-        self, target: _Target, conditions: Mapping[str, Any]
-    ) -> _Steps[list[_Found]]:
-        status, rest = _status_pushdown(conditions)
+    def _facts_matching(self, target: Target, conditions: Mapping[str, Any]) -> _Steps[list[Found]]:
+        status, rest = status_pushdown(conditions)
         kwargs: dict[str, Any] = {"status": status}
         if isinstance(rest.get("category"), str):
             kwargs["category"] = rest["category"]
         facts = yield from self._pages("facts.list", self._scope(target.user), **kwargs)
-        found = [_found_fact(target, fact) for fact in facts]
-        return [f for f in found if _passes(f.value, rest)]
+        found = [found_fact(target, fact) for fact in facts]
+        return [f for f in found if passes(f.value, rest)]
 
     def _pages(self, path: str, *args: Any, **kwargs: Any) -> _Steps[list[Any]]:
         """Every item of a cursor-paginated memstrata list."""
@@ -677,46 +384,46 @@ class MemstrataStore(BaseStore):
             if cursor is None:
                 return items
 
-    def _targets(self, prefix: tuple[str, ...]) -> _Steps[list[_Target]]:
+    def _targets(self, prefix: tuple[str, ...]) -> _Steps[list[Target]]:
         """The namespaces under ``prefix`` that may hold items: each user's facts and
         working memory, and the working memory of each of their conversations."""
         if len(prefix) == 4:
-            return [_Target(prefix[1], "working", prefix[3])]
+            return [Target(prefix[1], "working", prefix[3])]
         if len(prefix) >= 2:
             users = [prefix[1]]
         else:
             users = [name for name, _ in (yield from self._pages("users.list", self.tenant))]
         kinds = {prefix[2]} if len(prefix) == 3 else {"facts", "working"}
-        targets: list[_Target] = []
+        targets: list[Target] = []
         for user in users:
             if "facts" in kinds:
-                targets.append(_Target(user, "facts"))
+                targets.append(Target(user, "facts"))
             if "working" in kinds:
-                targets.append(_Target(user, "working"))
+                targets.append(Target(user, "working"))
                 conversations = yield from self._pages("conversations.list", self._scope(user))
-                targets.extend(_Target(user, "working", c.id) for c in conversations)
+                targets.extend(Target(user, "working", c.id) for c in conversations)
         return targets
 
     # -- list_namespaces --
 
     def _list_namespaces(self, op: ListNamespacesOp) -> _Steps[list[tuple[str, ...]]]:
         conditions = tuple(op.match_conditions or ())
-        lead = _leading_labels(conditions)
-        while not _enumerable(lead):
+        lead = leading_labels(conditions)
+        while not enumerable(lead):
             lead = lead[:-1]  # the conditions below still drop what does not match
         candidates = list((yield from item_namespaces(self.tenant, self.agent)))
         for target in (yield from self._targets(lead)):
-            if all(_matches_condition(target.namespace, c) for c in conditions) and (
+            if all(matches_condition(target.namespace, c) for c in conditions) and (
                 yield from self._has_items(target)
             ):
                 candidates.append(target.namespace)
         names: set[tuple[str, ...]] = set()
         for ns in candidates:
-            if all(_matches_condition(ns, c) for c in conditions):
+            if all(matches_condition(ns, c) for c in conditions):
                 names.add(ns if op.max_depth is None else ns[: op.max_depth])
         return sorted(names)[op.offset : op.offset + op.limit]
 
-    def _has_items(self, target: _Target) -> _Steps[bool]:
+    def _has_items(self, target: Target) -> _Steps[bool]:
         if target.kind == "working":
             return (yield from self._working(target)) is not None
         page = yield _call("facts.list", self._scope(target.user), status="all", limit=1)

@@ -1,18 +1,5 @@
-"""Retention: per-tenant policies saying how long each kind of data is kept (sans-IO).
-
-Kinds and what "old" means for each:
-
-* ``conversations`` — not updated (no message, no edit) for ``max_age``; deleted through
-  the conversation cascade, so messages, summaries, plans, recall rows, facts' provenance,
-  node memories and jobs go with them;
-* ``node_memories`` — not written for ``max_age`` (their blobs are purged too);
-* ``jobs`` — finished (``done``) more than ``max_age`` ago; dead letters stay until
-  retried or their user is deleted;
-* ``checkpoints`` — expired more than ``max_age`` ago;
-* ``snapshots`` — run snapshots not updated for ``max_age``.
-
-A policy names a tenant, or ``*`` for every tenant without its own policy of that kind.
-"""
+"""The stored retention policies and the sans-IO operations that count and delete what is
+past them (see :mod:`memstrata.retention` for the kinds)."""
 
 from __future__ import annotations
 
@@ -31,8 +18,10 @@ __all__ = [
     "Policy",
     "candidates",
     "count",
+    "cutoff",
     "delete_policy",
     "list_policies",
+    "node_tenants",
     "purge",
     "set_policy",
 ]
@@ -98,6 +87,17 @@ def delete_policy(tenant: str, kind: str) -> Op[bool]:
         (tenant, check_kind(kind)),
     )
     return bool(n)
+
+
+def cutoff(now: int, max_age_s: float) -> int:
+    """The timestamp (microseconds) before which data of that age is past retention."""
+    return now - int(max_age_s * _S)
+
+
+def node_tenants() -> Op[list[str]]:
+    """Tenants holding node memories (their gc takes one tenant or all)."""
+    rows = yield Query("SELECT DISTINCT tenant_id FROM node_memories ORDER BY tenant_id")
+    return [r[0] for r in rows]
 
 
 def list_policies() -> Op[list[Policy]]:

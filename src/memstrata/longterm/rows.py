@@ -1,0 +1,184 @@
+"""How long-term memory's rows are read and written: the owner filter, fact rows by
+column name, provenance, the owner's update lock, history events and erasure.
+
+Shared by the operations of :mod:`~memstrata.longterm.store`,
+:mod:`~memstrata.longterm.forget` and :mod:`~memstrata.longterm.portable`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from memstrata.longterm.model import Fact, FactOrigin, FactSource, FactStatus
+from memstrata.runtime import Runtime
+from memstrata.storage import tenancy
+from memstrata.storage.plan import Exec, Op, Query, Row
+from memstrata.storage.records import from_micros
+from memstrata.storage.sql import placeholders
+from memstrata.types import Scope
+
+__all__ = [
+    "COLUMNS",
+    "FACT_COLUMNS",
+    "MAX_CONTENT",
+    "MAX_SECTION",
+    "MAX_SOURCES",
+    "OWNER",
+    "bump_owner",
+    "erase",
+    "event_row",
+    "load_sources",
+    "owner",
+    "seq_of",
+    "to_fact",
+    "with_sources",
+]
+
+# The columns of a fact, in the order to_fact reads them (seq last: it orders pages).
+FACT_COLUMNS = (
+    "id",
+    "content",
+    "category",
+    "confidence",
+    "status",
+    "origin",
+    "agent_id",
+    "superseded_by",
+    "source_error",
+    "reason",
+    "created_at",
+    "updated_at",
+    "seq",
+)
+COLUMNS = ", ".join(FACT_COLUMNS)
+OWNER = "tenant_id = ? AND user_id = ? AND agent_id = ?"
+MAX_CONTENT = 2000
+MAX_SOURCES = 20
+MAX_SECTION = 4000
+
+
+def owner(scope: Scope) -> tuple[str, str, str]:
+    """The parameters of :data:`OWNER`."""
+    return (scope.tenant, scope.user, scope.agent_key)
+
+
+def to_fact(row: Row, sources: Sequence[FactSource] = ()) -> Fact:
+    """A fact from a row of :data:`COLUMNS`."""
+    (
+        fact_id,
+        content,
+        category,
+        confidence,
+        status,
+        origin,
+        agent_id,
+        superseded_by,
+        source_error,
+        reason,
+        created_at,
+        updated_at,
+        _seq,
+    ) = row
+    return Fact(
+        id=fact_id,
+        content=content,
+        category=category,
+        confidence=float(confidence),
+        status=FactStatus(status),
+        origin=FactOrigin(origin),
+        agent=agent_id or None,
+        superseded_by=superseded_by,
+        source_error=source_error,
+        reason=reason,
+        sources=tuple(sources),
+        created_at=from_micros(created_at),
+        updated_at=from_micros(updated_at),
+    )
+
+
+def seq_of(row: Row) -> int:
+    """The storage order of a row of :data:`COLUMNS`."""
+    return int(row[-1])
+
+
+def load_sources(ids: Sequence[str]) -> Op[dict[str, list[FactSource]]]:
+    """The provenance of each fact (conversation and message), by fact id."""
+    out: dict[str, list[FactSource]] = {i: [] for i in ids}
+    if not ids:
+        return out
+    rows = yield Query(
+        f"SELECT fact_id, conversation_id, message_id FROM fact_sources WHERE fact_id IN ({placeholders(len(ids))}) "
+        "ORDER BY fact_id, conversation_id, message_id",
+        list(ids),
+    )
+    for fid, cid, mid in rows:
+        out[fid].append(FactSource(cid, mid or None))
+    return out
+
+
+def with_sources(rows: Sequence[Row]) -> Op[list[Fact]]:
+    """Facts from rows of :data:`COLUMNS`, with their provenance."""
+    facts = [to_fact(r) for r in rows]
+    src = yield from load_sources([f.id for f in facts])
+    return [replace(f, sources=tuple(src[f.id])) for f in facts]
+
+
+def bump_owner(rt: Runtime, scope: Scope) -> Op[None]:
+    """First step of every update: serialises updates of one owner's memory. The user row
+    is held first (the lock order of every write, see ``tenancy.ensure_user``), so a user
+    delete, which takes it before this row, never deadlocks with an update."""
+    now = rt.clock()
+    yield from tenancy.ensure_user(scope.tenant, scope.user, now)
+    yield Exec(
+        "INSERT INTO memory_owners (tenant_id, user_id, agent_id, revision, updated_at) "
+        "VALUES (?, ?, ?, 1, ?) ON CONFLICT (tenant_id, user_id, agent_id) DO UPDATE SET "
+        "revision = memory_owners.revision + 1, updated_at = excluded.updated_at",
+        (*owner(scope), now),
+    )
+
+
+def event_row(
+    rt: Runtime,
+    scope: Scope,
+    fact_id: str,
+    event: str,
+    content: str,
+    category: str,
+    confidence: float,
+    *,
+    reason: str | None = None,
+    related_id: str | None = None,
+    conversation_id: str | None = None,
+) -> Exec:
+    return Exec(
+        "INSERT INTO fact_events (fact_id, tenant_id, user_id, event, content, category, confidence, "
+        "reason, related_id, conversation_id, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            fact_id,
+            scope.tenant,
+            scope.user,
+            event,
+            content,
+            category,
+            confidence,
+            reason,
+            related_id,
+            conversation_id,
+            rt.clock(),
+        ),
+    )
+
+
+def erase(ids: Sequence[str]) -> Op[None]:
+    """Erase facts for good: rows, sources, history, and pointers to them."""
+    if not ids:
+        return
+    marks = placeholders(len(ids))
+    yield Exec(f"DELETE FROM fact_sources WHERE fact_id IN ({marks})", ids)
+    yield Exec(
+        f"DELETE FROM fact_events WHERE fact_id IN ({marks}) OR related_id IN ({marks})",
+        [*ids, *ids],
+    )
+    yield Exec(f"UPDATE facts SET superseded_by = NULL WHERE superseded_by IN ({marks})", ids)
+    yield Exec(f"DELETE FROM facts WHERE id IN ({marks})", ids)
