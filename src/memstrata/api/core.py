@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 import anyio.to_thread
 from pydantic import BaseModel, ValidationError
 
-from memstrata.backends.registry import Engine, open_engine
+from memstrata.backends.registry import open_engine
 from memstrata.config import Settings
 from memstrata.context import ops as context_ops
 from memstrata.context.kit import COMPACT_JOB, ContextKit, compact_job
@@ -26,6 +26,7 @@ from memstrata.recall.service import RecallEngine
 from memstrata.redact import RedactingLLM, Redactor
 from memstrata.runtime import Limits, Runtime
 from memstrata.state import ops as state_ops
+from memstrata.storage.engine import Engine
 from memstrata.storage.plan import Op, Query, read
 from memstrata.tokens import get_tokenizer
 from memstrata.types import Scope

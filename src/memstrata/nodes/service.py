@@ -6,7 +6,8 @@ import threading
 import weakref
 from typing import TYPE_CHECKING, Any
 
-from memstrata.blobs import Blobs, BlobStore, open_blob_store
+from memstrata.backends.registry import open_blob_store
+from memstrata.blobs import Blobs, BlobStore
 from memstrata.nodes import log
 from memstrata.nodes import ops as nodes_ops
 from memstrata.nodes.layout import NodeKey
