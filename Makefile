@@ -9,7 +9,7 @@ BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
 TS     := clients/typescript
 
-.PHONY: run test lint typecheck services browser tools typescript bench bench-serve clean
+.PHONY: run test test-fast lint typecheck services browser tools typescript bench bench-serve clean
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "memstrata needs Python >= 3.11"'
@@ -34,12 +34,20 @@ run: $(VENV)/.installed-server
 lint: $(VENV)/.installed-dev $(TS)/node_modules/.installed
 	$(BIN)/ruff check src tests scripts
 	$(BIN)/ruff format --check src tests scripts
+	$(BIN)/lint-imports
 	$(BIN)/python scripts/unasync.py --check
 	$(BIN)/python scripts/gen_docs.py --check
 	cd $(TS) && PYTHON=$(abspath $(BIN)/python) node scripts/gen-types.mjs --check
 
+# src strict; tests non-strict (module names from the tests folder: conftest, support, test_x).
+MYPY_TESTS := --explicit-package-bases --allow-untyped-defs --allow-incomplete-defs \
+	--allow-untyped-calls --allow-untyped-decorators --allow-any-generics \
+	--allow-subclassing-any --no-warn-return-any --no-warn-unused-ignores \
+	--implicit-reexport --no-strict-equality
+
 typecheck: $(VENV)/.installed-dev
 	$(BIN)/mypy src
+	MYPYPATH=tests $(BIN)/mypy $(MYPY_TESTS) tests
 
 services:
 	bash scripts/services.sh
@@ -74,6 +82,16 @@ tools:
 
 test: lint typecheck services browser tools typescript
 	$(BIN)/pytest -n 2 --cov=memstrata --cov-report=term --cov-report=xml:coverage.xml
+
+# The quick loop while editing: unit-level tests, no live servers, browser, TypeScript
+# build, wheel build, examples or crash/load runs (slow and server marks, and the files below).
+FAST_SKIP := tests/ui tests/test_typescript_client.py tests/test_wheel_install.py \
+	tests/test_examples.py tests/test_tutorial.py tests/test_longterm_example.py \
+	tests/integrations/test_langgraph_examples.py tests/test_crash_server.py \
+	tests/test_bench_serve.py tests/test_bench_peers.py tests/test_fuzz_rest.py
+
+test-fast: $(VENV)/.installed-dev
+	$(BIN)/pytest -n 2 -m "not slow and not server" $(addprefix --ignore=,$(FAST_SKIP))
 
 bench: $(VENV)/.installed-server
 	$(BIN)/memstrata bench history --out bench-results/history.json
