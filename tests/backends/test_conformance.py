@@ -11,7 +11,7 @@ import pytest
 
 from memstrata.testing.conformance import BackendConformance
 
-ROOT_CONFTEST = Path(__file__).parent / "conftest.py"
+ROOT_CONFTEST = Path(__file__).parent.parent / "conftest.py"
 
 
 class TestBackends(BackendConformance):
