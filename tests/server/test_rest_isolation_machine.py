@@ -132,7 +132,7 @@ UNSCOPED = frozenset({"/healthz", "/readyz", "/metrics"})
 # Not in the OpenAPI document at all, so never compared (checked below so that this stays
 # true): /openapi.json (the schema itself, the same for every caller), the web UI at / and
 # /ui/ (static files; its data comes from the REST routes above) and MCP at /mcp (its own
-# protocol, fixed to one scope per server; tests/test_mcp.py covers that).
+# protocol, fixed to one scope per server; tests/mcpserver/test_mcp.py covers that).
 UNDOCUMENTED_PREFIXES = ("/openapi.json", "/ui", "/mcp")
 
 _ROUTES = [
