@@ -100,4 +100,4 @@ bench-serve: $(VENV)/.installed-dev tools
 	$(BIN)/memstrata bench serve --out bench-results/serve.json
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis coverage.xml .coverage*
+	rm -rf $(VENV) .mypy_cache .ruff_cache .import_linter_cache .pytest_cache .hypothesis coverage.xml .coverage*
