@@ -12,7 +12,7 @@ TS     := clients/typescript
 # tests and example run in an environment of their own.
 VENV_CREWAI := .venv-crewai
 
-.PHONY: run test lint typecheck services browser tools typescript bench bench-serve clean
+.PHONY: run test test-fast lint typecheck services browser tools typescript bench bench-serve clean
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "memstrata needs Python >= 3.11"'
@@ -43,12 +43,20 @@ run: $(VENV)/.installed-server
 lint: $(VENV)/.installed-dev $(TS)/node_modules/.installed
 	$(BIN)/ruff check src tests scripts
 	$(BIN)/ruff format --check src tests scripts
+	$(BIN)/lint-imports
 	$(BIN)/python scripts/unasync.py --check
 	$(BIN)/python scripts/gen_docs.py --check
 	cd $(TS) && PYTHON=$(abspath $(BIN)/python) node scripts/gen-types.mjs --check
 
+# src strict; tests non-strict (module names from the tests folder: conftest, support, test_x).
+MYPY_TESTS := --explicit-package-bases --allow-untyped-defs --allow-incomplete-defs \
+	--allow-untyped-calls --allow-untyped-decorators --allow-any-generics \
+	--allow-subclassing-any --no-warn-return-any --no-warn-unused-ignores \
+	--implicit-reexport --no-strict-equality
+
 typecheck: $(VENV)/.installed-dev
 	$(BIN)/mypy src
+	MYPYPATH=tests $(BIN)/mypy $(MYPY_TESTS) tests
 
 services:
 	bash scripts/services.sh
@@ -86,6 +94,16 @@ test: lint typecheck services browser tools typescript $(VENV_CREWAI)/.installed
 	MEMSTRATA_TEST_CREWAI=required $(VENV_CREWAI)/bin/pytest -p no:cacheprovider \
 	  tests/integrations/test_crewai.py tests/test_examples.py -k crewai
 
+# The quick loop while editing: unit-level tests, no live servers, browser, TypeScript
+# build, wheel build, examples or crash/load runs (slow and server marks, and the files below).
+FAST_SKIP := tests/ui tests/test_typescript_client.py tests/test_wheel_install.py \
+	tests/test_examples.py tests/test_tutorial.py tests/longterm/test_longterm_example.py \
+	tests/integrations/test_langgraph_examples.py tests/test_crash_server.py \
+	tests/bench/test_bench_serve.py tests/bench/test_bench_peers.py tests/server/test_fuzz_rest.py
+
+test-fast: $(VENV)/.installed-dev
+	$(BIN)/pytest -n 2 -m "not slow and not server" $(addprefix --ignore=,$(FAST_SKIP))
+
 bench: $(VENV)/.installed-server
 	$(BIN)/memstrata bench history --out bench-results/history.json
 
@@ -93,4 +111,4 @@ bench-serve: $(VENV)/.installed-dev tools
 	$(BIN)/memstrata bench serve --out bench-results/serve.json
 
 clean:
-	rm -rf $(VENV) $(VENV_CREWAI) .mypy_cache .ruff_cache .pytest_cache .hypothesis coverage.xml .coverage*
+	rm -rf $(VENV) $(VENV_CREWAI) .mypy_cache .ruff_cache .import_linter_cache .pytest_cache .hypothesis coverage.xml .coverage*

@@ -36,8 +36,7 @@ from memstrata.types import (
     Status,
     ToolCall,
 )
-
-__version__ = "0.1.0"
+from memstrata.version import __version__
 
 __all__ = [
     "UUID_NIL",

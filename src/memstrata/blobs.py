@@ -22,12 +22,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
-from memstrata.errors import ConfigurationError, MemstrataError
-
-if TYPE_CHECKING:
-    from memstrata.config import Settings
+from memstrata.errors import MemstrataError
 
 __all__ = [
     "Blob",
@@ -42,7 +39,6 @@ __all__ = [
     "IfMatch",
     "List",
     "Put",
-    "open_blob_store",
 ]
 
 T = TypeVar("T")
@@ -218,16 +214,3 @@ def _drive(
                 request = op.send(result)
     except StopIteration as stop:
         return stop.value  # type: ignore[no-any-return]
-
-
-def open_blob_store(url: str, settings: Settings) -> BlobStore:
-    """``file:///dir`` (or ``file://rel/dir``), ``memory://`` or ``s3://bucket/prefix``."""
-    scheme = url.split(":", 1)[0].lower()
-    if scheme not in ("file", "memory", "s3"):
-        raise ConfigurationError(
-            f"unknown blob store URL scheme {scheme!r} in {url!r}; "
-            "use file:///dir, memory:// or s3://bucket/prefix"
-        )
-    from memstrata.backends.obstore import open_obstore
-
-    return open_obstore(url, settings)

@@ -291,7 +291,7 @@ class Tokenizer:
         """An image by the vision rule; any other file as its text placeholder."""
         if ref.type == "image":
             return image_tokens(ref.detail, ref.width, ref.height)
-        from memstrata.conversation.render import file_placeholder
+        from memstrata.types import file_placeholder
 
         return self.count_text(file_placeholder(ref))
 

@@ -17,6 +17,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from memstrata.encoding import to_json
 from memstrata.errors import InvalidInput
 
 __all__ = [
@@ -228,10 +229,7 @@ class Message:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict of every public field: the REST shape."""
-        # Imported here: the wire model is built on this module's FileRef and ToolCall.
-        from memstrata.wire.conversations import MessageOut
-
-        return MessageOut.encode(self)
+        return to_json(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,9 +247,7 @@ class Conversation:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict: the REST shape (no tenant or user; the scope knows them)."""
-        from memstrata.wire.conversations import ConversationOut  # see Message.to_dict
-
-        return ConversationOut.encode(self)
+        return to_json(self)
 
 
 T = TypeVar("T")
@@ -263,3 +259,11 @@ class Page(Generic[T]):
 
     items: list[T]
     next_cursor: str | None = field(default=None)
+
+
+def file_placeholder(ref: FileRef) -> str:
+    """The text that stands for a file where only text goes (and what its tokens count)."""
+    if ref.type == "image":
+        return "[image]"
+    name = ref.filename or ref.upload_file_id or ref.tool_file_id or ref.url or ""
+    return f"[{ref.type}: {name}]" if name else f"[{ref.type}]"

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from memstrata import Memory
-from memstrata.blobs import BlobStore, open_blob_store
+from memstrata.backends.registry import open_blob_store
+from memstrata.blobs import BlobStore
 from memstrata.config import Settings
 from support import free_port
 

@@ -132,7 +132,7 @@ UNSCOPED = frozenset({"/healthz", "/readyz", "/metrics"})
 # Not in the OpenAPI document at all, so never compared (checked below so that this stays
 # true): /openapi.json (the schema itself, the same for every caller), the web UI at / and
 # /ui/ (static files; its data comes from the REST routes above) and MCP at /mcp (its own
-# protocol, fixed to one scope per server; tests/test_mcp.py covers that).
+# protocol, fixed to one scope per server; tests/mcpserver/test_mcp.py covers that).
 UNDOCUMENTED_PREFIXES = ("/openapi.json", "/ui", "/mcp")
 
 _ROUTES = [
@@ -630,8 +630,11 @@ class RestIsolation(RuleBasedStateMachine):
     @rule(actor=actors, data=st.data(), same=st.booleans())
     def replay_message_id(self, actor: Actor, data: st.DataObject, same: bool) -> None:
         """Appending with a known message's id: its owner's replay of the same message into
-        the same conversation answers 200; anything else with a taken id is a 409, with
-        nothing of the stored message in it."""
+        the same conversation answers 200; other content under an id taken in this
+        conversation is a 409, with nothing of the stored message in it. Ids are per
+        conversation (finding 12 of issue 21): an id taken only in another conversation, of
+        any scope, is a new message here, which the rule deletes again so that the model
+        (keyed by message id) stays exact."""
         picked = self.pick_conv(data, actor)
         if picked is None:
             return
@@ -652,15 +655,25 @@ class RestIsolation(RuleBasedStateMachine):
             }
         if not self.live(cid, actor.scope):
             expect = {404}
-        elif taken:
-            expect = {200} if same and at == cid else {409}
+        elif taken and at == cid:
+            expect = {200} if same else {409}
         else:
             expect = {409} if self.active.get(cid) in self.pending else {201}
         parent_id = self.active.get(cid)
         r = self.call(actor, "POST", f"/v1/conversations/{cid}/messages", json=body, expect=expect)
         if r.status_code == 200:
             assert r.json()["id"] == mid
-        if r.status_code == 201:
+        if r.status_code == 201 and taken:
+            got = r.json()
+            assert (got["id"], got["conversation_id"], got["content"]) == (
+                mid,
+                cid,
+                body["content"],
+            )
+            self.call(actor, "DELETE", f"/v1/conversations/{cid}/messages/{mid}", expect={204})
+            conv = self.call(actor, "GET", f"/v1/conversations/{cid}", expect={200}).json()
+            assert (conv["active_leaf_id"], conv["message_count"]) == (parent_id, self.counts[cid])
+        elif r.status_code == 201:
             self.add_message(r.json(), actor.scope, cid, parent_id, body)
 
     @rule(actor=actors, data=st.data())

@@ -72,7 +72,7 @@ class Seeded:
 
 
 def _extraction(facts: list[dict[str, Any]], profile: dict[str, str] | None = None) -> str:
-    """A model's extraction answer (see tests/test_longterm.py for the shape)."""
+    """A model's extraction answer (see tests/longterm/test_longterm.py for the shape)."""
     return json.dumps({"profile": profile or {}, "newFacts": facts, "factsToRemove": []})
 
 

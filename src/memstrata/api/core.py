@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import anyio.to_thread
 
 from memstrata.api.features import FEATURES, Feature
-from memstrata.backends.registry import Engine, open_engine
+from memstrata.backends.registry import open_blob_store, open_engine
+from memstrata.blobs import BlobStore
 from memstrata.config import Settings
 from memstrata.context.kit import ContextKit
 from memstrata.embeddings.port import Embedder
@@ -20,6 +21,7 @@ from memstrata.locks import DistributedLock, FileLock
 from memstrata.recall.service import RecallEngine
 from memstrata.redact import RedactingLLM, Redactor
 from memstrata.runtime import Limits, Runtime
+from memstrata.storage.engine import Engine
 from memstrata.storage.plan import Op, Query, read
 from memstrata.tokens import get_tokenizer
 from memstrata.usage import MeteredLLM, UsageMeter
@@ -44,6 +46,9 @@ class Core:
     context: ContextKit
     recall: RecallEngine
     longterm: LongTermKit
+    #: The sync facade job handlers get (``Memory``, set by :mod:`memstrata.api`, which
+    #: imports both modules: this one never imports the facade built over it).
+    sync_facade: ClassVar[Callable[[Core], Any]]
 
     def __init__(
         self,
@@ -154,18 +159,21 @@ class Core:
     async def acheck(self) -> dict[str, str]:
         return await anyio.to_thread.run_sync(self.check)
 
+    def open_blob_store(self) -> BlobStore:
+        """A blob store at ``blobs=`` (or the settings' location): features reach storage
+        backends through the core, never by importing them."""
+        return open_blob_store(self.blobs_url or self.settings.blobs_url(), self.settings)
+
     # -- background work -----------------------------------------------------------------
 
     def worker(self) -> Worker[Any]:
         """The worker of this process (created on first use; handlers get a sync Memory)."""
         with self._worker_lock:
             if self._worker is None:
-                from memstrata.api._sync import Memory
-
                 self._worker = Worker(
                     self.engine,
                     self.jobs,
-                    Memory(self),
+                    Core.sync_facade(self),
                     poll_s=self.settings.worker_poll_seconds,
                     wakeup=self.wakeup,
                 )

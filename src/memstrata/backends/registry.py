@@ -1,39 +1,23 @@
-"""Backend choice by URL, loaded lazily, with install hints for missing extras."""
+"""Backend choice by URL, loaded lazily, with install hints for missing extras.
+
+Relational engines (:func:`open_engine`) and blob stores (:func:`open_blob_store`): the ports
+they implement live above, in :mod:`memstrata.storage.engine` and :mod:`memstrata.blobs`.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from memstrata.errors import ConfigurationError
-from memstrata.storage.plan import Plan
 
-__all__ = ["Engine", "open_engine", "redact"]
+if TYPE_CHECKING:
+    from memstrata.blobs import BlobStore
+    from memstrata.config import Settings
+    from memstrata.storage.engine import Engine
 
-T = TypeVar("T")
-
-
-class Engine(Protocol):
-    """A relational backend: runs sans-IO plans, sync or async, each in one transaction."""
-
-    dialect: str
-    location: str
-
-    def run(self, plan: Plan[T]) -> T: ...
-
-    async def arun(self, plan: Plan[T]) -> T: ...
-
-    def migrate(self) -> list[int]: ...
-
-    def schema_version(self) -> int: ...
-
-    def close(self) -> None: ...
-
-    @property
-    def closed(self) -> bool: ...
-
-    async def aclose(self) -> None: ...
+__all__ = ["open_blob_store", "open_engine", "redact", "sqlite_path"]
 
 
 def redact(url: str) -> str:
@@ -68,3 +52,16 @@ def open_engine(url: str, *, sqlite_synchronous: str = "NORMAL") -> Engine:
 
         return PostgresEngine(url)
     raise ConfigurationError(f"unknown database URL scheme {scheme!r} in {redact(url)}")
+
+
+def open_blob_store(url: str, settings: Settings) -> BlobStore:
+    """``file:///dir`` (or ``file://rel/dir``), ``memory://`` or ``s3://bucket/prefix``."""
+    scheme = url.split(":", 1)[0].lower()
+    if scheme not in ("file", "memory", "s3"):
+        raise ConfigurationError(
+            f"unknown blob store URL scheme {scheme!r} in {url!r}; "
+            "use file:///dir, memory:// or s3://bucket/prefix"
+        )
+    from memstrata.backends.obstore import open_obstore
+
+    return open_obstore(url, settings)

@@ -58,7 +58,7 @@ class AsyncSession:
         timeout: float,
         transport: httpx.AsyncBaseTransport | None,
     ) -> None:
-        from memstrata import __version__
+        from memstrata.version import __version__
 
         if not isinstance(api_key, str) or not api_key:
             raise InvalidInput("api_key is required to reach a memstrata server", field="api_key")

@@ -14,6 +14,7 @@ from typing import Any
 from memstrata.context.assemble import Settings
 from memstrata.context.tiers import TierPolicy, TierProvider
 from memstrata.context.windows import DEFAULT_WINDOW
+from memstrata.encoding import to_json
 from memstrata.jobs.ops import Job
 from memstrata.llm import LLM
 from memstrata.storage.plan import Op
@@ -48,10 +49,7 @@ class CompactionResult:
     summary: object | None  # memstrata.context.summaries.Summary, or None
 
     def to_dict(self) -> dict[str, Any]:
-        # Imported here: the wire model is built on this module's types.
-        from memstrata.wire.context import CompactionOut
-
-        return CompactionOut.encode(self)
+        return to_json(self)
 
 
 class ContextKit:

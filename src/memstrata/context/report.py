@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from memstrata.encoding import to_json
 from memstrata.types import Message
 
 __all__ = ["Context", "ContextReport", "TierReport"]
@@ -19,10 +20,7 @@ class TierReport:
     reason: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        # Imported here: the wire model is built on this module's types.
-        from memstrata.wire.context import TierReportOut
-
-        return TierReportOut.encode(self)
+        return to_json(self)
 
 
 @dataclass(slots=True)
@@ -48,10 +46,7 @@ class ContextReport:
     hash: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        # Imported here: the wire model is built on this module's types.
-        from memstrata.wire.context import ContextReportOut
-
-        return ContextReportOut.encode(self)
+        return to_json(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +59,4 @@ class Context:
     system: list[Message] = field(default_factory=list)  # the branch's leading system run
 
     def to_dict(self) -> dict[str, Any]:
-        # Imported here: the wire model is built on this module's types.
-        from memstrata.wire.context import ContextOut
-
-        return ContextOut.encode(self)
+        return to_json(self)

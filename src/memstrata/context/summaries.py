@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memstrata.conversation.branch import resolve_leaf
+from memstrata.encoding import to_json
 from memstrata.errors import NotFound
 from memstrata.storage.plan import Exec, Op, Query, Row
 from memstrata.storage.records import from_micros
@@ -44,10 +45,7 @@ class Summary:
     created_at: Any
 
     def to_dict(self) -> dict[str, Any]:
-        # Imported here: the wire model is built on this module's types.
-        from memstrata.wire.context import SummaryOut
-
-        return SummaryOut.encode(self)
+        return to_json(self)
 
 
 SUMMARY_COLUMNS = (

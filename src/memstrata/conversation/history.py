@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from memstrata.encoding import to_json
 from memstrata.errors import InvalidInput
 from memstrata.types import Message, Role, Status
 
@@ -69,10 +70,7 @@ class History:
         return to_text(self.messages, human_prefix=human_prefix, ai_prefix=ai_prefix)
 
     def to_dict(self) -> dict[str, Any]:
-        # Imported here: the wire model is built on this module's types.
-        from memstrata.wire.conversations import HistoryOut
-
-        return HistoryOut.encode(self)
+        return to_json(self)
 
 
 class HistoryPlanner:

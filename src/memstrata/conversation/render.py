@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from memstrata.types import FileRef, Message, Role, dump_tool_calls
+from memstrata.types import FileRef, Message, Role, dump_tool_calls, file_placeholder
 
 __all__ = ["FileResolver", "file_placeholder", "to_openai", "to_text"]
 
@@ -22,13 +22,6 @@ class FileResolver(Protocol):
 
 def _default_resolver(ref: FileRef) -> str | None:
     return ref.url if ref.transfer_method == "remote_url" else None
-
-
-def file_placeholder(ref: FileRef) -> str:
-    if ref.type == "image":
-        return "[image]"
-    name = ref.filename or ref.upload_file_id or ref.tool_file_id or ref.url or ""
-    return f"[{ref.type}: {name}]" if name else f"[{ref.type}]"
 
 
 def _content(message: Message, resolver: FileResolver) -> str | list[dict[str, Any]]:

@@ -27,6 +27,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, NamedTuple
 
+from memstrata.encoding import to_json
 from memstrata.errors import Conflict, InvalidInput, NotFound
 from memstrata.logs import current_request_id
 from memstrata.storage.plan import Exec, Op, Query, Row
@@ -86,9 +87,7 @@ class Job:
 
     def to_dict(self) -> dict[str, Any]:
         """The REST shape (no tenant, no worker's lease)."""
-        from memstrata.wire.jobs import JobOut  # the wire model is built on this type
-
-        return JobOut.encode(self)
+        return to_json(self)
 
 
 class _JobRow(NamedTuple):

@@ -20,11 +20,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
-from memstrata.backends.registry import Engine
 from memstrata.errors import InvalidInput
 from memstrata.jobs import ops, presence
 from memstrata.jobs.ops import Job
 from memstrata.logs import bound_request_id
+from memstrata.storage.engine import Engine
 from memstrata.storage.plan import write
 from memstrata.storage.sql import now_micros
 

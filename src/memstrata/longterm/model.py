@@ -14,6 +14,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
 
+from memstrata.encoding import to_json
 from memstrata.errors import BackendUnavailable
 
 __all__ = [
@@ -120,24 +121,7 @@ class Fact:
     updated_at: datetime
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "content": self.content,
-            "category": self.category,
-            "confidence": self.confidence,
-            "status": self.status.value,
-            "origin": self.origin.value,
-            "agent": self.agent,
-            "superseded_by": self.superseded_by,
-            "source_error": self.source_error,
-            "reason": self.reason,
-            "sources": [
-                {"conversation_id": s.conversation_id, "message_id": s.message_id}
-                for s in self.sources
-            ],
-            "created_at": self.created_at.isoformat(),
-            "updated_at": self.updated_at.isoformat(),
-        }
+        return to_json(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,16 +138,7 @@ class FactEvent:
     at: datetime
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "fact_id": self.fact_id,
-            "event": self.event,
-            "content": self.content,
-            "category": self.category,
-            "confidence": self.confidence,
-            "reason": self.reason,
-            "related_id": self.related_id,
-            "at": self.at.isoformat(),
-        }
+        return to_json(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,10 +148,7 @@ class ProfileSection:
     updated_at: datetime | None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "summary": self.summary,
-            "updated_at": None if self.updated_at is None else self.updated_at.isoformat(),
-        }
+        return to_json(self)
 
 
 # -- what the extractor reads and proposes -------------------------------------------------

@@ -4,8 +4,10 @@
   facts, working memory) and how memstrata errors become tool errors.
 - :mod:`memstrata.mcpserver.server`: the MCP server over an ``AsyncMemory`` and a scope
   provider, and the stdio runner behind ``memstrata mcp``.
-- :mod:`memstrata.mcpserver.http`: streamable HTTP at ``/mcp`` of ``memstrata serve``,
-  behind the REST API's keys.
+
+Streamable HTTP at ``/mcp`` of ``memstrata serve``, behind the REST API's keys, belongs to
+the REST server (:mod:`memstrata.server.mcp_http`): the server uses this package, never the
+reverse.
 
 No tool takes a tenant, user or agent: the scope is fixed by whoever runs the server
 (the command line on stdio, the API key on HTTP), so a model can never name another
@@ -14,38 +16,15 @@ owner. The SDK is the optional ``mcp`` extra; importing this package does not ne
 
 from __future__ import annotations
 
-import logging
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from fastapi import FastAPI
-
-    from memstrata.api import AsyncMemory
-
-__all__ = ["INSTALL_HINT", "mount_mcp"]
+__all__ = ["INSTALL_HINT", "sdk_missing"]
 
 INSTALL_HINT = "pip install 'memstrata[mcp]'"
 
-log = logging.getLogger("memstrata.mcp")
+# Top-level modules of the optional ``mcp`` extra: an ImportError naming one of them means
+# the extra is absent, any other one is a real bug.
+_SDK_MODULES = frozenset({"mcp", "mcp_types"})
 
 
-def _sdk_missing(exc: ImportError) -> bool:
-    root = (exc.name or "").split(".", 1)[0]
-    return root in {"mcp", "mcp_types"}
-
-
-def mount_mcp(app: FastAPI, memory: AsyncMemory, *, path: str = "/mcp") -> bool:
-    """Serve MCP (streamable HTTP) at ``path`` of the REST app, behind its API keys.
-
-    Returns False, and leaves the app as it is, when the ``mcp`` extra is not installed:
-    the REST API never depends on it.
-    """
-    try:
-        from memstrata.mcpserver.http import mount
-    except ImportError as exc:
-        if not _sdk_missing(exc):
-            raise
-        log.info("MCP endpoint off: the mcp extra is not installed (%s)", INSTALL_HINT)
-        return False
-    mount(app, memory, path=path)
-    return True
+def sdk_missing(exc: ImportError) -> bool:
+    """Whether ``exc`` says the ``mcp`` extra is not installed."""
+    return (exc.name or "").split(".", 1)[0] in _SDK_MODULES

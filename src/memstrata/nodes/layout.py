@@ -15,6 +15,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Any
 
+from memstrata.encoding import to_json
 from memstrata.errors import Corruption, InvalidInput
 from memstrata.types import FileRef, dump_files
 
@@ -110,9 +111,7 @@ class Turn:
 
     def to_dict(self) -> dict[str, Any]:
         """The public shape (REST)."""
-        from memstrata.wire.nodes import TurnOut  # the wire model is built on this type
-
-        return TurnOut.encode(self)
+        return to_json(self)
 
 
 def encode(kind: str, body: dict[str, Any]) -> bytes:

@@ -6,7 +6,7 @@ import threading
 import weakref
 from typing import TYPE_CHECKING, Any
 
-from memstrata.blobs import Blobs, BlobStore, open_blob_store
+from memstrata.blobs import Blobs, BlobStore
 from memstrata.nodes import log
 from memstrata.nodes import ops as nodes_ops
 from memstrata.nodes.layout import NodeKey
@@ -31,8 +31,7 @@ def blobs_for(core: Core) -> Blobs:
     with _lock:
         blobs = _stores.get(core)
         if blobs is None:
-            url = core.blobs_url or core.settings.blobs_url()
-            blobs = _stores[core] = Blobs(open_blob_store(url, core.settings))
+            blobs = _stores[core] = Blobs(core.open_blob_store())
         return blobs
 
 

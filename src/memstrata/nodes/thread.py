@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from memstrata.conversation.history import History, HistoryPlanner
+from memstrata.encoding import to_json
 from memstrata.ids import UUID_NIL
 from memstrata.nodes.layout import Turn
 from memstrata.tokens import Tokenizer
@@ -166,9 +167,7 @@ class NodeHistory:
         return self.history.to_text(human_prefix, ai_prefix)
 
     def to_dict(self) -> dict[str, Any]:
-        from memstrata.wire.nodes import NodeHistoryOut  # the wire model is built on this type
-
-        return NodeHistoryOut.encode(self)
+        return to_json(self)
 
 
 def finish(

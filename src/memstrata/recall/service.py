@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from memstrata import conversation as conv_ops
 from memstrata.conversation.branches import Branch, branch_of
+from memstrata.encoding import to_json
 from memstrata.errors import InvalidInput, NotFound
 from memstrata.jobs import ops as jobs_ops
 from memstrata.recall import index as idx
@@ -74,9 +75,7 @@ class RecallHit:
     neighbour_of: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        from memstrata.wire.recall import HitOut  # the wire model is built on this type
-
-        return HitOut.encode(self)
+        return to_json(self)
 
 
 def message_vector_id(conversation_id: str, message_id: str) -> str:

@@ -11,7 +11,6 @@ from fastapi import FastAPI
 from memstrata.api import AsyncMemory
 from memstrata.config import Settings
 from memstrata.logs import configure_logging
-from memstrata.mcpserver import mount_mcp  # loads the optional mcp SDK only if installed
 from memstrata.server import (
     health,
     routes_admin,
@@ -28,6 +27,7 @@ from memstrata.server import (
 )
 from memstrata.server.keycache import KeyCache
 from memstrata.server.limits import BodyLimit
+from memstrata.server.mcp import mount_mcp  # loads the optional mcp SDK only if installed
 from memstrata.server.metrics import Metrics, MetricsMiddleware
 from memstrata.server.openapi import install_openapi
 from memstrata.server.problems import install_problem_handlers

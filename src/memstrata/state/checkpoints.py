@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from memstrata.conversation.conversations import get_conversation, hold_conversation
+from memstrata.encoding import to_json
 from memstrata.errors import Expired, InvalidInput, NotFound
 from memstrata.runtime import Runtime
 from memstrata.state.checks import check_name, dump, sized
@@ -49,10 +50,7 @@ class Checkpoint:
         return f"{self.name}:{self.run_id}"
 
     def to_dict(self) -> dict[str, Any]:
-        # Imported here: the wire model is built on this module's types.
-        from memstrata.wire.state import CheckpointOut
-
-        return CheckpointOut.encode(self)
+        return to_json(self)
 
 
 _CP_KEY = "tenant_id = ? AND user_id = ? AND agent_id = ? AND name = ? AND run_id = ?"
@@ -146,10 +144,7 @@ class RunSnapshot:
     updated_at: datetime
 
     def to_dict(self) -> dict[str, Any]:
-        # Imported here: the wire model is built on this module's types.
-        from memstrata.wire.state import SnapshotOut
-
-        return SnapshotOut.encode(self)
+        return to_json(self)
 
 
 def get_snapshot(scope: Scope, conversation_id: str, run_id: str) -> Op[RunSnapshot]:

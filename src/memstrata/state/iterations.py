@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from memstrata.conversation.conversations import get_conversation, hold_conversation
+from memstrata.encoding import to_json
 from memstrata.errors import InvalidInput
 from memstrata.runtime import Runtime, page_limit
 from memstrata.state.checks import check_name, dump, sized
@@ -33,10 +34,7 @@ class Iteration:
     created_at: datetime
 
     def to_dict(self) -> dict[str, Any]:
-        # Imported here: the wire model is built on this module's types.
-        from memstrata.wire.state import IterationOut
-
-        return IterationOut.encode(self)
+        return to_json(self)
 
 
 _IT_COLUMNS = "seq, conversation_id, task, attempt, outcome, error, detail, created_at"

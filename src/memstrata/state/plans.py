@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from memstrata.conversation.conversations import get_conversation, hold_conversation
+from memstrata.encoding import to_json
 from memstrata.errors import NotFound, PreconditionFailed
 from memstrata.runtime import Runtime
 from memstrata.state.checks import check_expected, dump, sized
@@ -27,10 +28,7 @@ class PlanDoc:
     updated_at: datetime
 
     def to_dict(self) -> dict[str, Any]:
-        # Imported here: the wire model is built on this module's types.
-        from memstrata.wire.state import PlanOut
-
-        return PlanOut.encode(self)
+        return to_json(self)
 
 
 def _plan_row(conversation_id: str) -> Op[PlanDoc | None]:

@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from memstrata.conversation.conversations import get_conversation, hold_conversation
+from memstrata.encoding import to_json
 from memstrata.errors import InvalidInput, NotFound, PreconditionFailed
 from memstrata.runtime import Runtime
 from memstrata.state.checks import Format, check_expected, dump, sized
@@ -55,10 +56,7 @@ class WorkingMemory:
         return json.dumps(self.content, ensure_ascii=False, indent=2, sort_keys=True)
 
     def to_dict(self) -> dict[str, Any]:
-        # Imported here: the wire model is built on this module's types.
-        from memstrata.wire.state import WorkingMemoryOut
-
-        return WorkingMemoryOut.encode(self)
+        return to_json(self)
 
 
 WM_COLUMNS = "conversation_id, format, content, json_schema, template, version, updated_at"

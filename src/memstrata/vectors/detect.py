@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from memstrata.backends.registry import Engine
 from memstrata.errors import BackendUnavailable, ConfigurationError
+from memstrata.storage.engine import Engine
 from memstrata.storage.plan import Exec, Op, Query, write
 from memstrata.storage.sql import now_micros
 from memstrata.vectors.exact import ExactIndex

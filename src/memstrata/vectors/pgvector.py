@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from memstrata.backends.registry import Engine
+from memstrata.storage.engine import Engine
 from memstrata.storage.plan import Exec, Op, Query
 from memstrata.storage.sql import BATCH, now_micros, placeholders
 from memstrata.types import Scope

@@ -26,8 +26,8 @@ from typing import Any, Literal, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from memstrata.backends.registry import Engine
 from memstrata.errors import Conflict, InvalidInput
+from memstrata.storage.engine import Engine
 from memstrata.storage.plan import Exec, Op, Query, read, write
 from memstrata.storage.sql import BATCH, now_micros, placeholders
 from memstrata.types import Scope

@@ -34,7 +34,7 @@ def mem(tmp_path: Path) -> Iterator[Memory]:
         settings=Settings(home=tmp_path, worker="off"),
     )
     m.core.context.auto_compact = False
-    # These tests are about the built-in tiers; tests/test_context_recall.py covers recall.
+    # These tests are about the built-in tiers; tests/context/test_context_recall.py covers recall.
     m.core.recall.tier.k = 0
     yield m
     m.close()

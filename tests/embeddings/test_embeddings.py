@@ -126,7 +126,7 @@ def test_shipped_int8_ranks_paraphrases_first(shipped: MiniLMEmbedder) -> None:
 
 
 def test_shipped_files_are_what_the_build_script_makes(weights_dir: Path) -> None:
-    script = Path(__file__).resolve().parent.parent / "scripts" / "build_embedder.py"
+    script = Path(__file__).resolve().parents[2] / "scripts" / "build_embedder.py"
     done = subprocess.run(
         [sys.executable, str(script), "--check", "--source", str(weights_dir)],
         capture_output=True,

@@ -88,8 +88,8 @@ def without_sdk(monkeypatch: pytest.MonkeyPatch) -> None:
     """As if the mcp extra were not installed (restored after the test)."""
     for name in [n for n in sys.modules if n.split(".", 1)[0] in {"mcp", "mcp_types"}]:
         monkeypatch.setitem(sys.modules, name, None)
-    for name in ("tools", "server", "http"):
-        monkeypatch.delitem(sys.modules, f"memstrata.mcpserver.{name}", raising=False)
+    for name in ("mcpserver.tools", "mcpserver.server", "server.mcp_http"):
+        monkeypatch.delitem(sys.modules, f"memstrata.{name}", raising=False)
 
 
 def test_rest_app_and_cli_without_the_extra(without_sdk: None, tmp_path: Path) -> None:

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import ModuleType
+from typing import Literal
 
 import pytest
 
 from memstrata.testing.conformance import BackendConformance
 
-ROOT_CONFTEST = Path(__file__).parent / "conftest.py"
+ROOT_CONFTEST = Path(__file__).parent.parent / "conftest.py"
 
 
 class TestBackends(BackendConformance):
@@ -28,7 +29,9 @@ def kit(request: pytest.FixtureRequest) -> ModuleType:
     raise LookupError("the top-level conftest is not loaded")
 
 
-def _skipped_report(reason: str, when: str = "setup") -> pytest.TestReport:
+def _skipped_report(
+    reason: str, when: Literal["setup", "call", "teardown"] = "setup"
+) -> pytest.TestReport:
     return pytest.TestReport(
         nodeid="tests/test_x.py::test_x",
         location=("tests/test_x.py", 1, "test_x"),

@@ -7,7 +7,7 @@ import pytest
 
 from memstrata import AsyncMemory, Memory
 from memstrata.errors import Expired, InvalidInput, NotFound, PreconditionFailed
-from memstrata.testing.conformance import fresh_scope, sql_rows
+from memstrata.testing.conformance.helpers import fresh_scope, sql_rows
 
 __all__ = ["StateConformance"]
 

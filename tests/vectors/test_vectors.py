@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 
 from memstrata import Memory
-from memstrata.backends.registry import Engine
 from memstrata.config import Settings
 from memstrata.errors import Conflict, InvalidInput, MemstrataError
+from memstrata.storage.engine import Engine
 from memstrata.storage.plan import Query, read, write
 from memstrata.types import Scope
 from memstrata.vectors import (

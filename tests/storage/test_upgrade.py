@@ -26,7 +26,7 @@ from memstrata.testing import FakeEmbedder
 from memstrata.testing.conformance import BackendConformance
 from support import postgres_schema, postgres_url_for, schema_on
 
-FIXTURE = Path(__file__).parent / "fixtures" / "memstrata-v6.db"
+FIXTURE = Path(__file__).parent.parent / "fixtures" / "memstrata-v6.db"
 # The key the fixture's maker printed (a test-only tenant; it guards nothing).
 OLD_KEY = "msk_57f2ef5524f7_d8251d09cf414d9819f6cbdd140675529b680bf90e5be7da9e803903841a2490"
 ALICE = Scope("acme", "alice")

@@ -12,7 +12,7 @@ from pathlib import Path
 from longterm_support import rule_extractor
 from memstrata.testing import FakeLLM, FakeOpenAIServer
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "longterm_preferences.py"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "longterm_preferences.py"
 
 
 def test_preferences_from_one_conversation_reach_the_next(tmp_path: Path) -> None:

@@ -1,4 +1,8 @@
-"""Streamable HTTP at ``/mcp`` of the REST app, behind the REST API's keys.
+"""MCP over streamable HTTP at ``/mcp`` of the REST app, behind the REST API's keys.
+
+The transport lives with the REST server (it reuses its authentication); the tools stay in
+:mod:`memstrata.mcpserver`, which never imports the server. Load it through
+:func:`memstrata.server.mcp.mount_mcp`, which needs no SDK.
 
 Every request is authenticated the way a REST request is (``Authorization: Bearer``;
 a user key acts as its user, an admin key names one in ``X-Memstrata-User``), before

@@ -10,7 +10,7 @@ import pytest
 from memstrata import Memory
 from memstrata.errors import InvalidInput
 from memstrata.graph.checkpoints import GraphWrite
-from memstrata.testing.conformance import fresh_scope
+from memstrata.testing.conformance.helpers import fresh_scope
 from memstrata.types import Scope
 
 __all__ = ["GraphConformance"]

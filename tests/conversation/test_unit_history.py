@@ -189,7 +189,7 @@ def test_scope_names_are_validated(bad: str) -> None:
 
 
 def test_generated_sync_facade_is_current() -> None:
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     result = subprocess.run(
         [sys.executable, str(root / "scripts" / "unasync.py"), "--check"],
         capture_output=True,

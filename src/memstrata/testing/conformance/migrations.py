@@ -1,0 +1,20 @@
+"""Conformance: the schema migrations are recorded and idempotent."""
+
+from __future__ import annotations
+
+from memstrata import Memory
+from memstrata.storage.schema import MIGRATIONS
+from memstrata.testing.conformance.helpers import (
+    sql_rows,
+)
+
+
+class MigrationConformance:
+    def test_migrations_recorded(self, memory: Memory) -> None:
+        engine = memory.core.engine
+        versions = [m.version for m in MIGRATIONS[engine.dialect]]
+        assert engine.schema_version() == max(versions)
+        rows = sql_rows(memory, "SELECT version FROM schema_migrations ORDER BY version")
+        assert [int(r[0]) for r in rows] == versions
+        assert engine.migrate() == []
+        assert engine.schema_version() == max(versions)

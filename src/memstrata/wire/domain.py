@@ -1,0 +1,35 @@
+"""Each domain type's wire model, registered as its ``to_dict()`` (see memstrata.encoding)."""
+
+from __future__ import annotations
+
+from memstrata.encoding import register
+from memstrata.wire import context, conversations, jobs, longterm, nodes, recall, state
+from memstrata.wire._codec import Wire
+
+__all__: list[str] = []
+
+CANONICAL: tuple[type[Wire], ...] = (
+    conversations.MessageOut,
+    conversations.ConversationOut,
+    conversations.HistoryOut,
+    context.TierReportOut,
+    context.ContextReportOut,
+    context.ContextOut,
+    context.SummaryOut,
+    context.CompactionOut,
+    jobs.JobOut,
+    longterm.FactOut,
+    longterm.FactEventOut,
+    longterm.ProfileSectionOut,
+    nodes.TurnOut,
+    nodes.NodeHistoryOut,
+    recall.HitOut,
+    state.PlanOut,
+    state.IterationOut,
+    state.CheckpointOut,
+    state.SnapshotOut,
+    state.WorkingMemoryOut,
+)
+
+for _model in CANONICAL:
+    register(_model.__domain__, _model.encode)
