@@ -11,15 +11,13 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from memstrata.api._async_recall import AsyncRecall
 from memstrata.api.core import Core
 from memstrata.api.core import checked_scope as _scope
 from memstrata.context import ops
 from memstrata.context.kit import CompactionResult, ContextKit
 from memstrata.context.ops import CompactionPlan, Context, Summary
 from memstrata.context.summarize import build_prompt, extractive_summary, summary_problem
-from memstrata.recall.service import EMBED_BATCH
-from memstrata.recall.tier import MAX_QUERY_CHARS
+from memstrata.recall.catchup import AsyncCatchUp
 from memstrata.storage.plan import read, write
 from memstrata.types import Scope
 
@@ -78,21 +76,7 @@ class AsyncCompaction:
         recall = self._core.recall
         if recall.tier not in self.kit.providers or recall.tier.k == 0:
             return query, None, None
-        vectors = await recall.avector_index()
-        emb = recall.embedder
-        if vectors is None or emb is None:
-            return query, None, None
-        if query is None:
-            query = await self._core.engine.arun(
-                read(lambda: ops.default_query(scope, conversation_id, leaf_id))
-            )
-        if query is None or not query.strip():
-            return query, None, None
-        # Like a search, embed a little of what is waiting first; a bounded batch keeps
-        # this call fast after a bulk import (the rest waits for the next call or job).
-        await AsyncRecall(self._core).flush(scope, limit=EMBED_BATCH)
-        qvec = (await emb.aembed([query[:MAX_QUERY_CHARS]]))[0]
-        return query, qvec, emb.identity
+        return await AsyncCatchUp(self._core).context_query(scope, conversation_id, leaf_id, query)
 
     async def run(
         self, scope: Scope, conversation_id: str, *, leaf_id: str | None = None

@@ -9,8 +9,8 @@ from functools import partial
 from memstrata.api.core import Core
 from memstrata.api.core import checked_scope as _scope
 from memstrata.recall import index as idx
+from memstrata.recall.catchup import AsyncCatchUp
 from memstrata.recall.service import (
-    CATCH_UP_LIMIT,
     EMBED_BATCH,
     RecallEngine,
     RecallHit,
@@ -65,7 +65,7 @@ class AsyncRecall:
         qvec = None
         emb = self._recall.embedder
         if vectors is not None and emb is not None:
-            await self.flush(s, conversation_id=conversation_id, limit=CATCH_UP_LIMIT)
+            await AsyncCatchUp(self._core).run(s, conversation_id=conversation_id)
             qvec = (await emb.aembed([query]))[0]
         dialect = self._core.engine.dialect
         params = self._recall.params

@@ -5,15 +5,13 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from memstrata.api._sync_recall import Recall
 from memstrata.api.core import Core
 from memstrata.api.core import checked_scope as _scope
 from memstrata.context import ops
 from memstrata.context.kit import CompactionResult, ContextKit
 from memstrata.context.ops import CompactionPlan, Context, Summary
 from memstrata.context.summarize import build_prompt, extractive_summary, summary_problem
-from memstrata.recall.service import EMBED_BATCH
-from memstrata.recall.tier import MAX_QUERY_CHARS
+from memstrata.recall.catchup import CatchUp
 from memstrata.storage.plan import read, write
 from memstrata.types import Scope
 
@@ -72,21 +70,7 @@ class Compaction:
         recall = self._core.recall
         if recall.tier not in self.kit.providers or recall.tier.k == 0:
             return query, None, None
-        vectors = recall.vector_index()
-        emb = recall.embedder
-        if vectors is None or emb is None:
-            return query, None, None
-        if query is None:
-            query = self._core.engine.run(
-                read(lambda: ops.default_query(scope, conversation_id, leaf_id))
-            )
-        if query is None or not query.strip():
-            return query, None, None
-        # Like a search, embed a little of what is waiting first; a bounded batch keeps
-        # this call fast after a bulk import (the rest waits for the next call or job).
-        Recall(self._core).flush(scope, limit=EMBED_BATCH)
-        qvec = (emb.embed([query[:MAX_QUERY_CHARS]]))[0]
-        return query, qvec, emb.identity
+        return CatchUp(self._core).context_query(scope, conversation_id, leaf_id, query)
 
     def run(
         self, scope: Scope, conversation_id: str, *, leaf_id: str | None = None

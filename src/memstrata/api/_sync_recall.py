@@ -8,8 +8,8 @@ from functools import partial
 from memstrata.api.core import Core
 from memstrata.api.core import checked_scope as _scope
 from memstrata.recall import index as idx
+from memstrata.recall.catchup import CatchUp
 from memstrata.recall.service import (
-    CATCH_UP_LIMIT,
     EMBED_BATCH,
     RecallEngine,
     RecallHit,
@@ -64,7 +64,7 @@ class Recall:
         qvec = None
         emb = self._recall.embedder
         if vectors is not None and emb is not None:
-            self.flush(s, conversation_id=conversation_id, limit=CATCH_UP_LIMIT)
+            CatchUp(self._core).run(s, conversation_id=conversation_id)
             qvec = (emb.embed([query]))[0]
         dialect = self._core.engine.dialect
         params = self._recall.params

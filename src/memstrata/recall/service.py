@@ -4,9 +4,10 @@ at append, the embedding job, and the search operation itself.
 Indexing at append runs inside the append's transaction (:meth:`RecallEngine.hook`): the
 keyword index row is cheap, so it commits with the message. Embedding is not cheap,
 so it never runs there: the hook queues a debounced ``recall.embed`` job per
-conversation (in the same transaction, so it cannot be lost), and a search first
-embeds whatever of its scope is still waiting (bounded), so recall sees every
-message at once whether or not a worker runs.
+conversation (in the same transaction, so it cannot be lost), and a read first
+embeds a little of what is still waiting, within a time budget
+(:mod:`memstrata.recall.catchup`); what is left is found by keywords until the job
+or a later read embeds it.
 """
 
 from __future__ import annotations
@@ -49,8 +50,6 @@ __all__ = [
 ]
 
 EMBED_JOB = "recall.embed"
-#: Most messages a search embeds before it runs (the rest wait for the job).
-CATCH_UP_LIMIT = 512
 EMBED_BATCH = 64
 MAX_K = 200
 MAX_RANGE = 20
@@ -343,6 +342,9 @@ class RecallEngine:
         self._lock = threading.Lock()
         self.params = FusionParams()
         self.mode = core.settings.recall_embed
+        #: The embedder's recent wall-clock seconds per message (None: not measured yet),
+        #: which sizes the read path's catch-up steps (see ``recall.catchup``).
+        self.seconds_per_doc: float | None = None
         from memstrata.recall.tier import RecallTier  # the tier module imports this one
 
         #: The recall tier of ``mem.context`` (``k`` = 0 switches it off).
@@ -369,6 +371,14 @@ class RecallEngine:
             self._resolved = True
             self._unavailable = None
             self._index = None
+
+    def note_embed_cost(self, seconds: float, n: int) -> None:
+        """Fold one measured embedding call (``n`` messages) into ``seconds_per_doc``."""
+        if n < 1:
+            return
+        cost = seconds / n
+        old = self.seconds_per_doc
+        self.seconds_per_doc = cost if old is None else 0.7 * old + 0.3 * cost
 
     # -- wiring ----------------------------------------------------------------------------
 
