@@ -26,6 +26,7 @@ from memstrata.recall import index as idx
 from memstrata.recall.fusion import Candidate, FusionParams, fuse, ranks
 from memstrata.recall.text import QueryInfo, analyse_query, document_text, mentions_time
 from memstrata.storage.plan import Op
+from memstrata.storage.records import to_micros
 from memstrata.types import Message, Scope
 from memstrata.usage import MeteredEmbedder
 
@@ -51,6 +52,11 @@ __all__ = [
 
 EMBED_JOB = "recall.embed"
 EMBED_BATCH = 64
+#: An append skips queueing the embedding job while the job this process queued for its
+#: conversation is due more than this far ahead (so it cannot have started yet).
+_QUEUED_MARGIN_US = 200_000
+#: Conversations whose queued job a process remembers (then it forgets them all).
+_QUEUED_REMEMBERED = 10_000
 MAX_K = 200
 MAX_RANGE = 20
 #: Most messages one search returns with their neighbours (``message_range``): beyond it,
@@ -345,6 +351,8 @@ class RecallEngine:
         #: The embedder's recent wall-clock seconds per message (None: not measured yet),
         #: which sizes the read path's catch-up steps (see ``recall.catchup``).
         self.seconds_per_doc: float | None = None
+        #: When the embedding job this process last queued per conversation is due (µs).
+        self._queued: dict[str, int] = {}
         from memstrata.recall.tier import RecallTier  # the tier module imports this one
 
         #: The recall tier of ``mem.context`` (``k`` = 0 switches it off).
@@ -436,7 +444,13 @@ class RecallEngine:
         if not added or self.mode != "background" or self.embedder is None:
             return
         rt = self._core.rt
-        yield from jobs_ops.enqueue(
+        now = rt.clock()
+        due = self._queued.get(message.conversation_id)
+        if due is not None and now < due - _QUEUED_MARGIN_US:
+            # This process queued the conversation's job and it is not due yet: it will
+            # embed this message too, so the append skips the enqueue's three statements.
+            return
+        job = yield from jobs_ops.enqueue(
             job_id=rt.make_id(),
             kind=EMBED_JOB,
             key=f"{EMBED_JOB}:{message.conversation_id}",
@@ -449,8 +463,11 @@ class RecallEngine:
             delay_s=0.5,
             max_wait_s=5.0,
             max_attempts=5,
-            now=rt.clock(),
+            now=now,
         )
+        if len(self._queued) >= _QUEUED_REMEMBERED:
+            self._queued.clear()
+        self._queued[message.conversation_id] = to_micros(job.run_after)
         self._core.start_local_worker()
 
     # -- the vector index ------------------------------------------------------------------
