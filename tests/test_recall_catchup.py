@@ -69,15 +69,9 @@ def test_catch_up_stops_at_its_budget(fake: tuple[Memory, FakeEmbedder]) -> None
     hits = mem.recall.search(scope, "gardening", k=3)
     assert hits  # keywords find messages still waiting
     assert mem.recall.pending(scope) == 9
+    # What the read left is handed to the debounced embedding job.
+    assert "recall.embed" in [j.kind for j in mem.jobs.list().items]
     # A fast one: the read embeds everything waiting within the same budget.
     mem.core.recall.seconds_per_doc = 1e-6
     mem.recall.search(scope, "gardening", k=3)
     assert mem.recall.pending(scope) == 0
-
-
-def test_the_embedding_job_is_queued_by_default(fake: tuple[Memory, FakeEmbedder]) -> None:
-    mem, _ = fake
-    assert mem.core.settings.recall_embed == "background"
-    scope = fresh_scope()
-    _turns(mem, scope, 1)
-    assert "recall.embed" in [j.kind for j in mem.jobs.list().items]

@@ -50,10 +50,10 @@ class Settings(BaseSettings):
         "until `memstrata reindex`).",
     )
     recall_embed: Literal["background", "search", "off"] = Field(
-        default="background",
-        description="When recall embeds new messages: in a debounced background job after "
-        "appends and, bounded, when a read needs them (appends never wait on the embedder); "
-        "only when a read needs them; or never (keyword recall only).",
+        default="search",
+        description="When recall embeds new messages: when a read needs them, a bounded amount "
+        "per read (appends never wait on the embedder); also in a debounced background job "
+        "after appends; or never (keyword recall only).",
     )
 
     rate_limit_per_second: float = Field(

@@ -6,8 +6,9 @@ waiting, for at most :data:`CATCH_UP_SECONDS` of embedding: it embeds one messag
 then as many more as the embedder's measured cost per message says fit in the rest of
 the budget (never more than :data:`~memstrata.recall.service.EMBED_BATCH` at once, in
 at most :data:`CATCH_UP_STEPS` steps, each one read and one write transaction).
-What it leaves waiting is still found by keywords and gets its vector from the job or
-the next read.
+What it leaves waiting is still found by keywords; the read queues the debounced
+embedding job for it (whatever ``MEMSTRATA_RECALL_EMBED`` says, a read never leaves work
+behind unqueued).
 
 A context whose query is the newest user message (the default) reuses that message's
 stored vector instead of embedding its text again; when the message is still waiting,
@@ -76,7 +77,7 @@ class AsyncCatchUp:
         emb = self._recall.embedder
         if vectors is None or emb is None:
             return 0
-        done, after, spent = 0, 0, 0.0
+        done, after, spent, left = 0, 0, 0.0, True
         for _ in range(CATCH_UP_STEPS):
             size = self._step(done, budget_s - spent)
             if size < 1:
@@ -93,10 +94,17 @@ class AsyncCatchUp:
                 )
             )
             if not docs:
+                left = False
                 break
             spent += (await self._embed_store(emb, vectors, docs))[1]
             done += len(docs)
             after = docs[-1].message.seq
+            left = len(docs) == size
+        if left and scope is not None:
+            # The budget ran out first: the embedding job takes the rest.
+            await self._core.engine.arun(
+                write(partial(self._recall.queue_embedding, scope, conversation_id))
+            )
         return done
 
     def _step(self, done: int, left_s: float) -> int:

@@ -62,7 +62,7 @@ class CatchUp:
         emb = self._recall.embedder
         if vectors is None or emb is None:
             return 0
-        done, after, spent = 0, 0, 0.0
+        done, after, spent, left = 0, 0, 0.0, True
         for _ in range(CATCH_UP_STEPS):
             size = self._step(done, budget_s - spent)
             if size < 1:
@@ -79,10 +79,17 @@ class CatchUp:
                 )
             )
             if not docs:
+                left = False
                 break
             spent += (self._embed_store(emb, vectors, docs))[1]
             done += len(docs)
             after = docs[-1].message.seq
+            left = len(docs) == size
+        if left and scope is not None:
+            # The budget ran out first: the embedding job takes the rest.
+            self._core.engine.run(
+                write(partial(self._recall.queue_embedding, scope, conversation_id))
+            )
         return done
 
     def _step(self, done: int, left_s: float) -> int:

@@ -443,21 +443,27 @@ class RecallEngine:
         added = yield from idx.index_message(self._core.engine.dialect, owner, message)
         if not added or self.mode != "background" or self.embedder is None:
             return
+        yield from self.queue_embedding(owner, message.conversation_id)
+
+    def queue_embedding(self, owner: Scope, conversation_id: str | None) -> Op[None]:
+        """Queue the debounced ``recall.embed`` job of a conversation (None: of ``owner``'s
+        whole scope), unless the job this process queued for it is not due yet."""
         rt = self._core.rt
         now = rt.clock()
-        due = self._queued.get(message.conversation_id)
+        target = conversation_id or f"scope:{owner.tenant}:{owner.user}:{owner.agent_key}"
+        due = self._queued.get(target)
         if due is not None and now < due - _QUEUED_MARGIN_US:
-            # This process queued the conversation's job and it is not due yet: it will
-            # embed this message too, so the append skips the enqueue's three statements.
+            # The queued job cannot have started yet: it will embed this message too, so
+            # an append skips the enqueue's statements.
             return
         job = yield from jobs_ops.enqueue(
             job_id=rt.make_id(),
             kind=EMBED_JOB,
-            key=f"{EMBED_JOB}:{message.conversation_id}",
+            key=f"{EMBED_JOB}:{target}",
             tenant=owner.tenant,
             user=owner.user,
             agent=owner.agent,
-            conversation_id=message.conversation_id,
+            conversation_id=conversation_id,
             payload=None,
             flags=None,
             delay_s=0.5,
@@ -467,7 +473,7 @@ class RecallEngine:
         )
         if len(self._queued) >= _QUEUED_REMEMBERED:
             self._queued.clear()
-        self._queued[message.conversation_id] = to_micros(job.run_after)
+        self._queued[target] = to_micros(job.run_after)
         self._core.start_local_worker()
 
     # -- the vector index ------------------------------------------------------------------
