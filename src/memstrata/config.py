@@ -51,9 +51,9 @@ class Settings(BaseSettings):
     )
     recall_embed: Literal["background", "search", "off"] = Field(
         default="search",
-        description="When recall embeds new messages: when a search needs them (appends never "
-        "wait on the embedder), also in a debounced background job after appends, or never "
-        "(keyword recall only).",
+        description="When recall embeds new messages: when a read needs them, a bounded amount "
+        "per read (appends never wait on the embedder); also in a debounced background job "
+        "after appends; or never (keyword recall only).",
     )
 
     rate_limit_per_second: float = Field(

@@ -136,7 +136,7 @@ def test_system_messages_are_not_recalled(mem: Memory) -> None:
 def test_cascade_removes_index_rows(mem: Memory) -> None:
     _chat(mem)
     ids = _chat(mem)
-    mem.recall.search(SCOPE, "beagle", k=1)  # embeds everything
+    mem.recall.flush(SCOPE)  # embeds everything (the job's work)
     cid = mem.messages.get(SCOPE, mem.conversations.list(SCOPE).items[0].id, ids[0]).conversation_id
     assert scalar(mem, "SELECT count(*) FROM recall_docs") == 2 * len(CHAT)
     mem.conversations.delete(SCOPE, cid)
@@ -261,9 +261,10 @@ def test_default_embedder_searches_offline(tmp_path, monkeypatch) -> None:  # ty
         emb = mem.core.recall.embedder
         assert isinstance(getattr(emb, "inner", emb), MiniLMEmbedder)  # inside the usage meter
         ids = _chat(mem)
+        mem.recall.flush(SCOPE)  # what the debounced embedding job does after the appends
+        assert mem.recall.pending() == 0
         hits = mem.recall.search(SCOPE, "a dog from the animal shelter", k=3)
         assert ids[0] in [h.message.id for h in hits]
-        assert mem.recall.pending() == 0
     finally:
         mem.close()
 

@@ -60,6 +60,7 @@ def _past(mem: Memory, scope: Scope, texts: list[str]) -> dict[str, str]:
             scope, conv.id, role="assistant", content="Noted.", occurred_at=LONG_AGO
         )
         out[text] = m.id
+    mem.recall.flush(scope)  # what the debounced embedding job does after the appends
     return out
 
 

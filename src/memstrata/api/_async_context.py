@@ -14,13 +14,11 @@ from typing import Any
 from memstrata import context as ops
 from memstrata import conversation as conversations
 from memstrata.api._async_base import AsyncSubAPI
-from memstrata.api._async_recall import AsyncRecall
 from memstrata.context import CompactionPlan, Context, Summary
 from memstrata.context.kit import COMPACT_JOB, CompactionResult, ContextKit
 from memstrata.context.summarize import build_prompt, extractive_summary, summary_problem
 from memstrata.jobs.ops import Job
-from memstrata.recall.service import EMBED_BATCH
-from memstrata.recall.tier import MAX_QUERY_CHARS
+from memstrata.recall.catchup import AsyncCatchUp
 from memstrata.types import Scope
 from memstrata.validation import checked_scope as _scope
 
@@ -78,19 +76,7 @@ class AsyncCompaction(AsyncSubAPI):
         recall = self._core.recall
         if recall.tier not in self.kit.providers or recall.tier.k == 0:
             return query, None, None
-        vectors = await recall.avector_index()
-        emb = recall.embedder
-        if vectors is None or emb is None:
-            return query, None, None
-        if query is None:
-            query = await self._read(ops.default_query, scope, conversation_id, leaf_id)
-        if query is None or not query.strip():
-            return query, None, None
-        # Like a search, embed a little of what is waiting first; a bounded batch keeps
-        # this call fast after a bulk import (the rest waits for the next call or job).
-        await AsyncRecall(self._core).flush(scope, limit=EMBED_BATCH)
-        qvec = (await emb.aembed([query[:MAX_QUERY_CHARS]]))[0]
-        return query, qvec, emb.identity
+        return await AsyncCatchUp(self._core).context_query(scope, conversation_id, leaf_id, query)
 
     async def run(
         self, scope: Scope, conversation_id: str, *, leaf_id: str | None = None

@@ -6,14 +6,10 @@ from collections.abc import Callable, Iterable
 
 from memstrata.api._sync_base import SubAPI
 from memstrata.recall import index as idx
-from memstrata.recall.service import (
-    CATCH_UP_LIMIT,
-    EMBED_BATCH,
-    RecallEngine,
-    RecallHit,
-    check_args,
-)
-from memstrata.recall.service import search_op as _search_op
+from memstrata.recall.catchup import CatchUp
+from memstrata.recall.search import RecallHit, check_args
+from memstrata.recall.search import search_op as _search_op
+from memstrata.recall.service import EMBED_BATCH, RecallEngine
 from memstrata.types import Scope
 from memstrata.validation import checked_scope as _scope
 
@@ -59,7 +55,7 @@ class Recall(SubAPI):
         qvec = None
         emb = self._recall.embedder
         if vectors is not None and emb is not None:
-            self.flush(s, conversation_id=conversation_id, limit=CATCH_UP_LIMIT)
+            CatchUp(self._core).run(s, conversation_id=conversation_id)
             qvec = (emb.embed([query]))[0]
         dialect = self._core.engine.dialect
         params = self._recall.params

@@ -3,9 +3,12 @@
 For each size a branched conversation is built (the history benchmark's tree:
 regenerations and edits), working memory and a plan are stored, and the active
 branch is compacted once with the offline summarizer, so calls exercise every
-built-in tier and the summary's ancestry check. Then ``mem.context`` is called
-on leaves picked uniformly at random, with no result cache; only those calls
-are timed.
+built-in tier and the summary's ancestry check. Every message is then embedded
+with the default embedder (steady state: nothing waiting to embed), and
+``mem.context`` is called on leaves picked uniformly at random, with no result
+cache; only those calls are timed. They include what a user pays for semantic
+recall: the query (the newest user message on the branch) reuses its stored
+vector, and the vector search runs over every message of the user.
 """
 
 from __future__ import annotations
@@ -57,14 +60,16 @@ def _one_size(
     mem = Memory.open(url, settings=Settings(worker="off"))
     try:
         mem.core.context.auto_compact = False
-        # The recall tier runs on keywords: embedding the query is excluded like the LLM.
-        mem.core.recall.use(None)
         conv = mem.conversations.create(scope, title=f"context bench {size}")
         progress(f"context: appending {size:,} messages")
         build_tree(mem, scope, conv.id, size, texts, rng)
         mem.working.put(scope, "# User\n- name: bench\n- prefers concise answers")
         mem.plans.put(scope, conv.id, {"steps": ["read", "answer", "check"]})
         compacted = mem.compact(scope, conv.id).outcome
+        embedder = mem.core.recall.embedder
+        if embedder is not None:
+            progress(f"context: embedding {size:,} messages")
+            mem.recall.flush(scope)
         leaves = all_leaves(mem, scope, conv.id)
         progress(f"context: {warmup + calls} calls on {len(leaves):,} leaves")
         pick = random.Random(f"{seed}:{size}:leaves")
@@ -97,6 +102,7 @@ def _one_size(
         "context_p99_ms": ms(percentile(times, 99)),
         "tokens_avg": round(sum(totals) / len(totals), 1),
         "calls_with_summary": with_summary,
+        "embedder": None if embedder is None else embedder.identity,
         **ancestry,
     }
 
@@ -180,8 +186,11 @@ def run(
         "leaf_choice": "uniform over all leaves",
         "result_cache": False,
         "llm": "excluded (one offline compaction before timing)",
-        "tiers": "system, recent window, summary, working memory, plan, recall (keywords; "
-        "relevance gate and branch filter on)",
+        "tiers": "system, recent window, summary, working memory, plan, recall (keywords and "
+        "vectors of the default embedder; relevance gate and branch filter on)",
+        "embedding": "every message embedded before timing (steady state); the query is the "
+        "newest user message on the branch, whose stored vector is reused (keywords only when "
+        "no embedder is installed: the row's embedder is then null)",
         "ancestry": "branch_of(leaf) (one query over its chains) + 100 labelled candidates "
         "judged, per call; also inside every context call's recall tier",
         "targets": {"context_p95_ms_at_100k_sqlite": TARGET_P95_MS},

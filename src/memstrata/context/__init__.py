@@ -4,7 +4,7 @@ The operations the facade runs, by concern: :mod:`.assemble` (with the pure
 :mod:`.budget`), :mod:`.summaries`, :mod:`.compaction` and :mod:`.windows`.
 """
 
-from memstrata.context.assemble import Settings, assemble, default_query
+from memstrata.context.assemble import Settings, assemble, default_query, default_query_message
 from memstrata.context.compaction import (
     MIN_NEW_TOKENS,
     CompactionPlan,
@@ -39,6 +39,7 @@ __all__ = [
     "compaction_log",
     "context_window",
     "default_query",
+    "default_query_message",
     "finish_compaction",
     "forget_messages",
     "get_summary",

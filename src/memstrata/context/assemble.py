@@ -194,16 +194,18 @@ def _base_request(
     )
 
 
-def _newest_user_text(conversation_id: str, leaf: Message, limit: int = 256) -> Op[str | None]:
-    """The content of the newest complete user message on the branch (looks back at most
-    ``limit`` messages: a query is about the current turn, not a distant one)."""
+def _newest_user_message(
+    conversation_id: str, leaf: Message, limit: int = 256
+) -> Op[Message | None]:
+    """The newest complete user message on the branch (looks back at most ``limit``
+    messages: a query is about the current turn, not a distant one)."""
     start: str | None = leaf.id
     seen, chunk = 0, 4
     while start is not None and seen < limit:
         rows = yield from branch_chunk(conversation_id, start, min(chunk, limit - seen))
         for m in map(to_message, rows):
             if m.role is Role.USER and m.status is Status.COMPLETE and m.content.strip():
-                return m.content
+                return m
         if not rows:
             break
         seen += len(rows)
@@ -212,13 +214,26 @@ def _newest_user_text(conversation_id: str, leaf: Message, limit: int = 256) -> 
     return None
 
 
-def default_query(scope: Scope, conversation_id: str, leaf_id: str | None = None) -> Op[str | None]:
-    """What the context of a branch is about when the caller gives no query: the
-    newest user message on it (None for an empty conversation or no user message)."""
+def _newest_user_text(conversation_id: str, leaf: Message, limit: int = 256) -> Op[str | None]:
+    found = yield from _newest_user_message(conversation_id, leaf, limit)
+    return None if found is None else found.content
+
+
+def default_query_message(
+    scope: Scope, conversation_id: str, leaf_id: str | None = None
+) -> Op[Message | None]:
+    """The message whose content :func:`default_query` returns (recall reuses its vector)."""
     leaf = yield from resolve_leaf(scope, conversation_id, leaf_id)
     if leaf is None:
         return None
-    return (yield from _newest_user_text(conversation_id, leaf.message))
+    return (yield from _newest_user_message(conversation_id, leaf.message))
+
+
+def default_query(scope: Scope, conversation_id: str, leaf_id: str | None = None) -> Op[str | None]:
+    """What the context of a branch is about when the caller gives no query: the
+    newest user message on it (None for an empty conversation or no user message)."""
+    found = yield from default_query_message(scope, conversation_id, leaf_id)
+    return None if found is None else found.content
 
 
 def _grant_window(

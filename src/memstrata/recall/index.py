@@ -33,6 +33,7 @@ __all__ = [
     "mark_embedded",
     "messages_by_id",
     "pending",
+    "stored_vector",
     "term_postings",
     "unindexed",
 ]
@@ -436,3 +437,13 @@ def delete_for_user(dialect: str, tenant: str, user: str) -> Op[None]:
     if fts is not None:
         yield Exec(fts, (tenant, user))
     yield Exec("DELETE FROM recall_docs WHERE tenant_id = ? AND user_id = ?", (tenant, user))
+
+
+def stored_vector(message_id: str, embedder: str, dim: int) -> Op[bytes | None]:
+    """The vector recall stored for ``message_id`` in the space ``embedder`` (float32
+    little-endian bytes), or None when it is not embedded there yet."""
+    rows = yield Query(
+        "SELECT vector FROM vectors WHERE id = ? AND message_id = ? AND embedder = ? AND dim = ?",
+        (message_id, message_id, embedder, dim),
+    )
+    return bytes(rows[0][0]) if rows else None

@@ -18,7 +18,7 @@ from memstrata.recall import index as idx
 from memstrata.recall.fusion import fuse
 from memstrata.recall.gate import RelevanceGate
 from memstrata.recall.index import key_of
-from memstrata.recall.service import MAX_K, LazyRule, candidates_op
+from memstrata.recall.search import MAX_K, LazyRule, candidates_op
 from memstrata.recall.text import analyse_query, speaker_of
 from memstrata.runtime import Runtime
 from memstrata.storage.plan import Op

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from memstrata import strictjson
@@ -56,8 +56,12 @@ def to_micros(value: datetime) -> int:
     return int(value.timestamp() * 1_000_000)
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
 def from_micros(value: int) -> datetime:
-    return datetime.fromtimestamp(value / 1_000_000, tz=UTC)
+    # Exact integer arithmetic, and about 3x cheaper than fromtimestamp() on a float.
+    return _EPOCH + timedelta(microseconds=value)
 
 
 def dump_json(value: Any) -> str | None:
@@ -77,6 +81,9 @@ def to_message(row: Row) -> Message:
     calls = () if row[6] is None else tuple(ToolCall.model_validate(c) for c in json.loads(row[6]))
     # Positional, in Message's field order: a frozen dataclass pays per keyword, and this
     # runs for every row a history or context read returns.
+    occurred = from_micros(row[10])
+    # Most messages are stored when they occur: one datetime serves both fields.
+    created = occurred if row[11] == row[10] else from_micros(row[11])
     return Message(
         row[0],  # id
         row[1],  # conversation_id
@@ -88,8 +95,8 @@ def to_message(row: Row) -> Message:
         row[7],  # tool_call_id
         _STATUSES[row[8]],
         {} if row[9] is None else json.loads(row[9]),  # metadata
-        from_micros(row[10]),  # occurred_at
-        from_micros(row[11]),  # created_at
+        occurred,  # occurred_at
+        created,  # created_at
         row[12],  # seq
         row[13],  # depth
         row[14],  # token_count

@@ -10,6 +10,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from memstrata.storage.tables import (
+    CORE_TABLES,
+    GRAPH_TABLES,
+    JOB_TABLES,
+    LONGTERM_TABLES,
+    NODE_TABLES,
+    NODE_TURN_TABLES,
+    RECALL_KEYWORDS,
+    RECALL_TABLES,
+    RETENTION_TABLES,
+    STATE_TABLES,
+    TYPES,
+    VECTOR_TABLES,
+    VECTORS_BY_MESSAGE,
+    WORKER_TABLES,
+    render,
+)
+
 __all__ = ["MIGRATIONS", "Migration"]
 
 
@@ -18,495 +36,6 @@ class Migration:
     version: int
     name: str
     statements: tuple[str, ...]
-
-
-_CORE_TABLES = (
-    """CREATE TABLE tenants (
-        id TEXT PRIMARY KEY,
-        created_at {time} NOT NULL
-    )""",
-    """CREATE TABLE users (
-        tenant_id TEXT NOT NULL REFERENCES tenants(id),
-        id TEXT NOT NULL,
-        created_at {time} NOT NULL,
-        PRIMARY KEY (tenant_id, id)
-    )""",
-    """CREATE TABLE api_keys (
-        id TEXT PRIMARY KEY,
-        tenant_id TEXT NOT NULL REFERENCES tenants(id),
-        user_id TEXT,
-        is_admin INTEGER NOT NULL,
-        secret_hash TEXT NOT NULL UNIQUE,
-        label TEXT,
-        created_at {time} NOT NULL,
-        revoked_at {time}
-    )""",
-    "CREATE INDEX api_keys_owner ON api_keys (tenant_id, user_id)",
-    """CREATE TABLE conversations (
-        seq {serial},
-        id TEXT NOT NULL UNIQUE,
-        tenant_id TEXT NOT NULL,
-        user_id TEXT NOT NULL,
-        agent_id TEXT NOT NULL DEFAULT '',
-        title TEXT,
-        metadata TEXT,
-        active_leaf_id TEXT,
-        message_count INTEGER NOT NULL DEFAULT 0,
-        created_at {time} NOT NULL,
-        updated_at {time} NOT NULL,
-        FOREIGN KEY (tenant_id, user_id) REFERENCES users (tenant_id, id)
-    )""",
-    "CREATE INDEX conversations_owner ON conversations (tenant_id, user_id, agent_id, seq)",
-    """CREATE TABLE messages (
-        seq {serial},
-        id TEXT NOT NULL UNIQUE,
-        conversation_id TEXT NOT NULL,
-        parent_id TEXT,
-        role TEXT NOT NULL,
-        content TEXT NOT NULL,
-        files TEXT,
-        tool_calls TEXT,
-        tool_call_id TEXT,
-        status TEXT NOT NULL,
-        metadata TEXT,
-        occurred_at {time} NOT NULL,
-        created_at {time} NOT NULL,
-        depth INTEGER NOT NULL,
-        token_count INTEGER NOT NULL,
-        branch_tokens INTEGER NOT NULL,
-        system_tail_id TEXT,
-        legacy_parent INTEGER NOT NULL DEFAULT 0
-    )""",
-    "CREATE INDEX messages_parent ON messages (parent_id)",
-    "CREATE INDEX messages_conversation ON messages (conversation_id, seq)",
-)
-
-
-_JOB_TABLES = (
-    """CREATE TABLE jobs (
-        id TEXT PRIMARY KEY,
-        kind TEXT NOT NULL,
-        dedupe_key TEXT,
-        tenant_id TEXT NOT NULL,
-        user_id TEXT,
-        agent_id TEXT NOT NULL DEFAULT '',
-        conversation_id TEXT,
-        payload TEXT,
-        flags TEXT,
-        status TEXT NOT NULL,
-        attempts INTEGER NOT NULL DEFAULT 0,
-        max_attempts INTEGER NOT NULL,
-        run_after {time} NOT NULL,
-        first_enqueued_at {time} NOT NULL,
-        enqueue_count INTEGER NOT NULL DEFAULT 1,
-        lease_until {time},
-        lease_token TEXT,
-        worker TEXT,
-        last_error TEXT,
-        created_at {time} NOT NULL,
-        updated_at {time} NOT NULL,
-        finished_at {time}
-    )""",
-    # At most one queued job per (kind, key): later enqueues merge into it.
-    "CREATE UNIQUE INDEX jobs_queued_key ON jobs (kind, dedupe_key) "
-    "WHERE status = 'queued' AND dedupe_key IS NOT NULL",
-    "CREATE INDEX jobs_ready ON jobs (status, run_after)",
-    "CREATE INDEX jobs_owner ON jobs (tenant_id, user_id, status)",
-    "CREATE INDEX jobs_conversation ON jobs (conversation_id)",
-)
-
-# Vectors: one row per embedded item, the embedder identity beside it, the vector as
-# float32 little-endian bytes. This table is the source of truth on every backend; an
-# approximate index (pgvector, when the extension exists) is derived from it at first use
-# and never part of a migration, so a database without the extension always migrates.
-_VECTOR_TABLES = (
-    """CREATE TABLE vectors (
-        id TEXT PRIMARY KEY,
-        tenant_id TEXT NOT NULL,
-        user_id TEXT NOT NULL,
-        agent_id TEXT NOT NULL DEFAULT '',
-        conversation_id TEXT,
-        message_id TEXT,
-        embedder TEXT NOT NULL,
-        dim INTEGER NOT NULL,
-        vector {blob} NOT NULL,
-        created_at {time} NOT NULL
-    )""",
-    "CREATE INDEX vectors_owner ON vectors (tenant_id, user_id, embedder, dim, agent_id)",
-    "CREATE INDEX vectors_conversation ON vectors (conversation_id)",
-    # One dimension per embedder identity; index_table names a derived ANN table, if any.
-    """CREATE TABLE vector_spaces (
-        embedder TEXT PRIMARY KEY,
-        dim INTEGER NOT NULL,
-        index_table TEXT,
-        created_at {time} NOT NULL
-    )""",
-)
-
-# Agent state and compaction (migration 4): working memory, plans, iteration logs,
-# checkpoints, run snapshots, rolling summaries and the log of compaction attempts.
-# A summary names the message it covers up to (with that message's depth and branch
-# tokens), so "does it serve this leaf" is an ancestry check, never a guess.
-_STATE_TABLES = (
-    """CREATE TABLE working_memory (
-        tenant_id TEXT NOT NULL,
-        user_id TEXT NOT NULL,
-        agent_id TEXT NOT NULL DEFAULT '',
-        conversation_id TEXT NOT NULL DEFAULT '',
-        format TEXT NOT NULL,
-        content TEXT NOT NULL,
-        json_schema TEXT,
-        template TEXT,
-        version INTEGER NOT NULL,
-        updated_at {time} NOT NULL,
-        PRIMARY KEY (tenant_id, user_id, agent_id, conversation_id)
-    )""",
-    "CREATE INDEX working_memory_conversation ON working_memory (conversation_id)",
-    """CREATE TABLE plans (
-        conversation_id TEXT PRIMARY KEY,
-        document TEXT NOT NULL,
-        version INTEGER NOT NULL,
-        updated_at {time} NOT NULL
-    )""",
-    """CREATE TABLE iteration_logs (
-        seq {serial},
-        conversation_id TEXT NOT NULL,
-        task TEXT NOT NULL,
-        attempt INTEGER NOT NULL,
-        outcome TEXT NOT NULL,
-        error TEXT,
-        detail TEXT,
-        created_at {time} NOT NULL
-    )""",
-    "CREATE INDEX iteration_logs_task ON iteration_logs (conversation_id, task, seq)",
-    """CREATE TABLE checkpoints (
-        tenant_id TEXT NOT NULL,
-        user_id TEXT NOT NULL,
-        agent_id TEXT NOT NULL DEFAULT '',
-        name TEXT NOT NULL,
-        run_id TEXT NOT NULL,
-        conversation_id TEXT,
-        state TEXT,
-        expires_at {time},
-        expired_at {time},
-        created_at {time} NOT NULL,
-        updated_at {time} NOT NULL,
-        PRIMARY KEY (tenant_id, user_id, agent_id, name, run_id)
-    )""",
-    "CREATE INDEX checkpoints_conversation ON checkpoints (conversation_id)",
-    """CREATE TABLE run_snapshots (
-        conversation_id TEXT NOT NULL,
-        run_id TEXT NOT NULL,
-        data TEXT NOT NULL,
-        created_at {time} NOT NULL,
-        updated_at {time} NOT NULL,
-        PRIMARY KEY (conversation_id, run_id)
-    )""",
-    """CREATE TABLE summaries (
-        id TEXT PRIMARY KEY,
-        conversation_id TEXT NOT NULL,
-        up_to_id TEXT NOT NULL,
-        up_to_depth INTEGER NOT NULL,
-        up_to_branch_tokens INTEGER NOT NULL,
-        version INTEGER NOT NULL,
-        previous_id TEXT,
-        content TEXT NOT NULL,
-        method TEXT NOT NULL,
-        created_at {time} NOT NULL
-    )""",
-    "CREATE INDEX summaries_conversation ON summaries (conversation_id, up_to_depth)",
-    """CREATE TABLE compaction_log (
-        seq {serial},
-        conversation_id TEXT NOT NULL,
-        leaf_id TEXT,
-        outcome TEXT NOT NULL,
-        reason TEXT,
-        summary_id TEXT,
-        created_at {time} NOT NULL
-    )""",
-    "CREATE INDEX compaction_log_conversation ON compaction_log (conversation_id, seq)",
-)
-
-# Recall (migration 5): one row per indexed message, the owner beside it so searches
-# filter without a join, ``embedder`` naming the space its vector was made in (NULL:
-# not embedded yet). The keyword index is the one piece that differs per dialect: an
-# FTS5 table keyed by the message's seq on SQLite, a tsvector column on PostgreSQL.
-_RECALL_TABLES = (
-    """CREATE TABLE recall_docs (
-        seq BIGINT PRIMARY KEY,
-        message_id TEXT NOT NULL UNIQUE,
-        conversation_id TEXT NOT NULL,
-        tenant_id TEXT NOT NULL,
-        user_id TEXT NOT NULL,
-        agent_id TEXT NOT NULL DEFAULT '',
-        occurred_at {time} NOT NULL,
-        embedder TEXT
-    )""",
-    "CREATE INDEX recall_docs_owner ON recall_docs (tenant_id, user_id, agent_id)",
-    "CREATE INDEX recall_docs_conversation ON recall_docs (conversation_id, embedder)",
-)
-_RECALL_KEYWORDS = {
-    "sqlite": (
-        # owner is a per-user token, so MATCH narrows to one user inside the index.
-        "CREATE VIRTUAL TABLE recall_fts USING fts5(owner, body, "
-        "tokenize = 'porter unicode61 remove_diacritics 2')",
-    ),
-    "postgres": (
-        "ALTER TABLE recall_docs ADD COLUMN tsv tsvector",
-        "CREATE INDEX recall_docs_tsv ON recall_docs USING GIN (tsv)",
-    ),
-}
-
-# Node memories: which blob generation of (app, conversation, node) is readable, and when
-# it was last written (for gc). The turns themselves live in the blob store.
-_NODE_TABLES = (
-    """CREATE TABLE node_memories (
-        conversation_id TEXT NOT NULL,
-        app_id TEXT NOT NULL,
-        node_id TEXT NOT NULL,
-        tenant_id TEXT NOT NULL,
-        generation TEXT NOT NULL,
-        pending INTEGER NOT NULL DEFAULT 0,
-        created_at {time} NOT NULL,
-        last_write_at {time} NOT NULL,
-        PRIMARY KEY (conversation_id, app_id, node_id)
-    )""",
-    "CREATE INDEX node_memories_last_write ON node_memories (last_write_at)",
-)
-
-# Node memory turn ids (migration 11): which caller message ids a node memory generation
-# holds, with a digest of their turns, so a replayed turn is recognised without reading the
-# blobs (idempotent add_turn) and history knows whether its current message is stored.
-_NODE_TURN_TABLES = (
-    """CREATE TABLE node_turn_ids (
-        conversation_id TEXT NOT NULL,
-        app_id TEXT NOT NULL,
-        node_id TEXT NOT NULL,
-        generation TEXT NOT NULL,
-        message_id TEXT NOT NULL,
-        digest TEXT NOT NULL,
-        created_at {time} NOT NULL,
-        PRIMARY KEY (conversation_id, app_id, node_id, generation, message_id)
-    )""",
-)
-
-# Deleting one message finds its vectors without a scan (migration 11).
-_VECTORS_BY_MESSAGE = "CREATE INDEX vectors_message ON vectors (conversation_id, message_id)"
-
-# Long-term memory (migration 7). Facts are marked, never rewritten, by extraction
-# (``status``: active, superseded, removed, evicted); ``changed_in`` names the
-# conversation whose extraction last changed a fact's status, so forgetting that
-# conversation can undo the change. At most one *active* fact per owner and content key.
-_LONGTERM_TABLES = (
-    """CREATE TABLE facts (
-        seq {serial},
-        id TEXT NOT NULL UNIQUE,
-        tenant_id TEXT NOT NULL,
-        user_id TEXT NOT NULL,
-        agent_id TEXT NOT NULL DEFAULT '',
-        content TEXT NOT NULL,
-        content_key TEXT NOT NULL,
-        category TEXT NOT NULL,
-        confidence {real} NOT NULL,
-        status TEXT NOT NULL,
-        origin TEXT NOT NULL,
-        superseded_by TEXT,
-        source_error TEXT,
-        reason TEXT,
-        changed_in TEXT,
-        created_at {time} NOT NULL,
-        updated_at {time} NOT NULL
-    )""",
-    "CREATE INDEX facts_owner ON facts (tenant_id, user_id, agent_id, status, seq)",
-    "CREATE UNIQUE INDEX facts_active_key ON facts (tenant_id, user_id, agent_id, content_key) "
-    "WHERE status = 'active'",
-    "CREATE INDEX facts_changed_in ON facts (changed_in)",
-    """CREATE TABLE fact_sources (
-        fact_id TEXT NOT NULL,
-        conversation_id TEXT NOT NULL,
-        message_id TEXT NOT NULL DEFAULT '',
-        PRIMARY KEY (fact_id, conversation_id, message_id)
-    )""",
-    "CREATE INDEX fact_sources_conversation ON fact_sources (conversation_id)",
-    """CREATE TABLE fact_events (
-        seq {serial},
-        fact_id TEXT NOT NULL,
-        tenant_id TEXT NOT NULL,
-        user_id TEXT NOT NULL,
-        event TEXT NOT NULL,
-        content TEXT NOT NULL,
-        category TEXT NOT NULL,
-        confidence {real} NOT NULL,
-        reason TEXT,
-        related_id TEXT,
-        conversation_id TEXT,
-        at {time} NOT NULL
-    )""",
-    "CREATE INDEX fact_events_fact ON fact_events (fact_id, seq)",
-    "CREATE INDEX fact_events_owner ON fact_events (tenant_id, user_id)",
-    "CREATE INDEX fact_events_conversation ON fact_events (conversation_id)",
-    # One row per owner: its revision is bumped first in every update, which serialises
-    # concurrent updates of one user's memory (a row lock on PostgreSQL).
-    """CREATE TABLE memory_owners (
-        tenant_id TEXT NOT NULL,
-        user_id TEXT NOT NULL,
-        agent_id TEXT NOT NULL DEFAULT '',
-        revision BIGINT NOT NULL,
-        updated_at {time} NOT NULL,
-        PRIMARY KEY (tenant_id, user_id, agent_id)
-    )""",
-    """CREATE TABLE profile_sections (
-        tenant_id TEXT NOT NULL,
-        user_id TEXT NOT NULL,
-        agent_id TEXT NOT NULL DEFAULT '',
-        section TEXT NOT NULL,
-        summary TEXT NOT NULL,
-        updated_at {time} NOT NULL,
-        PRIMARY KEY (tenant_id, user_id, agent_id, section)
-    )""",
-    # Which conversations a section was written from: forgetting one clears the section.
-    """CREATE TABLE profile_sources (
-        tenant_id TEXT NOT NULL,
-        user_id TEXT NOT NULL,
-        agent_id TEXT NOT NULL DEFAULT '',
-        section TEXT NOT NULL,
-        conversation_id TEXT NOT NULL,
-        PRIMARY KEY (tenant_id, user_id, agent_id, section, conversation_id)
-    )""",
-    "CREATE INDEX profile_sources_conversation ON profile_sources (conversation_id)",
-    # Messages already fed to extraction (the watermark, per message so branches work).
-    """CREATE TABLE longterm_seen (
-        conversation_id TEXT NOT NULL,
-        message_id TEXT NOT NULL,
-        PRIMARY KEY (conversation_id, message_id)
-    )""",
-    # One row per extraction attempt: outcome, token usage, counts, and the raw model
-    # output when it could not be used.
-    """CREATE TABLE longterm_updates (
-        seq {serial},
-        id TEXT NOT NULL UNIQUE,
-        tenant_id TEXT NOT NULL,
-        user_id TEXT NOT NULL,
-        agent_id TEXT NOT NULL DEFAULT '',
-        conversation_id TEXT,
-        job_id TEXT,
-        outcome TEXT NOT NULL,
-        signals TEXT,
-        llm_calls INTEGER NOT NULL,
-        prompt_tokens INTEGER NOT NULL,
-        completion_tokens INTEGER NOT NULL,
-        counts TEXT,
-        notes TEXT,
-        raw_output TEXT,
-        error TEXT,
-        created_at {time} NOT NULL
-    )""",
-    "CREATE INDEX longterm_updates_owner ON longterm_updates (tenant_id, user_id, agent_id, seq)",
-    "CREATE INDEX longterm_updates_conversation ON longterm_updates (conversation_id)",
-)
-
-# Retention policies (migration 9): tenant '*' applies to tenants without their own.
-_RETENTION_TABLES = (
-    """CREATE TABLE retention_policies (
-        tenant_id TEXT NOT NULL,
-        kind TEXT NOT NULL,
-        max_age_s BIGINT NOT NULL,
-        updated_at {time} NOT NULL,
-        PRIMARY KEY (tenant_id, kind)
-    )""",
-)
-
-# LangGraph graphs (migration 12): checkpoints and pending writes of a checkpointer (the
-# values are LangGraph's own serialisation, kept as bytes with its type tag), and the
-# items of a LangGraph store with the vectors of their indexed fields.
-_GRAPH_TABLES = (
-    """CREATE TABLE graph_checkpoints (
-        tenant_id TEXT NOT NULL,
-        user_id TEXT NOT NULL,
-        agent_id TEXT NOT NULL DEFAULT '',
-        thread_id TEXT NOT NULL,
-        checkpoint_ns TEXT NOT NULL,
-        checkpoint_id TEXT NOT NULL,
-        parent_id TEXT,
-        run_id TEXT,
-        type TEXT NOT NULL,
-        checkpoint {blob} NOT NULL,
-        metadata_type TEXT NOT NULL,
-        metadata {blob} NOT NULL,
-        created_at {time} NOT NULL,
-        PRIMARY KEY (tenant_id, user_id, agent_id, thread_id, checkpoint_ns, checkpoint_id)
-    )""",
-    "CREATE INDEX graph_checkpoints_run ON graph_checkpoints (tenant_id, user_id, run_id)",
-    """CREATE TABLE graph_writes (
-        tenant_id TEXT NOT NULL,
-        user_id TEXT NOT NULL,
-        agent_id TEXT NOT NULL DEFAULT '',
-        thread_id TEXT NOT NULL,
-        checkpoint_ns TEXT NOT NULL,
-        checkpoint_id TEXT NOT NULL,
-        task_id TEXT NOT NULL,
-        idx INTEGER NOT NULL,
-        task_path TEXT NOT NULL,
-        channel TEXT NOT NULL,
-        type TEXT NOT NULL,
-        value {blob} NOT NULL,
-        PRIMARY KEY (tenant_id, user_id, agent_id, thread_id, checkpoint_ns, checkpoint_id,
-                     task_id, idx)
-    )""",
-    """CREATE TABLE graph_items (
-        tenant_id TEXT NOT NULL,
-        agent_id TEXT NOT NULL DEFAULT '',
-        namespace TEXT NOT NULL,
-        item_key TEXT NOT NULL,
-        value TEXT NOT NULL,
-        created_at {time} NOT NULL,
-        updated_at {time} NOT NULL,
-        ttl_s {real},
-        expires_at {time},
-        PRIMARY KEY (tenant_id, agent_id, namespace, item_key)
-    )""",
-    "CREATE INDEX graph_items_expiry ON graph_items (expires_at)",
-    """CREATE TABLE graph_item_vectors (
-        tenant_id TEXT NOT NULL,
-        agent_id TEXT NOT NULL DEFAULT '',
-        namespace TEXT NOT NULL,
-        item_key TEXT NOT NULL,
-        field_path TEXT NOT NULL,
-        vector {blob} NOT NULL,
-        PRIMARY KEY (tenant_id, agent_id, namespace, item_key, field_path)
-    )""",
-)
-
-# Worker presence: one row per running worker, refreshed by its heartbeat (jobs/presence.py).
-_WORKER_TABLES = (
-    """CREATE TABLE workers (
-        name TEXT PRIMARY KEY,
-        kinds TEXT NOT NULL,
-        started_at {time} NOT NULL,
-        seen_at {time} NOT NULL
-    )""",
-    "CREATE INDEX workers_seen ON workers (seen_at)",
-)
-
-_TYPES = {
-    "sqlite": {
-        "serial": "INTEGER PRIMARY KEY AUTOINCREMENT",
-        "time": "INTEGER",
-        "blob": "BLOB",
-        "real": "REAL",
-    },
-    "postgres": {
-        "serial": "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY",
-        "time": "BIGINT",
-        "blob": "BYTEA",
-        "real": "DOUBLE PRECISION",
-    },
-}
-
-
-def _render(dialect: str, statements: tuple[str, ...]) -> tuple[str, ...]:
-    """One DDL text per table, with the few type names that differ filled in per dialect."""
-    return tuple(sql.format(**_TYPES[dialect]) for sql in statements)
 
 
 # Ancestry labels (migration 10): a message continues its parent's chain when it is the
@@ -570,12 +99,12 @@ def _rebuilt(ddls: tuple[str, ...], table: str, changes: tuple[tuple[str, str], 
         if out.count(old) != 1:
             raise RuntimeError(f"{table}: {old!r} not found once in its definition")
         out = out.replace(old, new)
-    return _render("sqlite", (out,))[0]
+    return render("sqlite", (out,))[0]
 
 
 _MESSAGE_IDS = {
     "sqlite": (
-        _rebuilt(_CORE_TABLES, "messages", _MESSAGES_KEY_14),
+        _rebuilt(CORE_TABLES, "messages", _MESSAGES_KEY_14),
         f"INSERT INTO messages_new ({_MESSAGE_COLUMNS_14}) "
         f"SELECT {_MESSAGE_COLUMNS_14} FROM messages ORDER BY seq",
         "DELETE FROM sqlite_sequence WHERE name = 'messages_new'",
@@ -585,7 +114,7 @@ _MESSAGE_IDS = {
         "ALTER TABLE messages_new RENAME TO messages",
         "CREATE INDEX messages_parent ON messages (conversation_id, parent_id)",
         "CREATE INDEX messages_conversation ON messages (conversation_id, seq)",
-        _rebuilt(_RECALL_TABLES, "recall_docs", _RECALL_KEY_14),
+        _rebuilt(RECALL_TABLES, "recall_docs", _RECALL_KEY_14),
         f"INSERT INTO recall_docs_new ({_RECALL_COLUMNS_14}) "
         f"SELECT {_RECALL_COLUMNS_14} FROM recall_docs ORDER BY seq",
         "DROP TABLE recall_docs",
@@ -618,37 +147,37 @@ _CORE = "core: tenants, users, keys, conversations, messages"
 
 MIGRATIONS: dict[str, tuple[Migration, ...]] = {
     dialect: (
-        Migration(1, _CORE, _render(dialect, _CORE_TABLES)),
-        Migration(2, "jobs: the durable background queue", _render(dialect, _JOB_TABLES)),
-        Migration(3, "vectors: embeddings for semantic search", _render(dialect, _VECTOR_TABLES)),
+        Migration(1, _CORE, render(dialect, CORE_TABLES)),
+        Migration(2, "jobs: the durable background queue", render(dialect, JOB_TABLES)),
+        Migration(3, "vectors: embeddings for semantic search", render(dialect, VECTOR_TABLES)),
         Migration(
             4,
             "state: working memory, plans, iterations, checkpoints, snapshots, summaries",
-            _render(dialect, _STATE_TABLES),
+            render(dialect, STATE_TABLES),
         ),
         Migration(
             5,
             "recall: keyword index and embedding bookkeeping",
-            _render(dialect, _RECALL_TABLES) + _RECALL_KEYWORDS[dialect],
+            render(dialect, RECALL_TABLES) + RECALL_KEYWORDS[dialect],
         ),
-        Migration(6, "node memories: index of blob generations", _render(dialect, _NODE_TABLES)),
+        Migration(6, "node memories: index of blob generations", render(dialect, NODE_TABLES)),
         Migration(
             7,
             "long-term memory: facts, their sources and history, profiles, extraction log",
-            _render(dialect, _LONGTERM_TABLES),
+            render(dialect, LONGTERM_TABLES),
         ),
         Migration(
             8,
             "jobs: the request id that queued a job (logs follow it); keys: an expiry time",
             (
                 "ALTER TABLE jobs ADD COLUMN request_id TEXT",
-                f"ALTER TABLE api_keys ADD COLUMN expires_at {_TYPES[dialect]['time']}",
+                f"ALTER TABLE api_keys ADD COLUMN expires_at {TYPES[dialect]['time']}",
             ),
         ),
         Migration(
             9,
             "retention: how long each kind of data is kept, per tenant",
-            _render(dialect, _RETENTION_TABLES),
+            render(dialect, RETENTION_TABLES),
         ),
         Migration(
             10,
@@ -659,17 +188,17 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
             11,
             "node memories: the message ids each generation holds (idempotent turns); "
             "vectors by message (single-message deletes)",
-            (*_render(dialect, _NODE_TURN_TABLES), _VECTORS_BY_MESSAGE),
+            (*render(dialect, NODE_TURN_TABLES), VECTORS_BY_MESSAGE),
         ),
         Migration(
             12,
             "graphs: LangGraph checkpoints, pending writes and store items",
-            _render(dialect, _GRAPH_TABLES),
+            render(dialect, GRAPH_TABLES),
         ),
         Migration(
             13,
             "workers: heartbeats, so due jobs without a running worker are reported",
-            _render(dialect, _WORKER_TABLES),
+            render(dialect, WORKER_TABLES),
         ),
         Migration(
             14,
@@ -677,5 +206,5 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
             _MESSAGE_IDS[dialect],
         ),
     )
-    for dialect in _TYPES
+    for dialect in TYPES
 }

@@ -1,0 +1,77 @@
+"""Read-path embedding: a context reuses its query message's stored vector, and a read
+catches up on waiting messages within a bounded budget (the job does the rest)."""
+
+from __future__ import annotations
+
+import pytest
+
+from memstrata import Memory, Scope
+from memstrata.testing import FakeEmbedder
+from memstrata.testing.conformance import fresh_scope
+
+
+@pytest.fixture
+def fake(memory: Memory) -> tuple[Memory, FakeEmbedder]:
+    emb = FakeEmbedder(64)
+    memory.core.recall.use(emb)
+    memory.core.context.auto_compact = False
+    return memory, emb
+
+
+def _turns(mem: Memory, scope: Scope, n: int) -> str:
+    conv = mem.conversations.create(scope)
+    for i in range(n):
+        mem.messages.append(scope, conv.id, role="user", content=f"question {i} about gardening")
+        mem.messages.append(scope, conv.id, role="assistant", content=f"answer {i} on tomatoes")
+    return conv.id
+
+
+def _embedded(emb: FakeEmbedder) -> list[str]:
+    return [t for call in emb.calls for t in call]
+
+
+def test_context_reuses_the_stored_vector_of_its_query(fake: tuple[Memory, FakeEmbedder]) -> None:
+    mem, emb = fake
+    scope = fresh_scope()
+    cid = _turns(mem, scope, 3)
+    mem.messages.append(scope, cid, role="user", content="what about my roses")
+    mem.recall.flush(scope)
+    emb.calls.clear()
+    ctx = mem.context(scope, cid)
+    assert _embedded(emb) == []  # the newest user message already has its vector
+    assert ctx.report.tiers["recall"] is not None
+    # An explicit query is not a stored message: it is embedded.
+    mem.context(scope, cid, query="tomatoes")
+    assert _embedded(emb) == ["tomatoes"]
+
+
+def test_a_waiting_query_message_is_embedded_once(fake: tuple[Memory, FakeEmbedder]) -> None:
+    mem, emb = fake
+    scope = fresh_scope()
+    cid = _turns(mem, scope, 2)
+    mem.recall.flush(scope)
+    mem.messages.append(scope, cid, role="user", content="what about my roses")
+    emb.calls.clear()
+    mem.context(scope, cid)
+    mem.context(scope, cid)
+    assert _embedded(emb) == ["what about my roses"]  # stored at the first read, reused
+    assert mem.recall.pending(scope) == 0
+
+
+def test_catch_up_stops_at_its_budget(fake: tuple[Memory, FakeEmbedder]) -> None:
+    mem, _ = fake
+    scope = fresh_scope()
+    _turns(mem, scope, 5)
+    assert mem.recall.pending(scope) == 10
+    # An embedder measured slower than the whole budget: one message per read, the rest
+    # waits (found by keywords meanwhile).
+    mem.core.recall.seconds_per_doc = 10.0
+    hits = mem.recall.search(scope, "gardening", k=3)
+    assert hits  # keywords find messages still waiting
+    assert mem.recall.pending(scope) == 9
+    # What the read left is handed to the debounced embedding job.
+    assert "recall.embed" in [j.kind for j in mem.jobs.list().items]
+    # A fast one: the read embeds everything waiting within the same budget.
+    mem.core.recall.seconds_per_doc = 1e-6
+    mem.recall.search(scope, "gardening", k=3)
+    assert mem.recall.pending(scope) == 0
