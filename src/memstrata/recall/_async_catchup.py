@@ -50,7 +50,7 @@ def _query_message(
     found = yield from ctx_ops.default_query_message(scope, conversation_id, leaf_id)
     if found is None:
         return None, None
-    stored = yield from idx.stored_vector(found.id, embedder, dim)
+    stored = yield from idx.stored_vector(found.conversation_id, found.id, embedder, dim)
     return found, stored
 
 

@@ -439,11 +439,15 @@ def delete_for_user(dialect: str, tenant: str, user: str) -> Op[None]:
     yield Exec("DELETE FROM recall_docs WHERE tenant_id = ? AND user_id = ?", (tenant, user))
 
 
-def stored_vector(message_id: str, embedder: str, dim: int) -> Op[bytes | None]:
-    """The vector recall stored for ``message_id`` in the space ``embedder`` (float32
-    little-endian bytes), or None when it is not embedded there yet."""
+def stored_vector(
+    conversation_id: str, message_id: str, embedder: str, dim: int
+) -> Op[bytes | None]:
+    """The vector recall stored for the message in the space ``embedder`` (float32
+    little-endian bytes), or None when it is not embedded there yet. Message ids are per
+    conversation: the conversation is part of the lookup."""
     rows = yield Query(
-        "SELECT vector FROM vectors WHERE id = ? AND message_id = ? AND embedder = ? AND dim = ?",
-        (message_id, message_id, embedder, dim),
+        "SELECT vector FROM vectors WHERE conversation_id = ? AND message_id = ? "
+        "AND embedder = ? AND dim = ?",
+        (conversation_id, message_id, embedder, dim),
     )
     return bytes(rows[0][0]) if rows else None
