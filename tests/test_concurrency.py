@@ -67,10 +67,10 @@ def test_parallel_appenders_lose_nothing(mem: Memory, tmp_path: Path) -> None:
     assert sorted(contents) == sorted(
         f"p{k}-{i}" for k in range(PROCESSES) for i in range(PER_PROCESS)
     )
-    for parent, child in itertools.pairwise(branch):
-        assert child.parent_id == parent.id
-        assert child.depth == parent.depth + 1
-        assert child.branch_tokens == parent.branch_tokens + child.token_count
+    for parent, message in itertools.pairwise(branch):
+        assert message.parent_id == parent.id
+        assert message.depth == parent.depth + 1
+        assert message.branch_tokens == parent.branch_tokens + message.token_count
     for k in range(PROCESSES):  # each writer's own messages kept their order
         mine = [c for c in contents if c.startswith(f"p{k}-")]
         assert mine == [f"p{k}-{i}" for i in range(PER_PROCESS)]

@@ -13,6 +13,7 @@ import secrets
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -143,7 +144,7 @@ def test_conversation_delete_racing_writes_leaves_nothing(mem: Memory) -> None:
         mem.messages.append(scope, conv.id, role="user", content=f"{canary} first")
         outcomes += _race(
             _writes(mem, scope, conv.id, canary),
-            lambda s=scope, c=conv.id: mem.conversations.delete(s, c),  # type: ignore[misc]
+            partial(mem.conversations.delete, scope, conv.id),
         )
         assert leftovers(mem, [conv.id, canary]) == []
         with pytest.raises(NotFound):
@@ -163,7 +164,7 @@ def test_user_delete_racing_writes_leaves_nothing(mem: Memory) -> None:
         mem.checkpoints.save(scope, "graph", "user-wide", {"s": canary})
         writes = _writes(mem, scope, first.id, canary)[: WRITES // 2]
         writes += _writes(mem, scope, second.id, canary)[: WRITES - len(writes)]
-        outcomes += _race(writes, lambda s=scope: mem.users.delete(s))  # type: ignore[misc]
+        outcomes += _race(writes, partial(mem.users.delete, scope))
         assert leftovers(mem, [user, first.id, second.id, canary]) == []
     assert "ok" in outcomes
 
@@ -174,10 +175,9 @@ def test_user_delete_racing_fact_writes_never_deadlocks(mem: Memory) -> None:
     for n in range(ROUNDS):
         scope = Scope(TENANT, f"facts{n}")
         mem.facts.add(scope, "lives in Lisbon")
-        writes = [
-            lambda i=i, s=scope: mem.facts.add(s, f"fact number {i}")  # type: ignore[misc]
-            for i in range(WRITES)
+        writes: list[Callable[[], Any]] = [
+            partial(mem.facts.add, scope, f"fact number {i}") for i in range(WRITES)
         ]
-        assert set(_race(writes, lambda s=scope: mem.users.delete(s))) == {"ok"}  # type: ignore[misc]
+        assert set(_race(writes, partial(mem.users.delete, scope))) == {"ok"}
         kept = {f.content for f in mem.facts.list(scope, limit=100).items}
         assert "lives in Lisbon" not in kept  # the delete took everything before it

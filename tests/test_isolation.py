@@ -253,7 +253,7 @@ def test_deleting_a_user_keeps_the_namesakes(module_memory: Memory) -> None:
     assert [c.title for c in mem.conversations.list(b).items] == ["keep me"]
 
 
-@settings(max_examples=settings.default.max_examples * 3)
+@settings(max_examples=settings().max_examples * 3)
 @given(data=st.data())
 def test_random_reads(world: World, data: st.DataObject) -> None:
     scope = data.draw(st.sampled_from(world.scopes), label="scope")

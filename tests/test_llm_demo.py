@@ -7,7 +7,7 @@ import json
 import logging
 from datetime import date
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import pytest
@@ -23,7 +23,9 @@ from memstrata.longterm.prompt import build_messages, repair_messages
 from memstrata.types import Role
 
 
-def extract(turns: list[tuple[str, str]], facts: list[PromptFact] | None = None) -> dict:
+def extract(
+    turns: list[tuple[Literal["user", "assistant"], str]], facts: list[PromptFact] | None = None
+) -> dict:
     state = MemoryState(profile={}, facts=tuple(facts or ()))
     messages = build_messages(
         state,

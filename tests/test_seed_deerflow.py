@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,7 +17,7 @@ from memstrata.testing import FakeLLM
 S = Scope("t1", "alice")
 
 
-def _open(tmp_path: Path, **settings: object) -> Memory:
+def _open(tmp_path: Path, **settings: Any) -> Memory:
     db = f"sqlite:///{(tmp_path / 'm.db').as_posix()}"
     return Memory.open(db, settings=Settings(home=str(tmp_path), **settings))
 

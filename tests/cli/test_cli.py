@@ -128,7 +128,9 @@ def test_keys_list_json_and_revoke(run):
 def test_migrate_reports_the_schema_version(run, home):
     result = run("migrate")
     assert "schema version:" in result.stdout
-    version = int(re.search(r"schema version: (\d+)", result.stdout)[1])
+    match = re.search(r"schema version: (\d+)", result.stdout)
+    assert match is not None
+    version = int(match[1])
     with Memory.open(f"sqlite:///{(home / 'memstrata.db').as_posix()}") as mem:
         assert version == mem.core.engine.schema_version()
     assert version >= 1

@@ -357,9 +357,13 @@ def test_reads_match_on_one_store(live: Live) -> None:
             want_ctx = local.context(ALICE, cid, **kwargs)
             assert got_ctx.to_dict() == want_ctx.to_dict()
             assert got_ctx.report == want_ctx.report
-        for query, kwargs in (("WAL", {}), ("journal", {"message_range": 1, "k": 1})):
-            assert remote.recall.search(ALICE, query, **kwargs) == local.recall.search(
-                ALICE, query, **kwargs
+        searches: list[tuple[str, dict[str, Any]]] = [
+            ("WAL", {}),
+            ("journal", {"message_range": 1, "k": 1}),
+        ]
+        for query, options in searches:
+            assert remote.recall.search(ALICE, query, **options) == local.recall.search(
+                ALICE, query, **options
             )
         assert remote.facts.list(ALICE) == local.facts.list(ALICE)
         assert remote.working.get(ALICE) == local.working.get(ALICE)
@@ -474,7 +478,7 @@ def test_an_admin_key_acts_for_several_users(live: Live) -> None:
         with RemoteMemory(live.url, live.key("t1", "alice")) as alice:
             history = alice.history(ALICE, mine.id)
             assert [m.content for m in history.messages] == ["from alice"]
-        assert admin.users.delete(BOB) is None
+        assert admin.users.delete(BOB) is None  # type: ignore[func-returns-value]  # checked at run time too
         with pytest.raises(NotFound):
             admin.conversations.get(BOB, theirs.id)
         assert {u for u, _ in admin.users.list("t1").items} == {"alice"}

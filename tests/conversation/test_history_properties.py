@@ -334,7 +334,7 @@ queries = st.tuples(
 )
 
 
-@settings(max_examples=settings.default.max_examples * 2)
+@settings(max_examples=settings().max_examples * 2)
 @given(
     plan=st.lists(actions, max_size=40),
     asks=st.lists(queries, min_size=1, max_size=8),
@@ -381,7 +381,7 @@ def long_prefix(b: Builder, length: int, early: str, late: str) -> None:
         b.apply(("say", role, " ".join(VOCAB[(i + j) % len(VOCAB)] for j in range(words))))
 
 
-@settings(max_examples=max(10, settings.default.max_examples // 2))
+@settings(max_examples=max(10, settings().max_examples // 2))
 @given(
     prefix=st.tuples(
         st.integers(0, 300), st.sampled_from(sorted(SIZES)), st.sampled_from(sorted(SIZES))

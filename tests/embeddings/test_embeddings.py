@@ -270,8 +270,8 @@ def test_model_dir_without_files_is_a_configuration_error(tmp_path: Path) -> Non
 def _without(monkeypatch, *modules: str) -> None:
     real = importlib.util.find_spec
 
-    def find_spec(name: str, *args: object) -> object:
-        return None if name in modules else real(name, *args)
+    def find_spec(name: str, package: str | None = None) -> object:
+        return None if name in modules else real(name, package)
 
     monkeypatch.setattr(minilm_module.importlib.util, "find_spec", find_spec)
 

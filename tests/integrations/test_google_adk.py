@@ -35,6 +35,13 @@ def _event(author: str, text: str | None, **extra: object) -> Event:
     return Event(author=author, content=types.Content(role=role, parts=parts), **extra)
 
 
+def _text(entry: MemoryEntry) -> str | None:
+    """The text of a memory entry's first part."""
+    parts = entry.content.parts
+    assert parts is not None
+    return parts[0].text
+
+
 async def test_sessions_are_added_once(amem: AsyncMemory) -> None:
     service = MemstrataMemoryService(amem)
     assert isinstance(service, BaseMemoryService)
@@ -60,7 +67,7 @@ async def test_sessions_are_added_once(amem: AsyncMemory) -> None:
         ("user", "She plays the cello"),
     ]
     found = await service.search_memory(app_name="app1", user_id="alice", query="cello")
-    assert found.memories[0].content.parts[0].text == "She plays the cello"
+    assert _text(found.memories[0]) == "She plays the cello"
     entry = found.memories[0]
     assert entry.author == "user"
     assert entry.custom_metadata["conversation_id"] == convs[0].id
@@ -74,7 +81,7 @@ async def test_apps_and_users_are_kept_apart(amem: AsyncMemory) -> None:
     )
     for app, user in (("app1", "bob"), ("app2", "alice")):
         found = await service.search_memory(app_name=app, user_id=user, query="canary-alice-7")
-        assert all("canary" not in (e.content.parts[0].text or "") for e in found.memories)
+        assert all("canary" not in (_text(e) or "") for e in found.memories)
     shared = MemstrataMemoryService(amem, tenant="acme")
     assert shared.scope("anything", "alice") == Scope(tenant="acme", user="alice")
     with pytest.raises(InvalidInput):

@@ -30,7 +30,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Memory]:
     yield from open_memory(request.param, tmp_path)
 
 
-def _report(mem: Memory, flavour: str) -> dict[str, object]:
+def _report(mem: Memory, flavour: str) -> dict[str, int]:
     @checkpointer_test(name=f"memstrata-{flavour}")
     async def saver() -> AsyncGenerator[MemstrataSaver | AsyncMemstrataSaver, None]:
         scope = Scope("conformance", f"u{next(_users)}")

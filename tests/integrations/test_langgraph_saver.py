@@ -5,6 +5,7 @@ deleting a user deletes their checkpoints."""
 
 from __future__ import annotations
 
+import importlib
 import operator
 import os
 import subprocess
@@ -80,7 +81,7 @@ def test_a_graph_resumes_from_a_memstrata_checkpoint_in_a_new_process(tmp_path: 
     url = f"sqlite:///{tmp_path / 'graph.db'}"
     sys.path.insert(0, str(tmp_path))
     try:
-        import graph as module  # the same definition the new process uses
+        module = importlib.import_module("graph")  # the same definition the new process uses
     finally:
         sys.path.remove(str(tmp_path))
         sys.modules.pop("graph", None)

@@ -6,12 +6,14 @@ MiniLM) and with the embeddings an IndexConfig names; TTLs; batch and abatch."""
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, cast
 
 import pytest
+from langchain_core.messages import HumanMessage
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.runtime import Runtime
-from langgraph.store.base import BaseStore, GetOp, PutOp, SearchOp
+from langgraph.store.base import BaseStore, GetOp, Item, Op, PutOp, SearchItem, SearchOp
 from langgraph.store.memory import InMemoryStore
 
 from memstrata import AsyncMemory, InvalidInput, Memory
@@ -126,8 +128,8 @@ def test_the_memories_pattern_of_langgraph_works_in_a_graph(mem: Memory) -> None
     g.add_edge("remember", END)
     graph = g.compile(checkpointer=MemstrataSaver(mem, Scope("acme", "user-42")), store=store)
     config: Any = {"configurable": {"thread_id": "1"}}
-    graph.invoke({"messages": [("user", "I like jazz")]}, config)
-    out = graph.invoke({"messages": [("user", "I live in Oslo")]}, config)
+    graph.invoke({"messages": [HumanMessage("I like jazz")]}, config)
+    out = graph.invoke({"messages": [HumanMessage("I live in Oslo")]}, config)
     assert out["messages"][-1].content == "I remember 2 things"
     assert sorted(i.value["data"] for i in store.search(("memories", "user-42"))) == [
         "I like jazz",
@@ -162,7 +164,7 @@ def test_semantic_search_with_the_default_embedder(mem: Memory) -> None:
 
 
 def test_semantic_search_with_the_embeddings_the_config_names(mem: Memory) -> None:
-    def embed(texts: list[str]) -> list[list[float]]:
+    def embed(texts: Sequence[str]) -> list[list[float]]:
         return [[float("cello" in t.lower()), float("tax" in t.lower()), 1.0] for t in texts]
 
     store = MemstrataStore(mem, "acme", index={"dims": 3, "embed": embed, "fields": ["text"]})
@@ -209,7 +211,7 @@ def test_batch_and_abatch_run_mixed_ops(mem: Memory, amem: AsyncMemory) -> None:
     import anyio
 
     store = MemstrataStore(mem, "acme", async_memory=amem)
-    ops = [
+    ops: list[Op] = [
         PutOp(("b",), "one", {"v": 1}),
         PutOp(facts_namespace("u1"), str(uuid.uuid4()), {"content": "Owns a bike"}),
         GetOp(("b",), "one"),
@@ -217,9 +219,10 @@ def test_batch_and_abatch_run_mixed_ops(mem: Memory, amem: AsyncMemory) -> None:
     ]
     results = store.batch(ops)
     assert results[:2] == [None, None]
-    assert results[2] is not None
-    assert results[2].value == {"v": 1}
-    assert [i.key for i in results[3]] == ["one"]
+    got = cast(Item | None, results[2])  # a GetOp's result
+    assert got is not None
+    assert got.value == {"v": 1}
+    assert [i.key for i in cast(list[SearchItem], results[3])] == ["one"]  # a SearchOp's
 
     async def run() -> list[Any]:
         return await store.abatch([PutOp(("b",), "two", {"v": 2}), SearchOp(("b",))])

@@ -90,11 +90,11 @@ async def test_memory_blocks_in_llamaindex_memory(amem: AsyncMemory) -> None:
     await amem.facts.add(SCOPE, "User's bike is a Brompton", category="knowledge")
     old = await amem.conversations.create(SCOPE)
     await amem.messages.append(SCOPE, old.id, role="user", content="The boat is called Ilse")
-    recall = MemstrataRecallBlock(amem, scope=SCOPE, k=3)
+    recall = MemstrataRecallBlock(memory=amem, scope=SCOPE, k=3)
     memory = LlamaMemory.from_defaults(
         session_id="s1",
         token_limit=4000,
-        memory_blocks=[MemstrataFactsBlock(amem, scope=SCOPE), recall],
+        memory_blocks=[MemstrataFactsBlock(memory=amem, scope=SCOPE), recall],
     )
     await memory.aput(ChatMessage(role="user", content="what is the boat called?"))
     system = (await memory.aget())[0]
@@ -107,7 +107,7 @@ async def test_memory_blocks_in_llamaindex_memory(amem: AsyncMemory) -> None:
         [ChatMessage(role="user", content="kayak colour")]
     )
     assert await recall.aget([]) == ""
-    empty = MemstrataFactsBlock(amem, scope=Scope(tenant="t1", user="nobody"))
+    empty = MemstrataFactsBlock(memory=amem, scope=Scope(tenant="t1", user="nobody"))
     assert await empty.aget() == ""
 
 

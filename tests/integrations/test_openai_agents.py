@@ -158,7 +158,8 @@ async def test_pop_keeps_the_old_item_as_a_branch(amem: AsyncMemory) -> None:
     popped = await session.pop_item()
     assert popped == {"role": "assistant", "content": "first try"}
     await session.add_items([{"role": "assistant", "content": "second try"}])
-    assert [i["content"] for i in await session.get_items()] == [
+    items: list[Any] = await session.get_items()  # plain message dicts, each with a content
+    assert [i["content"] for i in items] == [
         ITEMS[2]["content"],
         "second try",
     ]
@@ -193,7 +194,7 @@ async def test_bad_input_is_refused_whole(amem: AsyncMemory) -> None:
         MemstrataSession("", amem, SCOPE)
     session = MemstrataSession("bad", amem, SCOPE)
     with pytest.raises(InvalidInput):
-        await session.add_items([ITEMS[2], {"role": "user", "content": object()}])
+        await session.add_items([ITEMS[2], {"role": "user", "content": object()}])  # type: ignore[list-item, misc]  # deliberately not an item
     assert await session.get_items() == []
 
 

@@ -12,7 +12,9 @@ from pydantic_ai.messages import (
     ModelMessagesTypeAdapter,
     ModelRequest,
     ModelResponse,
+    SystemPromptPart,
     TextPart,
+    UserPromptPart,
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
@@ -89,7 +91,9 @@ async def test_foreign_messages_and_scopes(amem: AsyncMemory) -> None:
     await amem.messages.append(SCOPE, history.conversation_id, role="user", content="from REST")
     loaded = await history.load()
     assert isinstance(loaded[1], ModelRequest)
-    assert loaded[1].parts[0].content == "from REST"
+    part = loaded[1].parts[0]
+    assert isinstance(part, UserPromptPart)
+    assert part.content == "from REST"
     assert await other.load() == []
     await history.clear()
     assert await history.load() == []
@@ -108,7 +112,7 @@ def _memory_parts(messages: list[ModelMessage]) -> list[str]:
         p.content
         for m in messages
         for p in m.parts
-        if getattr(p, "dynamic_ref", None) == MEMORY_REF
+        if isinstance(p, SystemPromptPart) and p.dynamic_ref == MEMORY_REF
     ]
 
 

@@ -9,6 +9,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,7 +29,7 @@ def mem(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Memory]:
 
 
 def _enqueue(mem: Memory, now: int, **kw):  # type: ignore[no-untyped-def]
-    args = {
+    args: dict[str, Any] = {
         "job_id": mem.core.rt.make_id(),
         "kind": "extract",
         "key": "conv-1",

@@ -432,6 +432,7 @@ _JSON = st.recursive(
 
 
 def _check(text: str) -> None:
+    raw: str | None
     try:
         update = parse_update(text, ALIASES)
     except UpdateParseError as exc:

@@ -43,7 +43,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import httpx
 from fastapi.testclient import TestClient
 from hypothesis import settings
 from hypothesis import strategies as st
@@ -54,6 +53,7 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
+from starlette import testclient  # its httpx module: the one TestClient responses come from
 
 from memstrata import AsyncMemory, Memory
 from memstrata.config import Settings
@@ -179,14 +179,14 @@ def _admin(user: UserId, agent: str | None) -> Actor:
 user_keys = st.builds(_user_key, st.sampled_from(USER_IDS))
 admins = st.builds(_admin, st.sampled_from(USER_IDS), st.sampled_from(AGENTS))
 actors = st.one_of(user_keys, admins)
-# The arguments of a rule that reads a versioned document, or writes it with If-Match: *
-# (needs it), If-None-Match: * (needs its absence) or no condition.
-CONDITIONAL_WRITE = {
-    "actor": actors,
-    "data": st.data(),
-    "write": st.booleans(),
-    "cond": st.sampled_from(["none", "match", "absent"]),
-}
+# The rule for reading a versioned document, or writing it with If-Match: * (needs it),
+# If-None-Match: * (needs its absence) or no condition.
+conditional_write = rule(
+    actor=actors,
+    data=st.data(),
+    write=st.booleans(),
+    cond=st.sampled_from(["none", "match", "absent"]),
+)
 
 
 def shares(viewer: Owner, owner: Owner) -> bool:
@@ -305,7 +305,7 @@ class RestIsolation(RuleBasedStateMachine):
         tenant_wide: bool = False,
         extra_headers: dict[str, str] | None = None,
         **kwargs: Any,
-    ) -> httpx.Response:
+    ) -> testclient.httpx.Response:
         """Send one request as ``actor``. ``shared``: a recall answer (or a context, which
         recalls), where a user scope may see its agent scopes' messages. ``tenant_wide``: an admin key naming no user."""
         extra = extra_headers or {}
@@ -329,7 +329,7 @@ class RestIsolation(RuleBasedStateMachine):
         viewer: Viewer,
         shared: bool,
         **kwargs: Any,
-    ) -> httpx.Response:
+    ) -> testclient.httpx.Response:
         r = self.client.request(method, url, headers=headers, **kwargs)
         self.requests += 1
         _record(method, url, r.status_code)
@@ -1074,7 +1074,7 @@ class RestIsolation(RuleBasedStateMachine):
             return {412}
         return {200}
 
-    @rule(**CONDITIONAL_WRITE)
+    @conditional_write
     def user_working_memory(
         self, actor: Actor, data: st.DataObject, write: bool, cond: str
     ) -> None:
@@ -1102,7 +1102,7 @@ class RestIsolation(RuleBasedStateMachine):
             self.user_working.add(actor.scope)
             self.user_rows[actor.scope[0]].add(actor.scope[1])
 
-    @rule(**CONDITIONAL_WRITE)
+    @conditional_write
     def conversation_working_memory(
         self, actor: Actor, data: st.DataObject, write: bool, cond: str
     ) -> None:
@@ -1142,7 +1142,7 @@ class RestIsolation(RuleBasedStateMachine):
             )
             assert other.json()["code"] == r.json()["code"]
 
-    @rule(**CONDITIONAL_WRITE)
+    @conditional_write
     def plan(self, actor: Actor, data: st.DataObject, write: bool, cond: str) -> None:
         picked = self.pick_conv(data, actor, self.plans)
         if picked is None:

@@ -19,6 +19,7 @@ import sqlite3
 import subprocess
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -158,7 +159,7 @@ def test_driver_text_never_reaches_the_error_postgres(pg_mem: Memory) -> None:
 def test_finding6_concurrent_unconditional_plan_puts_all_succeed(mem: Memory) -> None:
     conv = mem.conversations.create(SCOPE)
     docs = [{"step": i} for i in range(PARALLEL)]
-    results = _parallel([lambda d=d: mem.plans.put(SCOPE, conv.id, d) for d in docs])
+    results = _parallel([partial(mem.plans.put, SCOPE, conv.id, d) for d in docs])
     assert not [r for r in results if isinstance(r, Exception)]
     assert sorted(r.version for r in results) == list(range(1, PARALLEL + 1))
     final = mem.plans.get(SCOPE, conv.id)
@@ -172,7 +173,7 @@ def test_finding6_concurrent_unconditional_working_memory_puts_all_succeed(
 ) -> None:
     cid = mem.conversations.create(SCOPE).id if where == "conversation" else None
     texts = [f"note {i}" for i in range(PARALLEL)]
-    results = _parallel([lambda t=t: mem.working.put(SCOPE, t, conversation_id=cid) for t in texts])
+    results = _parallel([partial(mem.working.put, SCOPE, t, conversation_id=cid) for t in texts])
     assert not [r for r in results if isinstance(r, Exception)]
     assert sorted(r.version for r in results) == list(range(1, PARALLEL + 1))
     final = mem.working.get(SCOPE, conversation_id=cid)
@@ -187,7 +188,7 @@ def test_finding6_conditional_puts_still_refuse_a_stale_version(mem: Memory) -> 
         mem.plans.put(SCOPE, conv.id, {"v": 2}, expected_version=0)
     results = _parallel(
         [
-            lambda i=i: mem.plans.put(SCOPE, conv.id, {"v": i}, expected_version=1)
+            partial(mem.plans.put, SCOPE, conv.id, {"v": i}, expected_version=1)
             for i in range(PARALLEL)
         ]
     )
@@ -207,7 +208,7 @@ def test_finding7_exactly_one_parallel_completion_wins(mem: Memory) -> None:
     pending = mem.messages.append(SCOPE, conv.id, role="assistant", content="", status="pending")
     results = _parallel(
         [
-            lambda i=i: mem.messages.complete(SCOPE, conv.id, pending.id, content=f"answer {i}")
+            partial(mem.messages.complete, SCOPE, conv.id, pending.id, content=f"answer {i}")
             for i in range(PARALLEL)
         ]
     )

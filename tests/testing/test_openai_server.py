@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -33,7 +34,7 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-def _client(server: FakeOpenAIServer, **options: object) -> OpenAICompatibleLLM:
+def _client(server: FakeOpenAIServer, **options: Any) -> OpenAICompatibleLLM:
     return OpenAICompatibleLLM(
         model="served-model", base_url=server.base_url, retries=0, timeout_s=10, **options
     )
@@ -123,6 +124,7 @@ def test_other_paths_404_and_bad_bodies_400() -> None:
             )
             assert bad.status_code == 400
             assert "not valid JSON" in bad.json()["error"]["message"]
+            body: object
             for body in ([], {"messages": CHAT}, {"model": "m", "messages": "hi"}):
                 r = http.post("/v1/chat/completions", content=json.dumps(body).encode())
                 assert r.status_code == 400, body

@@ -3,6 +3,7 @@ idempotent imports, one user's export, and a table list that follows the schema.
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ from longterm_support import rule_extractor
 from memstrata import Memory, Scope
 from memstrata.config import Settings
 from memstrata.errors import InvalidInput
-from memstrata.storage.plan import Query, read
+from memstrata.storage.plan import Op, Query, read
 from memstrata.testing import FakeLLM
 from memstrata.testing.conformance import fresh_scope
 from memstrata.transfer.tables import DERIVED, TABLES
@@ -51,9 +52,9 @@ def _fill(mem: Memory, s: Scope, word: str) -> str:
     return c.id
 
 
-def _export(mem: Memory, **kw: str) -> str:
+def _export(mem: Memory, tenant: str | None = None, user: str | None = None) -> str:
     lines: list[str] = []
-    mem.transfer.export(lines.append, **kw)
+    mem.transfer.export(lines.append, tenant=tenant, user=user)
     return "\n".join(lines) + "\n"
 
 
@@ -154,24 +155,24 @@ def test_every_table_is_exported_or_named_derived(tmp_path: Path) -> None:
     mem = _fresh(tmp_path)
     try:
 
-        def names() -> object:
+        def names() -> Op[set[str]]:
             rows = yield Query("SELECT name FROM sqlite_master WHERE type = 'table'")
             return {r[0] for r in rows}
 
-        def columns(table: str) -> object:
+        def columns(table: str) -> Op[list[str]]:
             rows = yield Query(f"PRAGMA table_info({table})")
             return [r[1] for r in rows]
 
         tables = {
             t
-            for t in mem.core.engine.run(read(names))  # type: ignore[attr-defined]
+            for t in mem.core.engine.run(read(names))
             if not t.startswith(("sqlite_", "recall_fts_"))
         }
         exported = {t.name for t in TABLES}
         assert tables == exported | set(DERIVED)
         for spec in TABLES:
-            actual = mem.core.engine.run(read(lambda s=spec: columns(s.name)))
+            actual = mem.core.engine.run(read(partial(columns, spec.name)))
             want = list(spec.columns) + (["seq"] if spec.serial else [])
-            assert sorted(actual) == sorted(want), spec.name  # type: ignore[arg-type]
+            assert sorted(actual) == sorted(want), spec.name
     finally:
         mem.close()

@@ -19,7 +19,7 @@ from memstrata import Memory
 from memstrata.config import Settings
 from memstrata.errors import Conflict, InvalidInput, MemstrataError
 from memstrata.storage.engine import Engine
-from memstrata.storage.plan import Query, read, write
+from memstrata.storage.plan import Op, Query, read, write
 from memstrata.types import Scope
 from memstrata.vectors import (
     Space,
@@ -190,7 +190,9 @@ def test_scores_span_the_cosine_range(vec: Env) -> None:
 def test_hits_carry_message_and_conversation(vec: Env) -> None:
     index = vec.index()
     index.add([VectorItem("v1", A, "conv-9", "msg-7", basis(2))])
-    assert index.search(A, basis(2), 1) == [VectorHit("v1", "msg-7", "conv-9", pytest.approx(1.0))]
+    [hit] = index.search(A, basis(2), 1)
+    assert (hit.id, hit.message_id, hit.conversation_id) == ("v1", "msg-7", "conv-9")
+    assert hit.score == pytest.approx(1.0)
 
 
 # -- isolation ----------------------------------------------------------------------------------
@@ -320,7 +322,9 @@ def test_adding_an_id_again_replaces_it(vec: Env) -> None:
     index.add([item("v1", A, basis(0), "c1", "m1"), item("v2", A, basis(1), "c1")])
     index.add([item("v1", A, basis(3), "c2", "m9")])
     assert index.count() == 2
-    assert index.search(A, basis(3), 1) == [VectorHit("v1", "m9", "c2", pytest.approx(1.0))]
+    [hit] = index.search(A, basis(3), 1)
+    assert (hit.id, hit.message_id, hit.conversation_id) == ("v1", "m9", "c2")
+    assert hit.score == pytest.approx(1.0)
     # The old vector and its old conversation are gone with it.
     assert [h.id for h in index.search(A, basis(0), 5, conversation_id="c1")] == ["v2"]
     assert max(h.score for h in index.search(A, basis(0), 5)) == pytest.approx(0.0, abs=1e-6)
@@ -446,7 +450,11 @@ def test_top10_matches_the_exact_reference(vec: Env) -> None:
         q = rng.standard_normal(dim)
         reference = {f"v{i:04}" for i in np.argsort(-cosines(matrix, q))[:10]}
         assert {h.id for h in exact.search(A, q, 10)} == reference
-        hits = vec.engine.run(read(lambda q=q: settings_then(settings, index.search_op(A, q, 10))))
+
+        def search(q: np.ndarray = q) -> Op[list[VectorHit]]:
+            return settings_then(settings, index.search_op(A, q, 10))
+
+        hits = vec.engine.run(read(search))
         assert len(hits) == 10
         overlaps.append(len({h.id for h in hits} & reference) / 10)
     if vec.expected == "exact":
