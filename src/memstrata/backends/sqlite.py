@@ -32,6 +32,9 @@ T = TypeVar("T")
 log = logging.getLogger(__name__)
 _memory_ids = itertools.count()
 
+#: Operations one engine runs at once for the async API: the cores, between 2 and 8.
+READ_THREADS = max(2, min(8, os.cpu_count() or 2))
+
 
 # Primary result codes an operator can act on; the driver's own text stays in the log,
 # never in an error a client sees.
@@ -143,7 +146,11 @@ class SqliteEngine:
         self._all_lock = threading.Lock()
         # Shared-cache memory databases lock per table and ignore busy_timeout: serialise them.
         self._serial = threading.RLock() if self._uri else None
-        self._limiter = CapacityLimiter(8)
+        # Threads that run operations for the async API: SQLite's work here is CPU in this
+        # process (pages come from the cache), so more threads than cores only take turns
+        # on the GIL and cost CPU (bench serve: 8 threads on 2 cores doubled the CPU of a
+        # context request and halved history's throughput against 2).
+        self._limiter = CapacityLimiter(READ_THREADS)
         # SQLite runs one writer at a time: writers of this process queue on the event loop
         # instead of in threads spinning on the database lock (each woken writer costs CPU
         # and the GIL); other processes' writers still meet the busy timeout.
