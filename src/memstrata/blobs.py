@@ -20,10 +20,11 @@ unreachable store :class:`~memstrata.errors.BackendUnavailable`.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeVar
 
+from memstrata import steps
 from memstrata.errors import MemstrataError
 
 __all__ = [
@@ -179,38 +180,27 @@ class Blobs:
 
     def run(self, op: BlobOp[T]) -> T:
         """Drive ``op`` with blocking calls; a store error is thrown into the operation."""
-        return _drive(op, self._execute, self._count)
+
+        def execute(request: BlobRequest) -> Any:
+            result = self._execute(request)
+            self._count(request, result)
+            return result
+
+        return steps.drive(op, execute, _store_errors)
 
     async def arun(self, op: BlobOp[T]) -> T:
         """Drive ``op`` on the event loop (the store's own async calls)."""
-        try:
-            request = next(op)
-            while True:
-                try:
-                    result = await self._aexecute(request)
-                except MemstrataError as exc:
-                    request = op.throw(exc)
-                else:
-                    self._count(request, result)
-                    request = op.send(result)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
+
+        async def execute(request: BlobRequest) -> Any:
+            result = await self._aexecute(request)
+            self._count(request, result)
+            return result
+
+        return await steps.adrive(op, execute, _store_errors)
 
 
-def _drive(
-    op: BlobOp[T],
-    execute: Callable[[BlobRequest], Any],
-    count: Callable[[BlobRequest, Any], None],
-) -> T:
-    try:
-        request = next(op)
-        while True:
-            try:
-                result = execute(request)
-            except MemstrataError as exc:
-                request = op.throw(exc)
-            else:
-                count(request, result)
-                request = op.send(result)
-    except StopIteration as stop:
-        return stop.value  # type: ignore[no-any-return]
+def _store_errors(exc: Exception) -> BaseException:
+    """A store's error goes into the operation (it may recover); anything else propagates."""
+    if isinstance(exc, MemstrataError):
+        return exc
+    raise exc

@@ -19,7 +19,10 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Generic, Literal, Protocol, TypeVar
+
+from memstrata import steps
 
 __all__ = ["Exec", "Op", "Plan", "Query", "Request", "Row", "adrive", "drive", "read", "write"]
 
@@ -95,17 +98,7 @@ def drive(op: Op[T], execute: Cursor, translate: Callable[[Exception], Exception
     so an operation may catch, say, a :class:`~memstrata.errors.Conflict` from a
     unique index and recover; an error it does not catch propagates.
     """
-    try:
-        request = next(op)
-        while True:
-            try:
-                result = execute(request)
-            except Exception as exc:  # translated and handed to the operation
-                request = op.throw(_translated(translate, exc))
-            else:
-                request = op.send(result)
-    except StopIteration as stop:
-        return stop.value  # type: ignore[no-any-return]
+    return steps.drive(op, execute, partial(_translated, translate))
 
 
 async def adrive(
@@ -114,14 +107,4 @@ async def adrive(
     translate: Callable[[Exception], Exception],
 ) -> T:
     """:func:`drive` for a driver whose ``execute`` is a coroutine (the same protocol)."""
-    try:
-        request = next(op)
-        while True:
-            try:
-                result = await execute(request)
-            except Exception as exc:
-                request = op.throw(_translated(translate, exc))
-            else:
-                request = op.send(result)
-    except StopIteration as stop:
-        return stop.value  # type: ignore[no-any-return]
+    return await steps.adrive(op, execute, partial(_translated, translate))

@@ -63,7 +63,7 @@ class Embedding:
         if not texts:
             return []
         if self.model is None:
-            got = yield call("graphs.embed", list(texts))
+            got = yield call(lambda m: m.graphs.embed, list(texts))
         elif kind == "query":
             got = [(yield Local(self.model.embed_query, self.model.aembed_query, (texts[0],)))]
         else:
@@ -81,19 +81,21 @@ def get_item(
     tenant: str, agent: str | None, namespace: tuple[str, ...], key: str, refresh: bool
 ) -> Steps[GraphItem | None]:
     got: list[GraphItem | None] = yield call(
-        "graphs.get_items", tenant, [(namespace, key)], agent=agent
+        lambda m: m.graphs.get_items, tenant, [(namespace, key)], agent=agent
     )
     found = got[0]
     if found is None:
         return None
     if refresh and found.expires_at is not None:
-        yield call("graphs.get_items", tenant, [(namespace, key)], agent=agent, refresh_ttl=True)
+        yield call(
+            lambda m: m.graphs.get_items, tenant, [(namespace, key)], agent=agent, refresh_ttl=True
+        )
     return found
 
 
 def put_item(tenant: str, agent: str | None, op: PutOp, embedding: Embedding | None) -> Steps[None]:
     if op.value is None:
-        yield call("graphs.delete_item", tenant, op.namespace, op.key, agent=agent)
+        yield call(lambda m: m.graphs.delete_item, tenant, op.namespace, op.key, agent=agent)
         return
     vectors: dict[str, list[float]] = {}
     if embedding is not None and op.index is not False:
@@ -101,7 +103,7 @@ def put_item(tenant: str, agent: str | None, op: PutOp, embedding: Embedding | N
         got = yield from embedding.vectors(list(texts.values()), "documents")
         vectors = dict(zip(texts, got, strict=True))
     yield call(
-        "graphs.put_item",
+        lambda m: m.graphs.put_item,
         tenant,
         op.namespace,
         op.key,
@@ -116,7 +118,7 @@ def search_items(
     tenant: str, agent: str | None, prefix: tuple[str, ...], with_vectors: bool
 ) -> Steps[list[GraphItem]]:
     found: list[GraphItem] = yield call(
-        "graphs.search_items", tenant, prefix, agent=agent, with_vectors=with_vectors
+        lambda m: m.graphs.search_items, tenant, prefix, agent=agent, with_vectors=with_vectors
     )
     return found
 
@@ -125,9 +127,11 @@ def refresh(tenant: str, agent: str | None, shown: Sequence[GraphItem]) -> Steps
     """Push back the expiry of the expiring items a read returned."""
     keys = [(f.namespace, f.key) for f in shown if f.expires_at is not None]
     if keys:
-        yield call("graphs.get_items", tenant, keys, agent=agent, refresh_ttl=True)
+        yield call(lambda m: m.graphs.get_items, tenant, keys, agent=agent, refresh_ttl=True)
 
 
 def item_namespaces(tenant: str, agent: str | None) -> Steps[list[tuple[str, ...]]]:
-    names: list[tuple[str, ...]] = yield call("graphs.list_namespaces", tenant, agent=agent)
+    names: list[tuple[str, ...]] = yield call(
+        lambda m: m.graphs.list_namespaces, tenant, agent=agent
+    )
     return names

@@ -90,7 +90,7 @@ def mirror_messages(scope: Scope, thread_id: str, messages: Sequence[Any]) -> St
         mid, message = rows[stored - 1]
         if _fields(message) is not None:
             try:
-                yield call("messages.get", scope, conversation_id, mid)
+                yield call(lambda m: m.messages.get, scope, conversation_id, mid)
                 break
             except NotFound:
                 pass
@@ -100,7 +100,7 @@ def mirror_messages(scope: Scope, thread_id: str, messages: Sequence[Any]) -> St
     if stored == 0:
         with contextlib.suppress(Conflict):  # made meanwhile by another writer
             yield call(
-                "conversations.create",
+                lambda m: m.conversations.create,
                 scope,
                 id=conversation_id,
                 title=f"LangGraph thread {thread_id}"[:200],
@@ -110,5 +110,7 @@ def mirror_messages(scope: Scope, thread_id: str, messages: Sequence[Any]) -> St
     for mid, message in rows[stored:]:
         fields = _fields(message)
         if fields is not None:
-            yield call("messages.put", scope, conversation_id, id=mid, parent_id=parent, **fields)
+            yield call(
+                lambda m: m.messages.put, scope, conversation_id, id=mid, parent_id=parent, **fields
+            )
             parent = mid

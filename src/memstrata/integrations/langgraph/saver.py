@@ -126,7 +126,9 @@ class _Saver(BaseCheckpointSaver[str]):
 
     def _get(self, config: RunnableConfig) -> Steps[CheckpointTuple | None]:
         thread_id, ns, checkpoint_id = _where(config)
-        row = yield call("graphs.get_checkpoint", self.scope, thread_id, ns, checkpoint_id)
+        row = yield call(
+            lambda m: m.graphs.get_checkpoint, self.scope, thread_id, ns, checkpoint_id
+        )
         return None if row is None else self._tuple(row)
 
     def _page(
@@ -138,7 +140,7 @@ class _Saver(BaseCheckpointSaver[str]):
         conf = (config or {}).get("configurable", {})
         thread_id = conf.get("thread_id")
         page: Page[GraphCheckpoint] = yield call(
-            "graphs.list_checkpoints",
+            lambda m: m.graphs.list_checkpoints,
             self.scope,
             thread_id=None if thread_id is None else str(thread_id),
             checkpoint_ns=conf.get("checkpoint_ns"),
@@ -158,7 +160,7 @@ class _Saver(BaseCheckpointSaver[str]):
         meta_type, meta_blob = self.serde.dumps_typed(stored_meta)
         run_id = stored_meta.get("run_id")
         yield call(
-            "graphs.put_checkpoint",
+            lambda m: m.graphs.put_checkpoint,
             self.scope,
             thread_id=thread_id,
             checkpoint_ns=ns,
@@ -192,7 +194,7 @@ class _Saver(BaseCheckpointSaver[str]):
                 )
             )
         yield call(
-            "graphs.put_writes",
+            lambda m: m.graphs.put_writes,
             self.scope,
             thread_id=thread_id,
             checkpoint_ns=ns,

@@ -56,7 +56,7 @@ Needs ``pip install 'memstrata[langgraph]'``; importing this module without it r
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import anyio.to_thread
@@ -222,7 +222,7 @@ class MemstrataStore(BaseStore):
         except InvalidInput:
             return None  # fact ids are UUIDs: no fact has this key
         try:
-            fact: Fact = yield _call("facts.get", scope, fid)
+            fact: Fact = yield _call(lambda m: m.facts.get, scope, fid)
         except NotFound:
             return None
         return fact
@@ -231,7 +231,7 @@ class MemstrataStore(BaseStore):
         scope = self._scope(target.user)
         try:
             wm: WorkingMemory = yield _call(
-                "working.get", scope, conversation_id=target.conversation_id
+                lambda m: m.working.get, scope, conversation_id=target.conversation_id
             )
         except NotFound:
             return None
@@ -267,7 +267,7 @@ class MemstrataStore(BaseStore):
         if fact is None:
             return  # deleting what is not there is a no-op, as in any store
         with contextlib.suppress(NotFound):  # deleted meanwhile
-            yield _call("facts.delete", self._scope(user), fact.id)
+            yield _call(lambda m: m.facts.delete, self._scope(user), fact.id)
 
     def _put_fact(self, user: str, key: str, value: Mapping[str, Any]) -> _Steps[None]:
         scope = self._scope(user)
@@ -285,10 +285,10 @@ class MemstrataStore(BaseStore):
                 fields["content"] = " ".join(fields["content"].split())  # as memstrata stores it
             changes = {k: v for k, v in fields.items() if getattr(current, k) != v}
             if changes:
-                yield _call("facts.edit", scope, fid, **changes)
+                yield _call(lambda m: m.facts.edit, scope, fid, **changes)
             return
         yield _call(
-            "facts.add",
+            lambda m: m.facts.add,
             scope,
             fields.get("content"),
             category=fields.get("category", "context"),
@@ -302,7 +302,9 @@ class MemstrataStore(BaseStore):
             return
         with contextlib.suppress(NotFound):  # not there: deleting is a no-op
             yield _call(
-                "working.delete", self._scope(target.user), conversation_id=target.conversation_id
+                lambda m: m.working.delete,
+                self._scope(target.user),
+                conversation_id=target.conversation_id,
             )
 
     def _put_working(self, target: Target, key: str, value: Mapping[str, Any]) -> _Steps[None]:
@@ -315,7 +317,7 @@ class MemstrataStore(BaseStore):
             raise InvalidInput("a working memory value needs 'content'", field="content")
         content = fields.pop("content")
         yield _call(
-            "working.put",
+            lambda m: m.working.put,
             self._scope(target.user),
             content,
             conversation_id=target.conversation_id,
@@ -369,16 +371,21 @@ class MemstrataStore(BaseStore):
         kwargs: dict[str, Any] = {"status": status}
         if isinstance(rest.get("category"), str):
             kwargs["category"] = rest["category"]
-        facts = yield from self._pages("facts.list", self._scope(target.user), **kwargs)
+        facts = yield from self._pages(lambda m: m.facts.list, self._scope(target.user), **kwargs)
         found = [found_fact(target, fact) for fact in facts]
         return [f for f in found if passes(f.value, rest)]
 
-    def _pages(self, path: str, *args: Any, **kwargs: Any) -> _Steps[list[Any]]:
+    def _pages(
+        self,
+        method: Callable[[Memory | AsyncMemory], Callable[..., Any]],
+        *args: Any,
+        **kwargs: Any,
+    ) -> _Steps[list[Any]]:
         """Every item of a cursor-paginated memstrata list."""
         items: list[Any] = []
         cursor: str | None = None
         while True:
-            page = yield _call(path, *args, limit=_PAGE, cursor=cursor, **kwargs)
+            page = yield _call(method, *args, limit=_PAGE, cursor=cursor, **kwargs)
             items.extend(page.items)
             cursor = page.next_cursor
             if cursor is None:
@@ -392,7 +399,9 @@ class MemstrataStore(BaseStore):
         if len(prefix) >= 2:
             users = [prefix[1]]
         else:
-            users = [name for name, _ in (yield from self._pages("users.list", self.tenant))]
+            users = [
+                name for name, _ in (yield from self._pages(lambda m: m.users.list, self.tenant))
+            ]
         kinds = {prefix[2]} if len(prefix) == 3 else {"facts", "working"}
         targets: list[Target] = []
         for user in users:
@@ -400,7 +409,9 @@ class MemstrataStore(BaseStore):
                 targets.append(Target(user, "facts"))
             if "working" in kinds:
                 targets.append(Target(user, "working"))
-                conversations = yield from self._pages("conversations.list", self._scope(user))
+                conversations = yield from self._pages(
+                    lambda m: m.conversations.list, self._scope(user)
+                )
                 targets.extend(Target(user, "working", c.id) for c in conversations)
         return targets
 
@@ -426,5 +437,5 @@ class MemstrataStore(BaseStore):
     def _has_items(self, target: Target) -> _Steps[bool]:
         if target.kind == "working":
             return (yield from self._working(target)) is not None
-        page = yield _call("facts.list", self._scope(target.user), status="all", limit=1)
+        page = yield _call(lambda m: m.facts.list, self._scope(target.user), status="all", limit=1)
         return bool(page.items)
