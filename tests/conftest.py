@@ -3,6 +3,7 @@ profiles, and the CI rule that a test skipped for a missing server fails the run
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Generator, Iterator, Mapping
@@ -54,6 +55,22 @@ def _open(request: pytest.FixtureRequest, tmp: Path) -> Iterator[Memory]:
             yield mem
         finally:
             mem.close()
+
+
+@pytest.fixture(autouse=True)
+def _logging_as_it_was() -> Iterator[None]:
+    """Undo what a test's in-process `serve`/`worker`/`mcp` command does to logging
+    (memstrata.logs.configure_logging: its own handler, no propagation), so a later test in
+    the same worker still sees memstrata's records through caplog."""
+    saved = [
+        (logger, logger.handlers[:], logger.level, logger.propagate)
+        for logger in map(logging.getLogger, ("memstrata", "uvicorn.error"))
+    ]
+    yield
+    for logger, handlers, level, propagate in saved:
+        logger.handlers[:] = handlers
+        logger.setLevel(level)
+        logger.propagate = propagate
 
 
 @pytest.fixture(params=[pytest.param(name, marks=b.marks, id=name) for name, b in BACKENDS.items()])
