@@ -13,10 +13,11 @@ import math
 from collections.abc import Callable
 from typing import NamedTuple
 
-from memstrata.conversation.conversations import get_conversation
+from memstrata.conversation.conversations import _OWNER, _owner, get_conversation
 from memstrata.conversation.history import History, HistoryPlanner, check_limits
 from memstrata.conversation.lookup import require_message, system_tail
-from memstrata.errors import InvalidInput
+from memstrata.errors import InvalidInput, NotFound
+from memstrata.ids import parse_id
 from memstrata.runtime import Runtime
 from memstrata.storage.plan import Op, Query, Row
 from memstrata.storage.records import MESSAGE_COLUMNS, to_message
@@ -28,6 +29,7 @@ __all__ = [
     "branch_chunk",
     "history",
     "load_leaf",
+    "open_branch",
     "path",
     "resolve_leaf",
     "system_run",
@@ -51,14 +53,63 @@ def load_leaf(conversation_id: str, message_id: str, what: str = "leaf") -> Op[L
     return Leaf(to_message(row), system_tail(row))
 
 
+_PREFIXED = ", ".join(f"m.{c.strip()}" for c in MESSAGE_COLUMNS.split(","))
+# Row 0: (0, the conversation's active leaf, the leaf's columns or NULLs); no row when the
+# conversation is not the scope's. With the system run, its rows follow, tail first.
+_OPEN_HEAD = (
+    f"c(active_leaf_id) AS (SELECT active_leaf_id FROM conversations WHERE id = ? AND {_OWNER}),"
+    f" l AS (SELECT {_PREFIXED} FROM messages m"
+    " WHERE m.conversation_id = ? AND m.id = (SELECT COALESCE(?, active_leaf_id) FROM c))"
+)
+_OPEN_LEAF = (
+    "SELECT 0, c.active_leaf_id, "
+    + ", ".join(f"l.{c.strip()}" for c in MESSAGE_COLUMNS.split(","))
+    + " FROM c LEFT JOIN l ON 1 = 1"
+)
+_OPEN_SQL = f"WITH {_OPEN_HEAD} {_OPEN_LEAF}"
+_OPEN_WITH_SYSTEM_SQL = (
+    f"WITH RECURSIVE {_OPEN_HEAD}, s({MESSAGE_COLUMNS}, n) AS ("
+    f" SELECT {_PREFIXED}, 1 FROM messages m"
+    " JOIN l ON m.conversation_id = l.conversation_id AND m.id = l.system_tail_id"
+    " UNION ALL"
+    f" SELECT {_PREFIXED}, s.n + 1 FROM messages m"
+    " JOIN s ON m.conversation_id = s.conversation_id AND m.id = s.parent_id"
+    f") {_OPEN_LEAF} UNION ALL SELECT n, NULL, {MESSAGE_COLUMNS} FROM s ORDER BY 1"
+)
+_LEAF_AT = 2
+
+
 def resolve_leaf(scope: Scope, conversation_id: str, leaf_id: str | None = None) -> Op[Leaf | None]:
     """The leaf of the branch a call is about: ``leaf_id``, else the active leaf (None for an
     empty conversation). NotFound when the conversation is not the scope's or has no such message."""
-    conv = yield from get_conversation(scope, conversation_id)
-    ref = leaf_id or conv.active_leaf_id
-    if ref is None:
-        return None
-    return (yield from load_leaf(conversation_id, ref))
+    found = yield from open_branch(scope, conversation_id, leaf_id, with_system=False)
+    return None if found is None else found[0]
+
+
+def open_branch(
+    scope: Scope, conversation_id: str, leaf_id: str | None = None, *, with_system: bool = True
+) -> Op[tuple[Leaf, list[Message]] | None]:
+    """:func:`resolve_leaf` and (``with_system``) :func:`system_run` in one statement: the
+    owner check, the leaf and its system run cost one round trip to a networked store."""
+    ref = leaf_id or None
+    try:
+        mid = None if ref is None else parse_id(ref, field="leaf")
+    except InvalidInput:
+        mid = None  # still check the conversation first: its NotFound comes before the leaf's
+    rows: list[Row] = yield Query(
+        _OPEN_WITH_SYSTEM_SQL if with_system else _OPEN_SQL,
+        (conversation_id, *_owner(scope), conversation_id, mid),
+    )
+    if not rows:
+        raise NotFound(f"conversation {conversation_id} not found", kind="conversation")
+    head = rows[0]
+    if head[_LEAF_AT] is None:  # no such leaf, or (no ``leaf_id``) an empty conversation
+        if ref is None and head[1] is None:
+            return None
+        raise NotFound(f"leaf {ref or head[1]} not found", kind="leaf")
+    row = head[_LEAF_AT:]
+    system = [to_message(r[_LEAF_AT:]) for r in reversed(rows[1:])]
+    return Leaf(to_message(row), system_tail(row)), system
 
 
 def system_run(conversation_id: str, leaf: Leaf) -> Op[list[Message]]:
@@ -237,14 +288,15 @@ def history(
         raise InvalidInput("give leaf_id or before, not both", field="before")
     tokenizer = tokenizer_for(rt, model)
     if before is None:
-        leaf = yield from resolve_leaf(scope, conversation_id, leaf_id)
+        opened = yield from open_branch(scope, conversation_id, leaf_id)
+        leaf, system = (None, []) if opened is None else opened
     else:
         yield from get_conversation(scope, conversation_id)
         ref, _ = yield from _leaf_before(conversation_id, before)
         leaf = None if ref is None else (yield from load_leaf(conversation_id, ref))
+        system = [] if leaf is None else (yield from system_run(conversation_id, leaf))
     if leaf is None:
         return History(None, [], 0, False, False, tokenizer.name)
-    system = yield from system_run(conversation_id, leaf)
     rows_read = 1 + len(system)
     planner = HistoryPlanner(
         system=system,
