@@ -94,8 +94,10 @@ def open_branch(
     ref = leaf_id or None
     try:
         mid = None if ref is None else parse_id(ref, field="leaf")
+        malformed = False
     except InvalidInput:
-        mid = None  # still check the conversation first: its NotFound comes before the leaf's
+        # A malformed id names no message; the conversation's NotFound still comes first.
+        mid, malformed = None, True
     rows: list[Row] = yield Query(
         _OPEN_WITH_SYSTEM_SQL if with_system else _OPEN_SQL,
         (conversation_id, *_owner(scope), conversation_id, mid),
@@ -103,7 +105,9 @@ def open_branch(
     if not rows:
         raise NotFound(f"conversation {conversation_id} not found", kind="conversation")
     head = rows[0]
-    if head[_LEAF_AT] is None:  # no such leaf, or (no ``leaf_id``) an empty conversation
+    if (
+        malformed or head[_LEAF_AT] is None
+    ):  # no such leaf, or (no ``leaf_id``) an empty conversation
         if ref is None and head[1] is None:
             return None
         raise NotFound(f"leaf {ref or head[1]} not found", kind="leaf")
