@@ -105,9 +105,8 @@ def open_branch(
     if not rows:
         raise NotFound(f"conversation {conversation_id} not found", kind="conversation")
     head = rows[0]
-    if (
-        malformed or head[_LEAF_AT] is None
-    ):  # no such leaf, or (no ``leaf_id``) an empty conversation
+    # No such leaf, or (no ``leaf_id``) an empty conversation.
+    if malformed or head[_LEAF_AT] is None:
         if ref is None and head[1] is None:
             return None
         raise NotFound(f"leaf {ref or head[1]} not found", kind="leaf")
