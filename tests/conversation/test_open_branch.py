@@ -2,7 +2,7 @@
 
 ``open_branch`` must answer exactly what the step-by-step reads answer (the conversation,
 then the leaf, then the system run), including which NotFound comes first, and a history
-whose budget fits the first walk chunk reads with two statements. SQLite and PostgreSQL
+whose budget fits the first walk chunk reads with one statement. SQLite and PostgreSQL
 (the PostgreSQL cases skip without a server, see tests/support.py).
 """
 
@@ -99,7 +99,7 @@ def test_open_branch_answers_as_the_stepwise_reads(mem: Memory, systems: int) ->
             assert all(m.role.value == "system" for m in system)
 
 
-def test_history_in_one_budget_reads_with_two_statements(mem: Memory) -> None:
+def test_history_in_one_budget_reads_with_one_statement(mem: Memory) -> None:
     cid, _ = _seed(mem, 2)
     sent: list[Request] = []
 
@@ -118,5 +118,5 @@ def test_history_in_one_budget_reads_with_two_statements(mem: Memory) -> None:
     assert [m.content for m in h.messages] == ["s0", "s1"] + [
         c for i in range(4) for c in (f"q{i}", f"a{i}")
     ]
-    assert len(sent) == 2
+    assert len(sent) == 1
     assert h == mem.history(ALICE, cid, max_tokens=2000)
