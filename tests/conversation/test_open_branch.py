@@ -2,7 +2,7 @@
 
 ``open_branch`` must answer exactly what the step-by-step reads answer (the conversation,
 then the leaf, then the system run), including which NotFound comes first, and a history
-whose budget fits the first walk chunk reads with one statement. SQLite and PostgreSQL
+whose budget fits the first walk chunk reads with one statement (two without reading ahead). SQLite and PostgreSQL
 (the PostgreSQL cases skip without a server, see tests/support.py).
 """
 
@@ -99,12 +99,15 @@ def test_open_branch_answers_as_the_stepwise_reads(mem: Memory, systems: int) ->
             assert all(m.role.value == "system" for m in system)
 
 
-def test_history_in_one_budget_reads_with_one_statement(mem: Memory) -> None:
+@pytest.mark.parametrize(("read_ahead", "statements"), [(True, 1), (False, 2)])
+def test_history_in_one_budget_reads_with_one_statement(
+    mem: Memory, read_ahead: bool, statements: int
+) -> None:
     cid, _ = _seed(mem, 2)
     sent: list[Request] = []
 
     def counted() -> Op[Any]:
-        op = history(mem.core.rt, ALICE, cid, max_tokens=2000)
+        op = history(mem.core.rt, ALICE, cid, max_tokens=2000, read_ahead=read_ahead)
         result = None
         try:
             while True:
@@ -118,5 +121,5 @@ def test_history_in_one_budget_reads_with_one_statement(mem: Memory) -> None:
     assert [m.content for m in h.messages] == ["s0", "s1"] + [
         c for i in range(4) for c in (f"q{i}", f"a{i}")
     ]
-    assert len(sent) == 1
+    assert len(sent) == statements
     assert h == mem.history(ALICE, cid, max_tokens=2000)

@@ -367,19 +367,24 @@ def history(
     max_messages: int | None = 500,
     model: str | None = None,
     before: str | None = None,
+    read_ahead: bool = False,
 ) -> Op[History]:
     """Token-budgeted history of one branch; reads about as many rows as it returns.
 
     ``before`` (a message id) ends the history just before that message's turn, on its
     branch: Dify builds a prompt as ``[*history, query]``, so the history of the turn
     being answered must not hold its own question. It cannot be combined with ``leaf_id``.
+
+    ``read_ahead`` reads the first walk chunk in the opening statement (when counting in
+    the store's encoding): one round trip fewer where each statement crosses a network;
+    on SQLite the wider statement costs more than the call it saves.
     """
     check_limits(max_tokens, max_messages)
     if before is not None and leaf_id is not None:
         raise InvalidInput("give leaf_id or before, not both", field="before")
     tokenizer = tokenizer_for(rt, model)
     first: FirstChunk | None = None
-    if before is None and tokenizer is rt.tokenizer:
+    if before is None and read_ahead and tokenizer is rt.tokenizer:
         found = yield from _open_for_history(
             scope, conversation_id, leaf_id, max_tokens, max_messages
         )
