@@ -484,6 +484,7 @@ class AsyncMemory(AsyncSubAPI):
             max_messages=max_messages,
             model=model,
             before=before,
+            read_ahead=self._core.engine.dialect == "postgres",
         )
 
     async def context(

@@ -470,6 +470,7 @@ class Memory(SubAPI):
             max_messages=max_messages,
             model=model,
             before=before,
+            read_ahead=self._core.engine.dialect == "postgres",
         )
 
     def context(

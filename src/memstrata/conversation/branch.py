@@ -13,10 +13,16 @@ import math
 from collections.abc import Callable
 from typing import NamedTuple
 
-from memstrata.conversation.conversations import get_conversation
-from memstrata.conversation.history import History, HistoryPlanner, check_limits
+from memstrata.conversation.conversations import _OWNER, _owner, get_conversation
+from memstrata.conversation.history import (
+    NO_MESSAGE_CAP,
+    History,
+    HistoryPlanner,
+    check_limits,
+)
 from memstrata.conversation.lookup import require_message, system_tail
-from memstrata.errors import InvalidInput
+from memstrata.errors import InvalidInput, NotFound
+from memstrata.ids import parse_id
 from memstrata.runtime import Runtime
 from memstrata.storage.plan import Op, Query, Row
 from memstrata.storage.records import MESSAGE_COLUMNS, to_message
@@ -28,6 +34,7 @@ __all__ = [
     "branch_chunk",
     "history",
     "load_leaf",
+    "open_branch",
     "path",
     "resolve_leaf",
     "system_run",
@@ -51,14 +58,143 @@ def load_leaf(conversation_id: str, message_id: str, what: str = "leaf") -> Op[L
     return Leaf(to_message(row), system_tail(row))
 
 
+_PREFIXED = ", ".join(f"m.{c.strip()}" for c in MESSAGE_COLUMNS.split(","))
+# Row 0: (0, the conversation's active leaf, the leaf's columns or NULLs); no row when the
+# conversation is not the scope's. With the system run, its rows follow, tail first.
+_OPEN_HEAD = (
+    f"c(active_leaf_id) AS (SELECT active_leaf_id FROM conversations WHERE id = ? AND {_OWNER}),"
+    f" l AS (SELECT {_PREFIXED} FROM messages m"
+    " WHERE m.conversation_id = ? AND m.id = (SELECT COALESCE(?, active_leaf_id) FROM c))"
+)
+_OPEN_LEAF = (
+    "SELECT 0, c.active_leaf_id, "
+    + ", ".join(f"l.{c.strip()}" for c in MESSAGE_COLUMNS.split(","))
+    + " FROM c LEFT JOIN l ON 1 = 1"
+)
+_OPEN_SQL = f"WITH {_OPEN_HEAD} {_OPEN_LEAF}"
+_OPEN_WITH_SYSTEM_SQL = (
+    f"WITH RECURSIVE {_OPEN_HEAD}, s({MESSAGE_COLUMNS}, n) AS ("
+    f" SELECT {_PREFIXED}, 1 FROM messages m"
+    " JOIN l ON m.conversation_id = l.conversation_id AND m.id = l.system_tail_id"
+    " UNION ALL"
+    f" SELECT {_PREFIXED}, s.n + 1 FROM messages m"
+    " JOIN s ON m.conversation_id = s.conversation_id AND m.id = s.parent_id"
+    f") {_OPEN_LEAF} UNION ALL SELECT n, NULL, {MESSAGE_COLUMNS} FROM s ORDER BY 1"
+)
+_LEAF_AT = 2
+_COLS = [c.strip() for c in MESSAGE_COLUMNS.split(",")]
+# History in the store's encoding also reads its first walk chunk here, sized as
+# ``_next_chunk`` sizes it (room = max_tokens - the system run's tokens; with room, the
+# messages that fit plus the one that crosses, else a blind 8; never into the system run).
+# Rows: (0, 0, active leaf, lim, lo, leaf), then system rows (1, n, ...), walk rows (2, n, ...).
+_OPEN_WITH_FIRST_SQL = (
+    f"WITH RECURSIVE {_OPEN_HEAD}, s({MESSAGE_COLUMNS}, n) AS ("
+    f" SELECT {_PREFIXED}, 1 FROM messages m"
+    " JOIN l ON m.conversation_id = l.conversation_id AND m.id = l.system_tail_id"
+    " UNION ALL"
+    f" SELECT {_PREFIXED}, s.n + 1 FROM messages m"
+    " JOIN s ON m.conversation_id = s.conversation_id AND m.id = s.parent_id),"
+    " t(bt, cnt) AS (SELECT COALESCE(MAX(m.branch_tokens), 0), COALESCE(MAX(m.depth) + 1, 0)"
+    " FROM messages m JOIN l ON m.conversation_id = l.conversation_id"
+    " AND m.id = l.system_tail_id),"
+    " q(lim, lo, top) AS (SELECT"
+    " CASE WHEN CAST(? AS BIGINT) - t.bt > 0 THEN CAST(? AS BIGINT) + 2 ELSE 8 END,"
+    " CASE WHEN CAST(? AS BIGINT) - t.bt > 0 THEN l.branch_tokens"
+    " - CASE WHEN l.status = 'pending' THEN l.token_count ELSE 0 END"
+    " - (CAST(? AS BIGINT) - t.bt) ELSE 0 END,"
+    " l.depth - t.cnt + 1 FROM l, t),"
+    " p(lim, lo) AS (SELECT CASE WHEN lim < top THEN lim ELSE top END, lo FROM q),"
+    f" w({MESSAGE_COLUMNS}, n) AS (SELECT {', '.join(f'l.{c}' for c in _COLS)}, 1"
+    " FROM l, p WHERE p.lim >= 1"
+    " UNION ALL"
+    f" SELECT {_PREFIXED}, w.n + 1 FROM messages m"
+    " JOIN w ON m.conversation_id = w.conversation_id AND m.id = w.parent_id"
+    " JOIN p ON 1 = 1 WHERE w.n < p.lim AND m.branch_tokens >= p.lo)"
+    f" SELECT 0, 0, c.active_leaf_id, p.lim, p.lo, {', '.join(f'l.{c}' for c in _COLS)}"
+    " FROM c LEFT JOIN l ON 1 = 1 LEFT JOIN p ON 1 = 1"
+    f" UNION ALL SELECT 1, n, NULL, NULL, NULL, {MESSAGE_COLUMNS} FROM s"
+    f" UNION ALL SELECT 2, n, NULL, NULL, NULL, {MESSAGE_COLUMNS} FROM w"
+    " ORDER BY 1, 2"
+)
+
+
 def resolve_leaf(scope: Scope, conversation_id: str, leaf_id: str | None = None) -> Op[Leaf | None]:
     """The leaf of the branch a call is about: ``leaf_id``, else the active leaf (None for an
     empty conversation). NotFound when the conversation is not the scope's or has no such message."""
-    conv = yield from get_conversation(scope, conversation_id)
-    ref = leaf_id or conv.active_leaf_id
-    if ref is None:
+    found = yield from open_branch(scope, conversation_id, leaf_id, with_system=False)
+    return None if found is None else found[0]
+
+
+def open_branch(
+    scope: Scope, conversation_id: str, leaf_id: str | None = None, *, with_system: bool = True
+) -> Op[tuple[Leaf, list[Message]] | None]:
+    """:func:`resolve_leaf` and (``with_system``) :func:`system_run` in one statement: the
+    owner check, the leaf and its system run cost one round trip to a networked store."""
+    ref, mid = _leaf_ref(leaf_id)
+    rows: list[Row] = yield Query(
+        _OPEN_WITH_SYSTEM_SQL if with_system else _OPEN_SQL,
+        (conversation_id, *_owner(scope), conversation_id, mid),
+    )
+    leaf = _head(conversation_id, ref, mid, rows, 1, _LEAF_AT)
+    if leaf is None:
         return None
-    return (yield from load_leaf(conversation_id, ref))
+    return leaf, [to_message(r[_LEAF_AT:]) for r in reversed(rows[1:])]
+
+
+#: A first walk chunk read ahead: its row limit, its lowest ``branch_tokens``, its rows.
+FirstChunk = tuple[int, int, list[Row]]
+
+
+def _open_for_history(
+    scope: Scope,
+    conversation_id: str,
+    leaf_id: str | None,
+    max_tokens: int | None,
+    max_messages: int | None,
+) -> Op[tuple[Leaf, list[Message], FirstChunk | None] | None]:
+    """:func:`open_branch` plus the first walk chunk of a history in the store's encoding."""
+    ref, mid = _leaf_ref(leaf_id)
+    budget = NO_MESSAGE_CAP if max_tokens is None else max_tokens  # None: room always
+    cap = NO_MESSAGE_CAP if max_messages is None else max_messages
+    rows: list[Row] = yield Query(
+        _OPEN_WITH_FIRST_SQL,
+        (conversation_id, *_owner(scope), conversation_id, mid, budget, cap, budget, budget),
+    )
+    at = _LEAF_AT + 3
+    leaf = _head(conversation_id, ref, mid, rows, 2, at)
+    if leaf is None:
+        return None
+    system = [to_message(r[at:]) for r in reversed(rows[1:]) if r[0] == 1]
+    walk = [r[at:] for r in rows if r[0] == 2]
+    first = None if rows[0][3] is None else (int(rows[0][3]), int(rows[0][4]), walk)
+    return leaf, system, first
+
+
+def _leaf_ref(leaf_id: str | None) -> tuple[str | None, str | None]:
+    """The leaf as named (None: the active leaf) and its canonical id ("" when malformed:
+    it names no message, and the conversation's NotFound must still come first)."""
+    ref = leaf_id or None
+    try:
+        return ref, None if ref is None else parse_id(ref, field="leaf")
+    except InvalidInput:
+        return ref, ""
+
+
+def _head(
+    conversation_id: str, ref: str | None, mid: str | None, rows: list[Row], active: int, at: int
+) -> Leaf | None:
+    """The leaf from an opening statement's first row (``active``: where the conversation's
+    active leaf sits, ``at``: where the leaf's columns start); None for an empty conversation."""
+    if not rows:
+        raise NotFound(f"conversation {conversation_id} not found", kind="conversation")
+    head = rows[0]
+    # No such leaf, or (no ``leaf_id``) an empty conversation.
+    if mid == "" or head[at] is None:
+        if ref is None and head[active] is None:
+            return None
+        raise NotFound(f"leaf {ref or head[active]} not found", kind="leaf")
+    row = head[at:]
+    return Leaf(to_message(row), system_tail(row))
 
 
 def system_run(conversation_id: str, leaf: Leaf) -> Op[list[Message]]:
@@ -147,12 +283,14 @@ def walk_branch(
     tokenizer: Tokenizer,
     *,
     floor_depth: int = 0,
+    first: FirstChunk | None = None,
 ) -> Op[int]:
     """Feed ``planner`` the branch from ``leaf`` towards the root, newest first, above
     ``floor_depth`` and the system run (already loaded), until it has what it needs.
 
     Chunks are sized from the stored cumulative branch tokens (scaled by the ratio seen so
     far when counting in another encoding), so about as many rows are read as kept.
+    ``first``, a chunk read ahead, stands for the first read when it is the one asked for.
     Returns the rows read; the planner is finished when the walk ends.
     """
     count = token_counter(rt, tokenizer)
@@ -169,7 +307,11 @@ def walk_branch(
         ratio = 1.0 if exact else max(seen_model / max(seen_store, 1), 0.1)
         limit, min_bt, blind = _next_chunk(planner, start_bt, ratio, grow)
         limit = min(limit, start_depth - floor + 1)
-        rows = yield from branch_chunk(conversation_id, start_id, limit, min_bt)
+        if first is not None and (first[0], max(first[1], 0)) == (limit, max(min_bt, 0)):
+            rows = first[2]
+        else:
+            rows = yield from branch_chunk(conversation_id, start_id, limit, min_bt)
+        first = None
         rows_read += len(rows)
         batch = [to_message(r) for r in rows]
         if planner.feed(batch):
@@ -225,26 +367,38 @@ def history(
     max_messages: int | None = 500,
     model: str | None = None,
     before: str | None = None,
+    read_ahead: bool = False,
 ) -> Op[History]:
     """Token-budgeted history of one branch; reads about as many rows as it returns.
 
     ``before`` (a message id) ends the history just before that message's turn, on its
     branch: Dify builds a prompt as ``[*history, query]``, so the history of the turn
     being answered must not hold its own question. It cannot be combined with ``leaf_id``.
+
+    ``read_ahead`` reads the first walk chunk in the opening statement (when counting in
+    the store's encoding): one round trip fewer where each statement crosses a network;
+    on SQLite the wider statement costs more than the call it saves.
     """
     check_limits(max_tokens, max_messages)
     if before is not None and leaf_id is not None:
         raise InvalidInput("give leaf_id or before, not both", field="before")
     tokenizer = tokenizer_for(rt, model)
-    if before is None:
-        leaf = yield from resolve_leaf(scope, conversation_id, leaf_id)
+    first: FirstChunk | None = None
+    if before is None and read_ahead and tokenizer is rt.tokenizer:
+        found = yield from _open_for_history(
+            scope, conversation_id, leaf_id, max_tokens, max_messages
+        )
+        leaf, system, first = (None, [], None) if found is None else found
+    elif before is None:
+        opened = yield from open_branch(scope, conversation_id, leaf_id)
+        leaf, system = (None, []) if opened is None else opened
     else:
         yield from get_conversation(scope, conversation_id)
         ref, _ = yield from _leaf_before(conversation_id, before)
         leaf = None if ref is None else (yield from load_leaf(conversation_id, ref))
+        system = [] if leaf is None else (yield from system_run(conversation_id, leaf))
     if leaf is None:
         return History(None, [], 0, False, False, tokenizer.name)
-    system = yield from system_run(conversation_id, leaf)
     rows_read = 1 + len(system)
     planner = HistoryPlanner(
         system=system,
@@ -253,6 +407,6 @@ def history(
         count=token_counter(rt, tokenizer),
     )
     rows_read += yield from walk_branch(
-        rt, conversation_id, leaf.message, system, planner, tokenizer
+        rt, conversation_id, leaf.message, system, planner, tokenizer, first=first
     )
     return planner.result(leaf.message.id, tokenizer.name, rows_read)
