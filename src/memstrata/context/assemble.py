@@ -30,8 +30,8 @@ from memstrata.context.windows import DEFAULT_WINDOW, context_window
 from memstrata.conversation.branch import (
     Leaf,
     branch_chunk,
+    open_branch,
     resolve_leaf,
-    system_run,
     token_counter,
     tokenizer_for,
     walk_branch,
@@ -95,10 +95,10 @@ class _Branch:
     summary: Summary | None = None
 
 
-def _branch(conversation_id: str, leaf: Leaf | None) -> Op[_Branch]:
-    if leaf is None:
+def _branch(conversation_id: str, opened: tuple[Leaf, list[Message]] | None) -> Op[_Branch]:
+    if opened is None:
         return _Branch()
-    system = yield from system_run(conversation_id, leaf)
+    leaf, system = opened
     summary = yield from summary_for(conversation_id, leaf.message)
     return _Branch(leaf.message, system, summary)
 
@@ -214,11 +214,6 @@ def _newest_user_message(
     return None
 
 
-def _newest_user_text(conversation_id: str, leaf: Message, limit: int = 256) -> Op[str | None]:
-    found = yield from _newest_user_message(conversation_id, leaf, limit)
-    return None if found is None else found.content
-
-
 def default_query_message(
     scope: Scope, conversation_id: str, leaf_id: str | None = None
 ) -> Op[Message | None]:
@@ -283,12 +278,14 @@ def assemble(
     if task is not None and (not task.strip() or len(task) > 200):
         raise InvalidInput("task must be 1 to 200 characters", field="task")
     tok = tokenizer_for(rt, model)
-    leaf = yield from resolve_leaf(scope, conversation_id, leaf_id)
-    br = yield from _branch(conversation_id, leaf)
+    # The owner check, the leaf and its system run in one statement.
+    opened = yield from open_branch(scope, conversation_id, leaf_id)
+    br = yield from _branch(conversation_id, opened)
     books = Budget.open(budget, tok, settings.policies, None if br.leaf is None else br.leaf.id)
     policies = books.policies
     if query is None and settings.providers and br.leaf is not None:
-        query = yield from _newest_user_text(conversation_id, br.leaf)
+        found = yield from _newest_user_message(conversation_id, br.leaf)
+        query = None if found is None else found.content
     asking = _base_request(scope, conversation_id, br, query, tok, query_vector, embedder)
     offered = yield from _offers(
         rt, scope, conversation_id, br, settings, policies, budget, asking, tok, task
