@@ -70,7 +70,9 @@ class Live:
 
 
 def _settings(home: Path, db: str) -> Settings:
-    return Settings(home=home, db=db, worker="off")
+    # Keyword recall only: read-path embedding is bounded in wall time, so with vectors the
+    # two sides' search results would depend on how loaded the machine is.
+    return Settings(home=home, db=db, worker="off", recall_embed="off")
 
 
 @pytest.fixture
