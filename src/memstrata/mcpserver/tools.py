@@ -150,6 +150,8 @@ class MemoryTools:
             (self.remember_conversation, writes),
             (self.get_working_memory, reads),
             (self.update_working_memory, writes),
+            (self.get_reply_provenance, reads),
+            (self.get_fact_usage, reads),
         ]
         for fn, hints in catalogue:
             server.add_tool(fn, description=inspect.getdoc(fn), annotations=hints)
@@ -388,6 +390,40 @@ class MemoryTools:
                     raise
                 continue  # overwrite: another writer got in between; read again and retry
             return _working(wm)
+
+
+    # -- prompt provenance ---------------------------------------------------------------------
+
+    @_reported
+    async def get_reply_provenance(
+        self,
+        ctx: Context,
+        conversation_id: ConversationId,
+        message_id: Annotated[str, Field(description="The assistant reply's id.")],
+    ) -> Result:
+        """What the model saw before a reply: the recorded context linked to it (its budget,
+        report and the ids of every injected message, fact, summary, working memory and plan,
+        each with its state now: a deleted fact shows as a tombstone id). record is null when
+        no recorded context is linked to the reply."""
+        found = await self._mem.provenance.get(self._scope_of(ctx), conversation_id, message_id)
+        return found.to_dict()
+
+    @_reported
+    async def get_fact_usage(
+        self,
+        ctx: Context,
+        fact_id: Annotated[str, Field(description="The fact's id (from list_facts).")],
+        limit: Annotated[int, Field(ge=1, le=MAX_PAGE, description="How many.")] = 20,
+        cursor: Annotated[
+            str | None, Field(description="next_cursor of the previous page, for more.")
+        ] = None,
+    ) -> Result:
+        """The replies whose recorded prompts held a fact, newest first (conversation,
+        message, context record and when)."""
+        page = await self._mem.provenance.fact_usage(
+            self._scope_of(ctx), fact_id, limit=limit, cursor=cursor
+        )
+        return {"items": [u.to_dict() for u in page.items], "next_cursor": page.next_cursor}
 
 
 def _parsed(text: str) -> Any:
