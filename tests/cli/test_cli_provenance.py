@@ -59,7 +59,8 @@ def test_provenance_of_a_reply_and_fact_usage(db: str, run: Callable[..., Any]) 
         ("message", question),
     }
     table = run("provenance", cid, reply.id, *scope)
-    assert fact.id in table.stdout and "active" in table.stdout
+    assert fact.id in table.stdout
+    assert "active" in table.stdout
     assert ctx.context_id in table.stderr
     usage = json.loads(run("provenance", "--fact", fact.id, *scope, "--json").stdout)
     assert [u["message_id"] for u in usage["items"]] == [reply.id]

@@ -131,11 +131,14 @@ def test_the_link_is_idempotent_and_exclusive(memory: Memory) -> None:
     again, created = memory.messages.put(
         S, cid, id=mid, role="assistant", content="Green.", context_id=ctx.context_id
     )
-    assert not created and again.id == reply.id
+    assert not created
+    assert again.id == reply.id
     # The record is taken: another reply cannot claim it, and nothing is stored.
     before = len(memory.messages.list(S, cid).items)
     with pytest.raises(Conflict):
-        memory.messages.append(S, cid, role="assistant", content="Other.", context_id=ctx.context_id)
+        memory.messages.append(
+            S, cid, role="assistant", content="Other.", context_id=ctx.context_id
+        )
     assert len(memory.messages.list(S, cid).items) == before
     # The reply is taken too: a second record cannot be linked to it.
     second = memory.context(S, cid, record=True)
@@ -157,18 +160,24 @@ def test_an_invalid_link_stores_no_message(memory: Memory) -> None:
             memory.messages.append(S, cid, role="assistant", content="x", context_id=bad)
     # A record of another conversation of the same user is not this conversation's.
     with pytest.raises(NotFound):
-        memory.messages.append(S, other_cid, role="assistant", content="x", context_id=ctx.context_id)
+        memory.messages.append(
+            S, other_cid, role="assistant", content="x", context_id=ctx.context_id
+        )
     with pytest.raises(InvalidInput):
         memory.messages.append(S, cid, role="user", content="x", context_id=ctx.context_id)
     assert len(memory.messages.list(S, cid).items) == count
-    assert _rows(memory, "SELECT count(*) FROM context_records WHERE reply_id IS NOT NULL")[0][0] == 0
+    assert (
+        _rows(memory, "SELECT count(*) FROM context_records WHERE reply_id IS NOT NULL")[0][0] == 0
+    )
 
 
 def test_fact_deletion_leaves_a_tombstone_and_no_text(memory: Memory) -> None:
     cid = _conversation(memory)
     fact = memory.facts.add(S, "Canary-7f3a likes oolong", category="preference")
     ctx = memory.context(S, cid, record=True)
-    reply = memory.messages.append(S, cid, role="assistant", content="ok", context_id=ctx.context_id)
+    reply = memory.messages.append(
+        S, cid, role="assistant", content="ok", context_id=ctx.context_id
+    )
     memory.facts.delete(S, fact.id)
     prov = memory.provenance.get(S, cid, reply.id)
     assert prov.record is not None
@@ -185,7 +194,9 @@ def test_an_edited_fact_reads_as_changed(memory: Memory) -> None:
     cid = _conversation(memory)
     fact = memory.facts.add(S, "Likes green tea", category="preference")
     ctx = memory.context(S, cid, record=True)
-    reply = memory.messages.append(S, cid, role="assistant", content="ok", context_id=ctx.context_id)
+    reply = memory.messages.append(
+        S, cid, role="assistant", content="ok", context_id=ctx.context_id
+    )
     memory.facts.edit(S, fact.id, content="Likes black tea")
     prov = memory.provenance.get(S, cid, reply.id)
     assert prov.record is not None
@@ -212,10 +223,14 @@ def test_message_delete_takes_the_linked_record_and_tombstones_injected_ones(
 ) -> None:
     cid = _conversation(memory)
     ctx = memory.context(S, cid, record=True)
-    reply = memory.messages.append(S, cid, role="assistant", content="ok", context_id=ctx.context_id)
+    reply = memory.messages.append(
+        S, cid, role="assistant", content="ok", context_id=ctx.context_id
+    )
     memory.messages.append(S, cid, role="user", content="And coffee?")
     later = memory.context(S, cid, record=True)
-    answer = memory.messages.append(S, cid, role="assistant", content="no", context_id=later.context_id)
+    answer = memory.messages.append(
+        S, cid, role="assistant", content="no", context_id=later.context_id
+    )
     # The first reply goes (with the follow-ups under it, the tree's rule): its record goes.
     window = {i.id for i in memory.provenance.get(S, cid, answer.id).record.items}  # type: ignore[union-attr]
     assert reply.id in window
@@ -274,9 +289,10 @@ def test_the_setting_records_by_default(memory: Memory) -> None:
 def test_retention_kind_context_records(memory: Memory) -> None:
     cid = _conversation(memory)
     memory.context(S, cid, record=True)
-    assert memory.retention.apply(overrides={"context_records": 3600}, dry_run=True)[
-        "context_records"
-    ] == 0
+    assert (
+        memory.retention.apply(overrides={"context_records": 3600}, dry_run=True)["context_records"]
+        == 0
+    )
     counts = memory.retention.apply(overrides={"context_records": 0}, dry_run=True)
     assert counts["context_records"] == 1
     memory.retention.apply(overrides={"context_records": 0})

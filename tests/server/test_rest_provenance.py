@@ -82,7 +82,8 @@ async def test_record_link_provenance_and_usage(
     # The user question has no record: 200 with record null.
     first = (await client.get(f"/v1/conversations/{cid}/messages", headers=h)).json()["items"][0]
     r = await client.get(f"/v1/conversations/{cid}/messages/{first['id']}/provenance", headers=h)
-    assert r.status_code == 200 and r.json()["record"] is None
+    assert r.status_code == 200
+    assert r.json()["record"] is None
 
 
 async def test_idempotent_link_and_conflicts(
@@ -140,7 +141,9 @@ async def test_cross_scope_context_id_is_404(
         headers=alice,
     )
     mid = r.json()["id"]
-    problem(await client.get(f"/v1/conversations/{cid}/messages/{mid}/provenance", headers=bob), 404)
+    problem(
+        await client.get(f"/v1/conversations/{cid}/messages/{mid}/provenance", headers=bob), 404
+    )
     problem(await client.get(f"/v1/facts/{fid}/usage", headers=bob), 404)
     problem(await client.get(f"/v1/facts/{fid}/usage", headers=auth(keys.carol)), 404)
 

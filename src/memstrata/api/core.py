@@ -24,8 +24,8 @@ from memstrata.runtime import Limits, Runtime
 from memstrata.storage.engine import Engine
 from memstrata.storage.plan import Op, Query, read
 from memstrata.tokens import get_tokenizer
-from memstrata.usage import MeteredLLM, UsageMeter
 from memstrata.types import Scope
+from memstrata.usage import MeteredLLM, UsageMeter
 from memstrata.validation import build, checked_scope
 
 if TYPE_CHECKING:

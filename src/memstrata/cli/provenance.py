@@ -36,8 +36,11 @@ def provenance(
     ] = None,
     fact: Annotated[
         str | None,
-        typer.Option("--fact", help="List the replies whose prompts held this fact instead.",
-                     show_default=False),
+        typer.Option(
+            "--fact",
+            help="List the replies whose prompts held this fact instead.",
+            show_default=False,
+        ),
     ] = None,
     limit: PageLimit = 100,
     cursor: PageCursor = None,
@@ -58,7 +61,11 @@ def provenance(
             dump({"items": [u.to_dict() for u in page.items], "next_cursor": page.next_cursor})
             return
         table = new_table(
-            "recorded", "conversation", "message", "context", ids=("conversation", "message", "context")
+            "recorded",
+            "conversation",
+            "message",
+            "context",
+            ids=("conversation", "message", "context"),
         )
         for u in page.items:
             table.add_row(when(u.recorded_at), u.conversation_id, u.message_id, u.context_id)

@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from memstrata.client._async_session import AsyncSession, conversation_path, query_params
 from memstrata.client._wire import segment
 from memstrata.provenance.model import FactUse, Provenance
@@ -11,8 +14,8 @@ from memstrata.wire.provenance import FactUseOut, ProvenanceOut
 
 __all__ = ["AsyncRemoteProvenance"]
 
-_provenance = ProvenanceOut.decoder()
-_fact_use = FactUseOut.decoder()
+_provenance: Callable[[Any], Provenance] = ProvenanceOut.decoder()
+_fact_use: Callable[[Any], FactUse] = FactUseOut.decoder()
 
 
 def _uses(data: dict[str, object]) -> Page[FactUse]:

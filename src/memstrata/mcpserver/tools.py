@@ -391,7 +391,6 @@ class MemoryTools:
                 continue  # overwrite: another writer got in between; read again and retry
             return _working(wm)
 
-
     # -- prompt provenance ---------------------------------------------------------------------
 
     @_reported

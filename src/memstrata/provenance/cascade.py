@@ -59,6 +59,4 @@ def forget_user(tenant: str, user: str) -> Op[None]:
         "(SELECT id FROM context_records WHERE tenant_id = ? AND user_id = ?)",
         (tenant, user),
     )
-    yield Exec(
-        "DELETE FROM context_records WHERE tenant_id = ? AND user_id = ?", (tenant, user)
-    )
+    yield Exec("DELETE FROM context_records WHERE tenant_id = ? AND user_id = ?", (tenant, user))

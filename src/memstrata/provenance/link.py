@@ -33,7 +33,9 @@ def _record_id(context_id: str) -> str:
         raise NotFound(f"context record {context_id} not found", kind="context") from None
 
 
-def link_reply(rt: Runtime, scope: Scope, conversation_id: str, message: Message, context_id: str) -> Op[None]:
+def link_reply(
+    rt: Runtime, scope: Scope, conversation_id: str, message: Message, context_id: str
+) -> Op[None]:
     """Link ``message`` (stored, in ``conversation_id``) to the record ``context_id``."""
     rid = _record_id(context_id)
     rows = yield Query(
@@ -44,7 +46,9 @@ def link_reply(rt: Runtime, scope: Scope, conversation_id: str, message: Message
     if not rows:
         raise NotFound(f"context record {context_id} not found", kind="context")
     if message.role is not Role.ASSISTANT:
-        raise InvalidInput("only an assistant message can be linked to a context record", field="context_id")
+        raise InvalidInput(
+            "only an assistant message can be linked to a context record", field="context_id"
+        )
     linked = rows[0][0]
     if linked == message.id:
         return
@@ -70,7 +74,9 @@ def append_linked(
     """Append a message and, with ``context_id``, link it to that record (one transaction:
     an invalid link stores nothing)."""
     if context_id is not None and new.role is not Role.ASSISTANT:
-        raise InvalidInput("only an assistant message can be linked to a context record", field="context_id")
+        raise InvalidInput(
+            "only an assistant message can be linked to a context record", field="context_id"
+        )
     message, created = yield from append_message(rt, scope, conversation_id, new)
     if context_id is not None:
         yield from link_reply(rt, scope, conversation_id, message, context_id)

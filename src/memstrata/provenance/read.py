@@ -9,19 +9,18 @@ from typing import Any
 from memstrata.conversation.conversations import get_conversation
 from memstrata.conversation.lookup import require_message
 from memstrata.errors import NotFound
+from memstrata.provenance.model import ContextRecord, FactUse, Provenance, RecordItem
 from memstrata.runtime import Runtime, page_limit
 from memstrata.storage.plan import Op, Query, Row
 from memstrata.storage.records import from_micros
 from memstrata.storage.sql import encode_cursor, placeholders, seq_cursor
 from memstrata.types import Page, Scope
-from memstrata.provenance.model import ContextRecord, FactUse, Provenance, RecordItem
 
 __all__ = ["fact_usage", "get_record", "reply_provenance"]
 
 _OWNER = "r.tenant_id = ? AND r.user_id = ? AND r.agent_id = ?"
 _RECORD = (
-    "r.id, r.conversation_id, r.leaf_id, r.budget, r.report, r.reply_id, r.created_at, "
-    "r.linked_at"
+    "r.id, r.conversation_id, r.leaf_id, r.budget, r.report, r.reply_id, r.created_at, r.linked_at"
 )
 
 
@@ -56,7 +55,7 @@ def _message_keys(items: Sequence[Row]) -> Op[set[tuple[str, str]]]:
 
 
 def _state(row: Row, facts: dict[str, tuple[str, int]], messages: set[tuple[str, str]]) -> str:
-    _, tier, kind, item_id, cid, version, deleted = row
+    _, _tier, kind, item_id, cid, version, deleted = row
     if kind == "message":
         return "present" if not deleted and (cid, item_id) in messages else "deleted"
     if kind == "fact":
