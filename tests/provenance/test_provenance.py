@@ -4,6 +4,7 @@ the reply's provenance and a fact's usage answer, and what deletions leave behin
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -300,3 +301,21 @@ def test_retention_kind_context_records(memory: Memory) -> None:
     assert _rows(memory, "SELECT count(*) FROM context_record_items")[0][0] == 0
     # The conversation stays: only its records were past retention.
     assert memory.conversations.get(S, cid).id == cid
+
+
+def test_a_user_export_carries_the_records(memory: Memory, tmp_path: Path) -> None:
+    cid = _conversation(memory)
+    memory.facts.add(S, "Likes green tea", category="preference")
+    ctx = memory.context(S, cid, record=True)
+    reply = memory.messages.append(
+        S, cid, role="assistant", content="ok", context_id=ctx.context_id
+    )
+    lines: list[str] = []
+    memory.transfer.export(lines.append, tenant="t1", user="alice")
+    assert sum('"context_records"' in line for line in lines) >= 1
+    target = Memory.open(f"sqlite:///{(tmp_path / 'copy.db').as_posix()}")
+    try:
+        target.transfer.import_(lines)
+        assert target.provenance.get(S, cid, reply.id) == memory.provenance.get(S, cid, reply.id)
+    finally:
+        target.close()
