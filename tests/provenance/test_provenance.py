@@ -319,3 +319,14 @@ def test_a_user_export_carries_the_records(memory: Memory, tmp_path: Path) -> No
         assert target.provenance.get(S, cid, reply.id) == memory.provenance.get(S, cid, reply.id)
     finally:
         target.close()
+
+
+def test_a_long_window_is_recorded_whole_in_order(memory: Memory) -> None:
+    cid = memory.conversations.create(S).id
+    for i in range(260):
+        memory.messages.append(S, cid, role="user" if i % 2 == 0 else "assistant", content=f"m{i}")
+    ctx = memory.context(S, cid, budget=1_000_000, record=True)
+    assert ctx.context_id is not None
+    record = memory.provenance.record_of(S, cid, ctx.context_id)
+    assert [i.id for i in record.items] == [m.id for m in ctx.window]
+    assert len(record.items) == 260

@@ -6,7 +6,7 @@ fact deleted later leaves its id behind (a tombstone), not what it said.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +32,7 @@ _KINDS: Mapping[str, str] = {
 }
 # Report keys that could carry text (a provider's provenance is free-form): never stored.
 _TEXT_KEYS = frozenset({"text", "content", "document"})
+_CHUNK = 200  # item rows per INSERT (7 parameters each)
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,12 +89,26 @@ def stored_report(ctx: Context) -> dict[str, Any]:
     return report
 
 
-def _insert_items(context_id: str, rows: Iterable[Entry]) -> Op[None]:
-    for position, e in enumerate(rows):
+def _insert_items(context_id: str, rows: Sequence[Entry]) -> Op[None]:
+    # A few statements per record, not one per item (a context may inject a hundred).
+    for start in range(0, len(rows), _CHUNK):
+        chunk = rows[start : start + _CHUNK]
+        values = ", ".join(["(?, ?, ?, ?, ?, ?, ?)"] * len(chunk))
+        params: list[object] = []
+        for position, e in enumerate(chunk, start):
+            params += [
+                context_id,
+                position,
+                e.tier,
+                e.kind,
+                e.item_id,
+                e.conversation_id,
+                e.version,
+            ]
         yield Exec(
             "INSERT INTO context_record_items (context_id, position, tier, kind, item_id, "
-            "conversation_id, version) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (context_id, position, e.tier, e.kind, e.item_id, e.conversation_id, e.version),
+            f"conversation_id, version) VALUES {values}",
+            params,
         )
 
 
