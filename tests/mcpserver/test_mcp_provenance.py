@@ -47,16 +47,25 @@ async def test_provenance_tools(local: tuple[Client, AsyncMemory]) -> None:
     cid = (await mem.conversations.create(ALICE)).id
     await mem.messages.append(ALICE, cid, role="user", content="Which tea?")
     fact = await mem.facts.add(ALICE, "Likes green tea", category="preference")
-    ctx = await mem.context(ALICE, cid, record=True)
-    reply = await mem.messages.append(
-        ALICE, cid, role="assistant", content="Green.", context_id=ctx.context_id
+    got = _data(await client.call_tool("get_context", {"conversation_id": cid, "record": True}))
+    reply_body = {
+        "conversation_id": cid,
+        "role": "assistant",
+        "content": "Green.",
+        "context_id": got["context_id"],
+    }
+    reply = await mem.messages.get(
+        ALICE, cid, _data(await client.call_tool("add_message", reply_body))["id"]
+    )
+    assert "context_id" not in _data(
+        await client.call_tool("get_context", {"conversation_id": cid})
     )
     found = _data(
         await client.call_tool(
             "get_reply_provenance", {"conversation_id": cid, "message_id": reply.id}
         )
     )
-    assert found["record"]["id"] == ctx.context_id
+    assert found["record"]["id"] == got["context_id"]
     assert ("fact", fact.id) in {(i["kind"], i["id"]) for i in found["record"]["items"]}
     usage = _data(await client.call_tool("get_fact_usage", {"fact_id": fact.id}))
     assert [u["message_id"] for u in usage["items"]] == [reply.id]

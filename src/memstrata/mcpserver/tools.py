@@ -198,6 +198,13 @@ class MemoryTools:
         tool_call_id: Annotated[
             str | None, Field(description="For role tool: the call this result answers.")
         ] = None,
+        context_id: Annotated[
+            str | None,
+            Field(
+                description="For an assistant reply: the context_id get_context returned with "
+                "record, linking the reply to what its prompt held."
+            ),
+        ] = None,
     ) -> Result:
         """Append a message to a conversation, after its newest message unless parent_id says
         otherwise, and return the stored message."""
@@ -206,6 +213,8 @@ class MemoryTools:
             fields["parent_id"] = parent_id
         if tool_call_id is not None:
             fields["tool_call_id"] = tool_call_id
+        if context_id is not None:
+            fields["context_id"] = context_id
         msg = await self._mem.messages.append(self._scope_of(ctx), conversation_id, **fields)
         return msg.to_dict()
 
@@ -237,14 +246,24 @@ class MemoryTools:
                 description="What to recall past messages about (default: the newest user message)."
             ),
         ] = None,
+        record: Annotated[
+            bool,
+            Field(
+                description="Keep a record of what this context holds (prompt provenance) and "
+                "return its context_id, to pass to add_message with the reply."
+            ),
+        ] = False,
     ) -> Result:
         """Messages ready for the next model call under one token budget: recent turns plus
         the summary, remembered facts, profile, working memory and recalled past messages;
         the report gives the tokens each part took and how many items were dropped."""
         c = await self._mem.context(
-            self._scope_of(ctx), conversation_id, budget=budget, query=query
+            self._scope_of(ctx), conversation_id, budget=budget, query=query, record=record or None
         )
-        return _context(c)
+        out = _context(c)
+        if c.context_id is not None:
+            out["context_id"] = c.context_id
+        return out
 
     # -- recall --------------------------------------------------------------------------------
 
