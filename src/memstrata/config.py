@@ -132,6 +132,11 @@ class Settings(BaseSettings):
         ge=0,
         description="How often the retention job applies the policies (0: only memstrata gc).",
     )
+    context_record: bool = Field(
+        default=False,
+        description="Record every context assembly (prompt provenance) unless a call says "
+        "record=False; default: only calls that ask (record=True).",
+    )
     longterm_capture: bool | Literal["auto"] = Field(
         default="auto",
         description="Queue long-term extraction as user messages and final replies are appended: "

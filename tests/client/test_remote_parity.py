@@ -68,6 +68,9 @@ LOCAL_ONLY: dict[str, str] = {
     "transfer.export": "`memstrata export` (no REST route)",
     "transfer.import_": "`memstrata import` (no REST route)",
     "working.delete": "no REST route",
+    "provenance.record": "internal step of context(record=True); REST serves record: true",
+    "provenance.record_of": "no REST route (a reply's provenance carries its record)",
+    "provenance.fact_use_counts": "memory health's counter (no REST route)",
 }
 
 #: Methods only the remote client has.

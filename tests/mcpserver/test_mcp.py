@@ -50,6 +50,8 @@ TOOLS = {
     "remember_conversation",
     "get_working_memory",
     "update_working_memory",
+    "get_reply_provenance",
+    "get_fact_usage",
 }
 WAIT_SECONDS = 60  # upper bound for start-up on a loaded machine, not an expectation
 UNKNOWN_ID = "01900000-0000-7000-8000-000000000000"

@@ -71,6 +71,16 @@ def seed_store(db_url: str) -> Seed:
         first = mem.messages.append(alice, conv.id, role="user", content="hello parrot")
         mem.messages.append(alice, conv.id, role="assistant", content="hi", parent_id=first.id)
         fact = mem.facts.add(alice, "alice keeps a parrot")
+        # A recorded context linked to a reply: provenance and fact usage have data to show.
+        ctx = mem.context(alice, conv.id, leaf_id=first.id, record=True)
+        mem.messages.append(
+            alice,
+            conv.id,
+            role="assistant",
+            content="a parrot",
+            parent_id=first.id,
+            context_id=ctx.context_id,
+        )
         return Seed(secret, {"cid": conv.id, "mid": first.id, "fid": fact.id})
     finally:
         mem.close()

@@ -113,6 +113,9 @@ EXPECTED = {
     "/v1/facts/{fid}": {"get", "patch", "delete"},
     "/v1/facts/{fid}/history": {"get"},
     "/v1/profile": {"get"},
+    # Prompt provenance.
+    "/v1/conversations/{cid}/messages/{mid}/provenance": {"get"},
+    "/v1/facts/{fid}/usage": {"get"},
 }
 
 

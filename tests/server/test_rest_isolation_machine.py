@@ -123,6 +123,9 @@ COVERED: frozenset[tuple[str, str]] = frozenset(
         ("DELETE", "/v1/facts/{fid}"),
         ("GET", "/v1/facts/{fid}/history"),
         ("GET", "/v1/profile"),
+        # Prompt provenance (issue 20).
+        ("GET", "/v1/conversations/{cid}/messages/{mid}/provenance"),
+        ("GET", "/v1/facts/{fid}/usage"),
     }
 )
 # Documented paths the machine leaves alone: they take no key and hold no scope's data, so
@@ -248,6 +251,11 @@ class RestIsolation(RuleBasedStateMachine):
         self.erased_upto: dict[UserId, int] = {}
         self.cursors: dict[str, list[str]] = {}  # list kind -> cursors some scope got
         self.in_messages: set[int] = set()  # numbers of the canaries written into messages
+        # Prompt provenance: record -> (owner, conversation); record -> its linked reply;
+        # records gone with their reply.
+        self.records: dict[str, tuple[Owner, str]] = {}
+        self.replies: dict[str, str] = {}
+        self.gone_records: set[str] = set()
         self.requests = 0
 
     def teardown(self) -> None:
@@ -764,6 +772,7 @@ class RestIsolation(RuleBasedStateMachine):
         for m in gone:
             del self.msgs[m]
             self.pending.discard(m)
+        self.gone_records |= {r for r, m in self.replies.items() if m in gone}
         self.counts[cid] -= len(gone)
         if self.active[cid] in gone:
             parent = self.parents[mid]
@@ -1404,6 +1413,112 @@ class RestIsolation(RuleBasedStateMachine):
         self.call(actor, "GET", url, expect={403}, extra_headers=extra)
         self.call(actor, "GET", "/v1/users", expect={403})
         self.call(actor, "DELETE", f"/v1/users/{named}", expect={403})
+
+    # -- prompt provenance -----------------------------------------------------------------
+
+    def record_ok(self, rid: str, cid: str, actor: Actor) -> bool:
+        owner, at = self.records[rid]
+        return (
+            owner == actor.scope
+            and at == cid
+            and self.live(cid, actor.scope)
+            and rid not in self.gone_records
+        )
+
+    @rule(actor=actors, data=st.data())
+    def record_context(self, actor: Actor, data: st.DataObject) -> None:
+        """A recorded context: its id comes back, and nothing of another scope is in it."""
+        picked = self.pick_conv(data, actor)
+        if picked is None:
+            return
+        actor, cid = picked
+        body = {"record": True, "query": "canary says"}
+        url = f"/v1/conversations/{cid}/context"
+        expect = self.expect_conv(cid, actor)
+        r = self.call(actor, "POST", url, json=body, expect=expect, shared=True)
+        if r.status_code == 200:
+            rid = r.json()["context_id"]
+            assert rid not in self.records
+            self.records[rid] = (actor.scope, cid)
+
+    @precondition(lambda self: bool(self.records))
+    @rule(actor=actors, data=st.data())
+    def link_reply(self, actor: Actor, data: st.DataObject) -> None:
+        """An assistant reply appended with a context_id: stored and linked only for the
+        record's own scope and conversation (404 otherwise, nothing stored), once (409)."""
+        rid = data.draw(st.sampled_from(list(self.records)), label="rid")
+        owner, at = self.records[rid]
+        if data.draw(st.booleans(), label="its own conversation") and at in self.convs:
+            cid = at
+            actor = self.as_owner(data, actor, owner)
+        else:
+            picked = self.pick_conv(data, actor)
+            if picked is None:
+                return
+            actor, cid = picked
+        body = {
+            "role": "assistant",
+            "content": f"replies {self.canary(actor.scope, message=True)}",
+            "context_id": rid,
+        }
+        parent_id = self.active.get(cid)
+        if not self.live(cid, actor.scope):
+            expect = {404}
+        elif parent_id in self.pending:
+            expect = {409}
+        elif not self.record_ok(rid, cid, actor):
+            expect = {404}
+        else:
+            expect = {409} if rid in self.replies else {201}
+        before = self.counts.get(cid)
+        url = f"/v1/conversations/{cid}/messages"
+        r = self.call(actor, "POST", url, json=body, expect=expect)
+        if r.status_code == 201:
+            self.add_message(r.json(), actor.scope, cid, parent_id, body)
+            self.replies[rid] = r.json()["id"]
+        elif self.live(cid, actor.scope):
+            got = self.call(actor, "GET", f"/v1/conversations/{cid}", expect={200}).json()
+            assert got["message_count"] == before, "a refused link stored its message"
+
+    @rule(actor=actors, data=st.data())
+    def read_provenance(self, actor: Actor, data: st.DataObject) -> None:
+        """A reply's provenance: its record for the owner, null for an unlinked message,
+        404 for anyone else."""
+        linked = {m: r for r, m in self.replies.items() if r not in self.gone_records}
+        prefer = {self.msgs[m][1] for m in linked if m in self.msgs}
+        picked = self.pick_conv(data, actor, prefer or None)
+        if picked is None:
+            return
+        actor, cid = picked
+        mid = self.pick_msg(data, cid)
+        if mid is None:
+            return
+        url = f"/v1/conversations/{cid}/messages/{mid}/provenance"
+        for who in self.pair(data, actor, self.convs[cid]):
+            expect = {200} if self.msg_ok(mid, cid, who) else {404}
+            r = self.call(who, "GET", url, expect=expect)
+            if r.status_code == 200:
+                record = r.json()["record"]
+                assert (record and record["id"]) == linked.get(mid), r.text
+
+    @precondition(lambda self: bool(self.facts))
+    @rule(actor=actors, data=st.data())
+    def fact_usage(self, actor: Actor, data: st.DataObject) -> None:
+        """The replies a fact went into: only the fact's owner sees them (a deleted fact's
+        uses may stay listed by id); every listed reply is one of the owner's links."""
+        fid = data.draw(st.sampled_from(list(self.facts)), label="fid")
+        for who in self.pair(data, actor, self.facts[fid]):
+            if self.facts[fid] != who.scope:
+                expect = {404}
+            else:
+                expect = {200, 404} if fid in self.erased_facts else {200}
+            r = self.call(
+                who, "GET", f"/v1/facts/{fid}/usage", params={"limit": 500}, expect=expect
+            )
+            if r.status_code == 200:
+                for use in r.json()["items"]:
+                    assert self.records[use["context_id"]][0] == who.scope, r.text
+                    assert self.replies[use["context_id"]] == use["message_id"], r.text
 
 
 def _settings() -> settings:

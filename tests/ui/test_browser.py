@@ -90,7 +90,10 @@ def seed(db: str, home: Path) -> Seeded:
         say("q", "user", "I like green tea. Any brewing tips?")
         say("a1", "assistant", "Brew it at 75 °C for two minutes.")
         say("q2", "user", "And for oolong?")
-        say("a2", "assistant", "Around 90 °C, several short steeps.")
+        # The answer to q2 is linked to the recorded context it answered (provenance).
+        recorded = mem.context(alice, c.id, record=True)
+        ids["context"] = recorded.context_id or ""
+        say("a2", "assistant", "Around 90 °C, several short steeps.", context_id=ids["context"])
         # A regeneration of the last answer, and an edit of the second question.
         say("regen", "assistant", "Water just off the boil, 85-95 °C.", parent_id=ids["q2"])
         say("edit", "user", "And for <b>pu-erh</b>?", parent_id=ids["a1"])
@@ -437,6 +440,25 @@ def test_facts_show_provenance_and_the_superseded_chain(ui: UI, served: Served):
     work = ui.page.locator("[data-testid=profile-section][data-section=workContext]")
     assert work.inner_text().startswith("Works as a nurse.")
     ui.shot("profile")
+
+
+def test_an_assistant_message_shows_its_prompt_provenance(ui: UI, served: Served):
+    s = served.seeded
+    ui.sign_in(s.alice)
+    ui.go(f"/c/{s.cid}")
+    ui.page.get_by_test_id("branch").wait_for()
+    panels = ui.page.get_by_test_id("provenance")
+    expect(panels).to_have_count(1)  # a1 has no record; a2 has one
+    assert panels.get_attribute("data-context-id") == s.ids["context"]
+    owner = ui.page.locator(f"[data-testid=branch-message][data-id='{s.ids['a2']}']")
+    expect(owner.get_by_test_id("provenance")).to_have_count(1)
+    panels.locator("summary").click()
+    items = panels.get_by_test_id("provenance-item")
+    api = served.api("GET", f"/v1/conversations/{s.cid}/messages/{s.ids['a2']}/provenance")
+    assert attrs(items, "data-id") == [i["id"] for i in api["record"]["items"]]
+    assert attrs(items, "data-id") == [s.ids[n] for n in ("q", "a1", "q2")]
+    assert set(attrs(items, "data-state")) == {"present"}
+    ui.shot("provenance")
 
 
 def test_jobs_list_dead_letters_and_retry_them(ui: UI, served: Served):

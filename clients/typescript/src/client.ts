@@ -28,6 +28,8 @@ export type NodeHistory = S["NodeHistoryOut"];
 export type ToolCall = S["ToolCall"];
 export type FileRef = S["FileRef"];
 export type Role = S["Role"];
+export type Provenance = S["ProvenanceOut"];
+export type FactUse = S["FactUseOut"];
 
 /** What `context` answers: the messages to send and a report of how the budget was spent. */
 export interface Context {
@@ -195,6 +197,13 @@ export class Messages {
   async delete(cid: string, mid: string): Promise<void> {
     await this.t.request("DELETE", `${conv(cid)}/messages/${seg(mid)}`);
   }
+  /**
+   * What the model saw before a reply: the context record linked to it (append the reply
+   * with `context_id` from `context(cid, {record: true})`); `record` is null when none is.
+   */
+  provenance(cid: string, mid: string): Promise<Provenance> {
+    return this.t.json("GET", `${conv(cid)}/messages/${seg(mid)}/provenance`);
+  }
 }
 
 export interface HistoryOptions {
@@ -257,6 +266,10 @@ export class Facts {
   }
   async history(fid: string): Promise<FactEvent[]> {
     return (await this.t.json<{ items: FactEvent[] }>("GET", `/v1/facts/${seg(fid)}/history`)).items;
+  }
+  /** The replies whose recorded prompts held the fact, newest first. */
+  usage(fid: string, opts: ListOptions = {}): Paginated<FactUse> {
+    return list(this.t, `/v1/facts/${seg(fid)}/usage`, {}, opts);
   }
 }
 

@@ -267,7 +267,7 @@ export interface paths {
         put?: never;
         /**
          * Append a message
-         * @description Leaving `parent_id` out appends after the conversation's active leaf; `parent_id: null` starts a new root; an id makes a child of that message (a regeneration or edit when it already has children). The new message becomes the active leaf. A client may send its own `id` (UUID): replaying the same id with the same content answers 200 with the stored message, with other content 409.
+         * @description Leaving `parent_id` out appends after the conversation's active leaf; `parent_id: null` starts a new root; an id makes a child of that message (a regeneration or edit when it already has children). The new message becomes the active leaf. A client may send its own `id` (UUID): replaying the same id with the same content answers 200 with the stored message, with other content 409. `context_id` (from a recorded context) links this assistant reply to the prompt it answered, in the same transaction: an unknown record, or one of another conversation or scope, is 404; a record linked to another reply (or a reply linked to another record) 409; a role other than assistant 422; the message is stored only when the link is valid, and sending the same link again is a no-op.
          */
         post: operations["append_message"];
         delete?: never;
@@ -299,6 +299,26 @@ export interface paths {
          * @description Only a pending message can change; it becomes complete with this content.
          */
         patch: operations["complete_message_v1_conversations__cid__messages__mid__patch"];
+        trace?: never;
+    };
+    "/v1/conversations/{cid}/messages/{mid}/provenance": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * What the model saw before this reply
+         * @description The context record linked to the message (appended with `context_id`): its branch, budget, report and the ids of every injected item, each with its state now (a deleted fact is a tombstone: its id, never its text). `record` is null when no record is linked to the message.
+         */
+        get: operations["reply_provenance_v1_conversations__cid__messages__mid__provenance_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
         trace?: never;
     };
     "/v1/conversations/{cid}/observe": {
@@ -403,6 +423,23 @@ export interface paths {
         };
         /** What happened to a fact and to the facts it replaced or was replaced by */
         get: operations["fact_history_v1_facts__fid__history_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/facts/{fid}/usage": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The replies whose prompts held this fact, newest first */
+        get: operations["fact_usage_v1_facts__fid__usage_get"];
         put?: never;
         post?: never;
         delete?: never;
@@ -606,10 +643,47 @@ export interface components {
             /** Query */
             query?: string | null;
             /**
+             * Record
+             * @description Store a context record (prompt provenance) and answer its `context_id`; send that id with the reply's append to link them. Default: the server's MEMSTRATA_CONTEXT_RECORD setting (off unless set).
+             */
+            record?: boolean | null;
+            /**
              * Task
              * @description Add this task's recent failed attempts (the iteration log) as a `<failed-attempts>` block; without it that tier is off.
              */
             task?: string | null;
+        };
+        /** ContextRecordOut */
+        ContextRecordOut: {
+            /** Budget */
+            budget: number;
+            /** Conversation Id */
+            conversation_id: string;
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /** Id */
+            id: string;
+            /** Items */
+            items: components["schemas"]["RecordItemOut"][];
+            /** Leaf Id */
+            leaf_id: string | null;
+            /** Linked At */
+            linked_at: string | null;
+            /**
+             * Reply Id
+             * @description The assistant message linked to this record.
+             */
+            reply_id: string | null;
+            /**
+             * Report
+             * @description The context's report as recorded (no content).
+             */
+            report: {
+                [key: string]: unknown;
+            };
         };
         /** ConversationCreate */
         ConversationCreate: {
@@ -793,6 +867,32 @@ export interface components {
             conversation_id: string;
             /** Message Id */
             message_id: string | null;
+        };
+        /** FactUseOut */
+        FactUseOut: {
+            /** Context Id */
+            context_id: string;
+            /** Conversation Id */
+            conversation_id: string;
+            /** Message Id */
+            message_id: string;
+            /**
+             * Recorded At
+             * Format: date-time
+             */
+            recorded_at: string;
+            /**
+             * Version
+             * @description The fact's version the prompt held.
+             */
+            version: number | null;
+        };
+        /** FactUsePage */
+        FactUsePage: {
+            /** Items */
+            items: components["schemas"]["FactUseOut"][];
+            /** Next Cursor */
+            next_cursor: string | null;
         };
         /**
          * FileRef
@@ -1089,6 +1189,11 @@ export interface components {
              * @default
              */
             content?: string;
+            /**
+             * Context Id
+             * @description Links this assistant reply to a recorded context (POST .../context with record: true), in the same transaction.
+             */
+            context_id?: string | null;
             /** Files */
             files?: components["schemas"]["FileRef"][];
             /**
@@ -1187,6 +1292,45 @@ export interface components {
             summary: string;
             /** Updated At */
             updated_at: string | null;
+        };
+        /** ProvenanceOut */
+        ProvenanceOut: {
+            /** Conversation Id */
+            conversation_id: string;
+            /** Message Id */
+            message_id: string;
+            /** @description The context record linked to the message; null when none is. */
+            record: components["schemas"]["ContextRecordOut"] | null;
+        };
+        /** RecordItemOut */
+        RecordItemOut: {
+            /**
+             * Conversation Id
+             * @description A message's conversation.
+             */
+            conversation_id: string | null;
+            /** Id */
+            id: string;
+            /**
+             * Kind
+             * @description message, fact, summary, working, plan, profile, iteration or item.
+             */
+            kind: string;
+            /**
+             * State
+             * @description Now: present or deleted (messages); active, changed, superseded, removed or deleted (facts: a tombstone, only the id is left); recorded (the rest).
+             */
+            state: string;
+            /**
+             * Tier
+             * @description Where the item sat: system, recent, recall, facts, ...
+             */
+            tier: string;
+            /**
+             * Version
+             * @description A fact's updated_at (µs since the epoch); a summary's, working memory's or plan's version.
+             */
+            version: number | null;
         };
         /**
          * Role
@@ -2984,7 +3128,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description No such conversation, or no such parent in it. */
+            /** @description No such conversation, no such parent in it, or no such context record (context_id) in it. */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -2993,7 +3137,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The id exists with other content, or the parent is pending. */
+            /** @description The id exists with other content, the parent is pending, or the context record is linked to another reply. */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -3252,6 +3396,88 @@ export interface operations {
             };
             /** @description The message is not pending. */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The request body is over the size limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A backend is unavailable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    reply_provenance_v1_conversations__cid__messages__mid__provenance_get: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Admin keys only: the user to act as. A user key sending it gets 403. */
+                "X-Memstrata-User"?: string | null;
+                /** @description Admin keys only: the agent to act as (optional). A user key sending it gets 403. */
+                "X-Memstrata-Agent"?: string | null;
+            };
+            path: {
+                cid: string;
+                mid: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ProvenanceOut"];
+                };
+            };
+            /** @description Missing, unknown or revoked API key. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The key may not do this (a user key on an admin route, or with admin headers). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No such conversation or message in this scope. */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4171,6 +4397,92 @@ export interface operations {
                 };
             };
             /** @description No such fact in this scope. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The request body is over the size limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A backend is unavailable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    fact_usage_v1_facts__fid__usage_get: {
+        parameters: {
+            query?: {
+                /** @description Items per page (default 50, at most 500). */
+                limit?: number | null;
+                /** @description The `next_cursor` of the previous page; omit for the first page. */
+                cursor?: string | null;
+            };
+            header?: {
+                /** @description Admin keys only: the user to act as. A user key sending it gets 403. */
+                "X-Memstrata-User"?: string | null;
+                /** @description Admin keys only: the agent to act as (optional). A user key sending it gets 403. */
+                "X-Memstrata-Agent"?: string | null;
+            };
+            path: {
+                fid: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FactUsePage"];
+                };
+            };
+            /** @description Missing, unknown or revoked API key. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The key may not do this (a user key on an admin route, or with admin headers). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No such fact in this scope, nor in any of its context records. */
             404: {
                 headers: {
                     [name: string]: unknown;

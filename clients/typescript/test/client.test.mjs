@@ -169,3 +169,27 @@ test("the facade's other parts answer over REST", async () => {
   await a.conversations.delete(conv.id);
   await assert.rejects(a.conversations.get(conv.id), NotFound);
 });
+
+test("a recorded context linked to a reply: its provenance and the fact's usage", async () => {
+  const a = clientA();
+  const b = clientB();
+  const conv = await a.conversations.create({ title: unique("provenance") });
+  await a.messages.append(conv.id, { role: "user", content: "Which tea do I like?" });
+  const fact = await a.facts.add({ content: unique("likes green tea"), category: "preference" });
+  const ctx = await a.context(conv.id, { record: true });
+  assert.equal(typeof ctx.context_id, "string");
+  const reply = await a.messages.append(conv.id, { role: "assistant", content: "Green.", context_id: ctx.context_id });
+  const found = await a.messages.provenance(conv.id, reply.id);
+  assert.equal(found.record.id, ctx.context_id);
+  assert.ok(found.record.items.some((i) => i.kind === "fact" && i.id === fact.id));
+  const uses = await a.facts.usage(fact.id).all();
+  assert.deepEqual(uses.map((u) => u.message_id), [reply.id]);
+  await assert.rejects(b.messages.provenance(conv.id, reply.id), NotFound);
+  await assert.rejects(b.facts.usage(fact.id).all(), NotFound);
+  // The record is taken: another reply is a Conflict, and is not stored.
+  await assert.rejects(
+    a.messages.append(conv.id, { role: "assistant", content: "Again.", context_id: ctx.context_id }),
+    Conflict,
+  );
+  assert.equal((await a.messages.list(conv.id).all()).length, 2);
+});

@@ -7,16 +7,19 @@ lives here, so the sync and async APIs cannot drift apart.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, cast, overload
 
 from memstrata import conversation as ops
+from memstrata import provenance
 from memstrata.api._async_base import AsyncSubAPI
 from memstrata.api._async_context import AsyncCompaction
 from memstrata.api._async_graph import AsyncGraphs
 from memstrata.api._async_longterm import AsyncFacts, AsyncLongTerm
 from memstrata.api._async_nodes import AsyncNodes
+from memstrata.api._async_provenance import AsyncProvenance
 from memstrata.api._async_recall import AsyncRecall
 from memstrata.api._async_retention import AsyncRetention
 from memstrata.api._async_state import (
@@ -152,10 +155,23 @@ class AsyncMessages(AsyncSubAPI):
         /,
         **fields: Any,
     ) -> tuple[Message, bool]:
-        """Like :meth:`append`, also telling whether it was created (False: a replay of the same id)."""
+        """Like :meth:`append`, also telling whether it was created (False: a replay of the same id).
+
+        ``context_id`` (a field like the others) links this assistant reply to the context
+        record it answered (``mem.context(..., record=True)``), in the same transaction."""
+        if isinstance(message, Mapping) and "context_id" in message:
+            message = dict(message)
+            fields.setdefault("context_id", message.pop("context_id"))
+        context_id = fields.pop("context_id", None)
         new = build(NewMessage, message, fields)
         rt = self._core.rt
-        return await self._write(ops.append_message, rt, _scope(scope), conversation_id, new)
+        if context_id is None:
+            return await self._write(ops.append_message, rt, _scope(scope), conversation_id, new)
+        if not isinstance(context_id, str):
+            raise InvalidInput("context_id must be a string", field="context_id")
+        return await self._write(
+            provenance.append_linked, rt, _scope(scope), conversation_id, new, context_id
+        )
 
     async def complete(
         self,
@@ -393,6 +409,7 @@ class AsyncMemory(AsyncSubAPI):
         self.transfer = AsyncTransfer(core)
         self.retention = AsyncRetention(core)
         self.graphs = AsyncGraphs(core)
+        self.provenance = AsyncProvenance(core)
 
     @classmethod
     @overload
@@ -497,12 +514,16 @@ class AsyncMemory(AsyncSubAPI):
         model: str | None = None,
         *,
         task: str | None = None,
+        record: bool | None = None,
     ) -> Context:
         """Messages for the next model call under one token budget, and a report on them.
 
         ``task`` names a task whose recent failed attempts (``mem.iterations``) go into an
         ``iterations`` block, for a sub-agent's briefing; without it that tier is off.
         When the branch has outgrown its summary, a debounced compaction job is queued.
+        ``record`` stores a context record (prompt provenance; None: the
+        ``context_record`` setting) and sets ``context_id``: append the reply with
+        ``context_id=ctx.context_id`` to link the two.
         """
         ctx = await self.compaction.assemble(
             scope,
@@ -522,6 +543,9 @@ class AsyncMemory(AsyncSubAPI):
                 delay_s=kit.debounce_s,
                 max_wait_s=kit.max_wait_s,
             )
+        if self._core.settings.context_record if record is None else record:
+            rid = await self.provenance.record(scope, conversation_id, ctx, budget)
+            ctx = replace(ctx, context_id=rid)
         return ctx
 
     async def compact(

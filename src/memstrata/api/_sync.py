@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, cast, overload
 
 from memstrata import conversation as ops
+from memstrata import provenance
 from memstrata.api._sync_base import SubAPI
 from memstrata.api._sync_context import Compaction
 from memstrata.api._sync_graph import Graphs
 from memstrata.api._sync_longterm import Facts, LongTerm
 from memstrata.api._sync_nodes import Nodes
+from memstrata.api._sync_provenance import Provenance
 from memstrata.api._sync_recall import Recall
 from memstrata.api._sync_retention import Retention
 from memstrata.api._sync_state import (
@@ -148,10 +151,23 @@ class Messages(SubAPI):
         /,
         **fields: Any,
     ) -> tuple[Message, bool]:
-        """Like :meth:`append`, also telling whether it was created (False: a replay of the same id)."""
+        """Like :meth:`append`, also telling whether it was created (False: a replay of the same id).
+
+        ``context_id`` (a field like the others) links this assistant reply to the context
+        record it answered (``mem.context(..., record=True)``), in the same transaction."""
+        if isinstance(message, Mapping) and "context_id" in message:
+            message = dict(message)
+            fields.setdefault("context_id", message.pop("context_id"))
+        context_id = fields.pop("context_id", None)
         new = build(NewMessage, message, fields)
         rt = self._core.rt
-        return self._write(ops.append_message, rt, _scope(scope), conversation_id, new)
+        if context_id is None:
+            return self._write(ops.append_message, rt, _scope(scope), conversation_id, new)
+        if not isinstance(context_id, str):
+            raise InvalidInput("context_id must be a string", field="context_id")
+        return self._write(
+            provenance.append_linked, rt, _scope(scope), conversation_id, new, context_id
+        )
 
     def complete(
         self,
@@ -389,6 +405,7 @@ class Memory(SubAPI):
         self.transfer = Transfer(core)
         self.retention = Retention(core)
         self.graphs = Graphs(core)
+        self.provenance = Provenance(core)
 
     @classmethod
     @overload
@@ -483,12 +500,16 @@ class Memory(SubAPI):
         model: str | None = None,
         *,
         task: str | None = None,
+        record: bool | None = None,
     ) -> Context:
         """Messages for the next model call under one token budget, and a report on them.
 
         ``task`` names a task whose recent failed attempts (``mem.iterations``) go into an
         ``iterations`` block, for a sub-agent's briefing; without it that tier is off.
         When the branch has outgrown its summary, a debounced compaction job is queued.
+        ``record`` stores a context record (prompt provenance; None: the
+        ``context_record`` setting) and sets ``context_id``: append the reply with
+        ``context_id=ctx.context_id`` to link the two.
         """
         ctx = self.compaction.assemble(
             scope,
@@ -508,6 +529,9 @@ class Memory(SubAPI):
                 delay_s=kit.debounce_s,
                 max_wait_s=kit.max_wait_s,
             )
+        if self._core.settings.context_record if record is None else record:
+            rid = self.provenance.record(scope, conversation_id, ctx, budget)
+            ctx = replace(ctx, context_id=rid)
         return ctx
 
     def compact(

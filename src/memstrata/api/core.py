@@ -24,6 +24,7 @@ from memstrata.runtime import Limits, Runtime
 from memstrata.storage.engine import Engine
 from memstrata.storage.plan import Op, Query, read
 from memstrata.tokens import get_tokenizer
+from memstrata.types import Scope
 from memstrata.usage import MeteredLLM, UsageMeter
 from memstrata.validation import build, checked_scope
 
@@ -46,6 +47,9 @@ class Core:
     context: ContextKit
     recall: RecallEngine
     longterm: LongTermKit
+    #: How many recorded contexts held each fact (set by the provenance feature; memory
+    #: health reports usage as unknown while it is None).
+    fact_usage: Callable[[Scope, Sequence[str]], Op[dict[str, int]]] | None = None
     #: The sync facade job handlers get (``Memory``, set by :mod:`memstrata.api`, which
     #: imports both modules: this one never imports the facade built over it).
     sync_facade: ClassVar[Callable[[Core], Any]]

@@ -24,6 +24,7 @@ from memstrata.jobs import ops as jobs_ops
 from memstrata.llm import llm_from_settings
 from memstrata.nodes import ops as nodes_ops
 from memstrata.nodes import service as nodes_service
+from memstrata.provenance import feature as provenance_feature
 from memstrata.recall.service import RecallEngine
 from memstrata.retention import job as retention_job
 from memstrata.storage.plan import Op
@@ -110,4 +111,5 @@ FEATURES: tuple[Feature, ...] = (
     Feature("recall", _recall),
     Feature("longterm", _longterm),
     Feature("retention", retention_job.install),
+    Feature("provenance", provenance_feature.install),
 )

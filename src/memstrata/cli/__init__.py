@@ -25,6 +25,7 @@ from memstrata.cli import (
     longterm,
     mcp,
     nodes,
+    provenance,
     recall,
     retention,
     serve,
@@ -83,6 +84,7 @@ COMMANDS: tuple[tuple[str, Callable[..., Any]], ...] = (
     ("context", context.context),
     ("profile", longterm.profile),
     ("mcp", mcp.mcp),
+    ("provenance", provenance.provenance),
 )
 GROUPS: tuple[tuple[str, typer.Typer], ...] = (
     ("keys", keys.keys_app),

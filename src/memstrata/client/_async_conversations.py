@@ -127,8 +127,15 @@ class AsyncRemoteMessages:
         /,
         **fields: Any,
     ) -> tuple[Message, bool]:
-        """Like :meth:`append`, also telling whether the server created it (False: a replay)."""
+        """Like :meth:`append`, also telling whether the server created it (False: a replay).
+        ``context_id`` links an assistant reply to a recorded context (prompt provenance)."""
+        if isinstance(message, Mapping) and "context_id" in message:
+            message = dict(message)
+            fields.setdefault("context_id", message.pop("context_id"))
+        context_id = fields.pop("context_id", None)
         body = message_json(build(NewMessage, message, fields))
+        if context_id is not None:
+            body["context_id"] = context_id
         h = await self._s.scoped(scope)
         path = f"{conversation_path(conversation_id)}/messages"
         # The body carries its id: sending it again after a dropped answer stores nothing new.

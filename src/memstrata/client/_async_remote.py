@@ -30,6 +30,7 @@ from memstrata.client._async_longterm import (
     AsyncRemoteLongTerm,
     AsyncRemoteUsers,
 )
+from memstrata.client._async_provenance import AsyncRemoteProvenance
 from memstrata.client._async_session import (
     NO_MESSAGE_CAP_PARAM,
     NO_TOKEN_LIMIT,
@@ -84,6 +85,7 @@ class AsyncRemoteMemory:
         self.jobs = AsyncRemoteJobs(s)
         self.users = AsyncRemoteUsers(s)
         self.nodes = AsyncRemoteNodes(s)
+        self.provenance = AsyncRemoteProvenance(s)
 
     @property
     def url(self) -> str:
@@ -128,18 +130,23 @@ class AsyncRemoteMemory:
         model: str | None = None,
         *,
         task: str | None = None,
+        record: bool | None = None,
     ) -> RemoteContext:
-        """Messages for the next model call under one token budget, and the report on them."""
+        """Messages for the next model call under one token budget, and the report on them.
+        ``record=True`` stores a context record and sets ``context_id`` (prompt provenance)."""
         h = await self._session.scoped(scope)
-        body = query_params(leaf_id=leaf_id, budget=budget, query=query, model=model, task=task)
-        # Assembly only reads (a compaction it queues is merged by key): safe to send again.
+        body = query_params(
+            leaf_id=leaf_id, budget=budget, query=query, model=model, task=task, record=record
+        )
+        # Assembly only reads (a compaction it queues is merged by key): safe to send again;
+        # a recorded one is not (a retry would store a second record).
         return await self._session.call(
             "POST",
             f"{conversation_path(conversation_id)}/context",
             decode.context,
             headers=h,
             json=body,
-            idempotent=True,
+            idempotent=not record,
         )
 
     async def compact(

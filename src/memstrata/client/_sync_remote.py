@@ -19,6 +19,7 @@ from memstrata.client._sync_longterm import (
     RemoteLongTerm,
     RemoteUsers,
 )
+from memstrata.client._sync_provenance import RemoteProvenance
 from memstrata.client._sync_session import (
     NO_MESSAGE_CAP_PARAM,
     NO_TOKEN_LIMIT,
@@ -73,6 +74,7 @@ class RemoteMemory:
         self.jobs = RemoteJobs(s)
         self.users = RemoteUsers(s)
         self.nodes = RemoteNodes(s)
+        self.provenance = RemoteProvenance(s)
 
     @property
     def url(self) -> str:
@@ -117,18 +119,23 @@ class RemoteMemory:
         model: str | None = None,
         *,
         task: str | None = None,
+        record: bool | None = None,
     ) -> RemoteContext:
-        """Messages for the next model call under one token budget, and the report on them."""
+        """Messages for the next model call under one token budget, and the report on them.
+        ``record=True`` stores a context record and sets ``context_id`` (prompt provenance)."""
         h = self._session.scoped(scope)
-        body = query_params(leaf_id=leaf_id, budget=budget, query=query, model=model, task=task)
-        # Assembly only reads (a compaction it queues is merged by key): safe to send again.
+        body = query_params(
+            leaf_id=leaf_id, budget=budget, query=query, model=model, task=task, record=record
+        )
+        # Assembly only reads (a compaction it queues is merged by key): safe to send again;
+        # a recorded one is not (a retry would store a second record).
         return self._session.call(
             "POST",
             f"{conversation_path(conversation_id)}/context",
             decode.context,
             headers=h,
             json=body,
-            idempotent=True,
+            idempotent=not record,
         )
 
     def compact(

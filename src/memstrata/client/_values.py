@@ -69,6 +69,7 @@ class RemoteContext:
 
     messages: list[dict[str, Any]]
     report: ContextReport
+    context_id: str | None = None  # set when the assembly was recorded (record=True)
 
     def to_dict(self) -> dict[str, Any]:
         return ContextOut.encode(self)

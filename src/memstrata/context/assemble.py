@@ -316,7 +316,7 @@ def assemble(
         report.compaction_due = books.compaction_due(
             br.leaf, br.summary, settings.threshold, settings.window, context_window(model)
         )
-    return Context(messages, report, window, br.system)
+    return Context(messages, report, window, br.system, chosen)
 
 
 def _render(

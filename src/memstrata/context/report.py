@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from memstrata.context.tiers import TierItem
 from memstrata.encoding import to_json
 from memstrata.types import Message
 
@@ -57,6 +58,10 @@ class Context:
     report: ContextReport
     window: list[Message]  # the recent window's stored messages, oldest first
     system: list[Message] = field(default_factory=list)  # the branch's leading system run
+    # The items each injected tier put in (provenance records their ids, never their text).
+    injected: dict[str, list[TierItem]] = field(default_factory=dict)
+    # The id of the context record when the assembly was recorded (prompt provenance).
+    context_id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return to_json(self)

@@ -16,6 +16,7 @@ from memstrata.longterm import store
 from memstrata.longterm.inject import fact_line, injection_order, profile_line
 from memstrata.runtime import Runtime
 from memstrata.storage.plan import Op
+from memstrata.storage.records import to_micros
 
 __all__ = ["GUARANTEED_TOKENS", "FactsTier", "ProfileTier"]
 
@@ -41,6 +42,8 @@ class FactsTier:
                 fact_id=f.id,
                 category=f.category,
                 confidence=f.confidence,
+                # The fact's version (provenance records which version a prompt held).
+                updated_at=to_micros(f.updated_at),
             )
             for f in facts
         }

@@ -150,6 +150,8 @@ class MemoryTools:
             (self.remember_conversation, writes),
             (self.get_working_memory, reads),
             (self.update_working_memory, writes),
+            (self.get_reply_provenance, reads),
+            (self.get_fact_usage, reads),
         ]
         for fn, hints in catalogue:
             server.add_tool(fn, description=inspect.getdoc(fn), annotations=hints)
@@ -196,6 +198,13 @@ class MemoryTools:
         tool_call_id: Annotated[
             str | None, Field(description="For role tool: the call this result answers.")
         ] = None,
+        context_id: Annotated[
+            str | None,
+            Field(
+                description="For an assistant reply: the context_id get_context returned with "
+                "record, linking the reply to what its prompt held."
+            ),
+        ] = None,
     ) -> Result:
         """Append a message to a conversation, after its newest message unless parent_id says
         otherwise, and return the stored message."""
@@ -204,6 +213,8 @@ class MemoryTools:
             fields["parent_id"] = parent_id
         if tool_call_id is not None:
             fields["tool_call_id"] = tool_call_id
+        if context_id is not None:
+            fields["context_id"] = context_id
         msg = await self._mem.messages.append(self._scope_of(ctx), conversation_id, **fields)
         return msg.to_dict()
 
@@ -235,14 +246,24 @@ class MemoryTools:
                 description="What to recall past messages about (default: the newest user message)."
             ),
         ] = None,
+        record: Annotated[
+            bool,
+            Field(
+                description="Keep a record of what this context holds (prompt provenance) and "
+                "return its context_id, to pass to add_message with the reply."
+            ),
+        ] = False,
     ) -> Result:
         """Messages ready for the next model call under one token budget: recent turns plus
         the summary, remembered facts, profile, working memory and recalled past messages;
         the report gives the tokens each part took and how many items were dropped."""
         c = await self._mem.context(
-            self._scope_of(ctx), conversation_id, budget=budget, query=query
+            self._scope_of(ctx), conversation_id, budget=budget, query=query, record=record or None
         )
-        return _context(c)
+        out = _context(c)
+        if c.context_id is not None:
+            out["context_id"] = c.context_id
+        return out
 
     # -- recall --------------------------------------------------------------------------------
 
@@ -388,6 +409,39 @@ class MemoryTools:
                     raise
                 continue  # overwrite: another writer got in between; read again and retry
             return _working(wm)
+
+    # -- prompt provenance ---------------------------------------------------------------------
+
+    @_reported
+    async def get_reply_provenance(
+        self,
+        ctx: Context,
+        conversation_id: ConversationId,
+        message_id: Annotated[str, Field(description="The assistant reply's id.")],
+    ) -> Result:
+        """What the model saw before a reply: the recorded context linked to it (its budget,
+        report and the ids of every injected message, fact, summary, working memory and plan,
+        each with its state now: a deleted fact shows as a tombstone id). record is null when
+        no recorded context is linked to the reply."""
+        found = await self._mem.provenance.get(self._scope_of(ctx), conversation_id, message_id)
+        return found.to_dict()
+
+    @_reported
+    async def get_fact_usage(
+        self,
+        ctx: Context,
+        fact_id: Annotated[str, Field(description="The fact's id (from list_facts).")],
+        limit: Annotated[int, Field(ge=1, le=MAX_PAGE, description="How many.")] = 20,
+        cursor: Annotated[
+            str | None, Field(description="next_cursor of the previous page, for more.")
+        ] = None,
+    ) -> Result:
+        """The replies whose recorded prompts held a fact, newest first (conversation,
+        message, context record and when)."""
+        page = await self._mem.provenance.fact_usage(
+            self._scope_of(ctx), fact_id, limit=limit, cursor=cursor
+        )
+        return {"items": [u.to_dict() for u in page.items], "next_cursor": page.next_cursor}
 
 
 def _parsed(text: str) -> Any:

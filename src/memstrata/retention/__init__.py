@@ -9,7 +9,10 @@ Kinds and what "old" means for each:
 * ``jobs`` — finished (``done``) more than ``max_age`` ago; dead letters stay until
   retried or their user is deleted;
 * ``checkpoints`` — expired more than ``max_age`` ago;
-* ``snapshots`` — run snapshots not updated for ``max_age``.
+* ``snapshots`` — run snapshots not updated for ``max_age``;
+* ``context_records`` — prompt provenance records made more than ``max_age`` ago (with no
+  policy they are kept as long as their conversation; their conversation's own
+  retention and every deletion cascade remove them too).
 
 A policy names a tenant, or ``*`` for every tenant without its own policy of that kind.
 :mod:`~memstrata.retention.policies` stores them and deletes what is past them,

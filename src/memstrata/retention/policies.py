@@ -26,7 +26,14 @@ __all__ = [
     "set_policy",
 ]
 
-KINDS = ("conversations", "node_memories", "jobs", "checkpoints", "snapshots")
+KINDS = (
+    "conversations",
+    "node_memories",
+    "jobs",
+    "checkpoints",
+    "snapshots",
+    "context_records",
+)
 ALL_TENANTS = "*"
 _S = 1_000_000
 
@@ -42,6 +49,8 @@ _SQL: dict[str, tuple[str, str, str, str]] = {
     ),
     # Snapshots carry no tenant: it is their conversation's (see _tenant_sql).
     "snapshots": ("run_snapshots", "conversation_id, run_id", "updated_at", ""),
+    # Prompt provenance: records by the time they were made (their items go with them).
+    "context_records": ("context_records", "id", "created_at", "tenant_id"),
 }
 
 
@@ -161,6 +170,11 @@ def purge(rt: Runtime, kind: str, keys: Sequence[tuple[Any, ...]]) -> Op[int]:
     if kind == "conversations":
         yield from rt.cascade.delete_conversations([k[0] for k in keys])
         return len(keys)
+    if kind == "context_records":
+        ids = [k[0] for k in keys]
+        marks = ", ".join("?" * len(ids))
+        yield Exec(f"DELETE FROM context_record_items WHERE context_id IN ({marks})", ids)
+        return int((yield Exec(f"DELETE FROM context_records WHERE id IN ({marks})", ids)))
     table, key, _, _ = _SQL[kind]
     cols = [c.strip() for c in key.split(",")]
     match = " AND ".join(f"{c} = ?" for c in cols)

@@ -63,6 +63,13 @@ def install_openapi(app: FastAPI) -> None:
         parent["description"] = (
             "Left out: after the active leaf. null: a new root. An id: a child of that message."
         )
+        # Read by the append route beside the message's fields (prompt provenance).
+        schemas["NewMessage"]["properties"]["context_id"] = {
+            "anyOf": [{"type": "string"}, {"type": "null"}],
+            "title": "Context Id",
+            "description": "Links this assistant reply to a recorded context "
+            "(POST .../context with record: true), in the same transaction.",
+        }
         _add_model(schemas, Problem)
         for path, item in doc.get("paths", {}).items():
             for operation in item.values():

@@ -33,6 +33,12 @@ class ContextIn(BaseModel):
         description="Add this task's recent failed attempts (the iteration log) as a "
         "`<failed-attempts>` block; without it that tier is off.",
     )
+    record: bool | None = Field(
+        default=None,
+        description="Store a context record (prompt provenance) and answer its `context_id`; "
+        "send that id with the reply's append to link them. Default: the server's "
+        "MEMSTRATA_CONTEXT_RECORD setting (off unless set).",
+    )
 
 
 class CompactIn(BaseModel):
@@ -58,6 +64,7 @@ async def context(mem: Mem, scope: CallerScope, cid: str, body: ContextIn) -> Re
         query=body.query,
         model=body.model,
         task=body.task,
+        record=body.record,
     )
     return JSONResponse(ContextOut.encode(ctx))
 

@@ -51,15 +51,26 @@ async def _json_object(request: Request) -> dict[str, Any]:
         "(a regeneration or edit when it already has children). The new message "
         "becomes the active leaf. A client may send its own `id` (UUID): replaying "
         "the same id with the same content answers 200 with the stored message, "
-        "with other content 409."
+        "with other content 409. `context_id` (from a recorded context) links this "
+        "assistant reply to the prompt it answered, in the same transaction: an unknown "
+        "record, or one of another conversation or scope, is 404; a record linked to "
+        "another reply (or a reply linked to another record) 409; a role other than "
+        "assistant 422; the message is stored only when the link is valid, and sending "
+        "the same link again is a no-op."
     ),
     responses={
         200: {
             "description": "Replay of a message already stored with this id.",
             "model": MessageOut,
         },
-        404: {"description": "No such conversation, or no such parent in it."},
-        409: {"description": "The id exists with other content, or the parent is pending."},
+        404: {
+            "description": "No such conversation, no such parent in it, or no such "
+            "context record (context_id) in it."
+        },
+        409: {
+            "description": "The id exists with other content, the parent is pending, or "
+            "the context record is linked to another reply."
+        },
     },
     # The body is read raw (see _json_object); its schema is NewMessage, added by openapi.py.
     openapi_extra={

@@ -17,6 +17,7 @@ from memstrata.storage.tables import (
     LONGTERM_TABLES,
     NODE_TABLES,
     NODE_TURN_TABLES,
+    PROVENANCE_TABLES,
     RECALL_KEYWORDS,
     RECALL_TABLES,
     RETENTION_TABLES,
@@ -204,6 +205,11 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
             14,
             "messages: ids unique per conversation (an id used elsewhere is free here)",
             _MESSAGE_IDS[dialect],
+        ),
+        Migration(
+            16,
+            "provenance: recorded context assemblies and the ids of what they injected",
+            render(dialect, PROVENANCE_TABLES),
         ),
     )
     for dialect in TYPES

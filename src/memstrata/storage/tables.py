@@ -10,6 +10,7 @@ __all__ = [
     "LONGTERM_TABLES",
     "NODE_TABLES",
     "NODE_TURN_TABLES",
+    "PROVENANCE_TABLES",
     "RECALL_KEYWORDS",
     "RECALL_TABLES",
     "RETENTION_TABLES",
@@ -488,6 +489,44 @@ WORKER_TABLES = (
         seen_at {time} NOT NULL
     )""",
     "CREATE INDEX workers_seen ON workers (seen_at)",
+)
+
+# Prompt provenance (migration 16): a recorded context assembly and the ids of what it
+# injected (never their text). ``reply_id`` is the assistant message it was linked to.
+# An item row whose message or fact is gone stays as a tombstone (``deleted``).
+PROVENANCE_TABLES = (
+    """CREATE TABLE context_records (
+        seq {serial},
+        id TEXT NOT NULL UNIQUE,
+        tenant_id TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        agent_id TEXT NOT NULL DEFAULT '',
+        conversation_id TEXT NOT NULL,
+        leaf_id TEXT,
+        budget INTEGER NOT NULL,
+        report TEXT NOT NULL,
+        reply_id TEXT,
+        linked_at {time},
+        created_at {time} NOT NULL
+    )""",
+    "CREATE INDEX context_records_conversation ON context_records (conversation_id, seq)",
+    "CREATE INDEX context_records_owner ON context_records (tenant_id, user_id, agent_id, seq)",
+    "CREATE INDEX context_records_age ON context_records (tenant_id, created_at)",
+    "CREATE UNIQUE INDEX context_records_reply ON context_records (conversation_id, reply_id) "
+    "WHERE reply_id IS NOT NULL",
+    """CREATE TABLE context_record_items (
+        context_id TEXT NOT NULL,
+        position INTEGER NOT NULL,
+        tier TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        item_id TEXT NOT NULL,
+        conversation_id TEXT NOT NULL DEFAULT '',
+        version BIGINT,
+        deleted INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (context_id, position)
+    )""",
+    "CREATE INDEX context_record_items_item ON context_record_items (kind, item_id)",
+    "CREATE INDEX context_record_items_message ON context_record_items (conversation_id, item_id)",
 )
 
 TYPES = {

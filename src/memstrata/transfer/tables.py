@@ -297,6 +297,41 @@ TABLES: tuple[TableSpec, ...] = (
         "tenant_id, kind",
         None,  # the operator's settings, not a user's data
     ),
+    # Prompt provenance: what entered each recorded prompt, by id (never text).
+    TableSpec(
+        "context_records",
+        (
+            "id",
+            "tenant_id",
+            "user_id",
+            "agent_id",
+            "conversation_id",
+            "leaf_id",
+            "budget",
+            "report",
+            "reply_id",
+            "linked_at",
+            "created_at",
+        ),
+        "seq",
+        _USER,
+        serial=True,
+    ),
+    TableSpec(
+        "context_record_items",
+        (
+            "context_id",
+            "position",
+            "tier",
+            "kind",
+            "item_id",
+            "conversation_id",
+            "version",
+            "deleted",
+        ),
+        "context_id, position",
+        "context_id IN (SELECT id FROM context_records WHERE tenant_id = ? AND user_id = ?)",
+    ),
 )
 
 #: Tables left out, and why: each is rebuilt from exported data or is per-process state.

@@ -8,6 +8,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
+from pydantic import Field
+
 from memstrata.context import Context, ContextReport, Summary, TierReport
 from memstrata.context.kit import CompactionResult
 from memstrata.wire._codec import Attr, OmitNone, Wire
@@ -46,6 +48,11 @@ class ContextOut(Wire):
 
     messages: list[dict[str, Any]]
     report: ContextReportOut
+    context_id: Annotated[str | None, OmitNone] = Field(
+        default=None,
+        description="The context record's id when the assembly was recorded (record: true); "
+        "send it as `context_id` when appending the reply.",
+    )
 
 
 class SummaryOut(Wire):

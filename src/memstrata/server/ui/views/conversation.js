@@ -6,6 +6,7 @@ import { allPages, api } from "../api.js";
 import { badge, empty, fill, h, shortId, snippet, when } from "../dom.js";
 import { buildTree, leavesOf, pathTo, runFrom } from "../tree.js";
 import { contextPanel } from "./context.js";
+import { attachProvenance } from "./provenance.js";
 
 const enc = encodeURIComponent;
 
@@ -124,7 +125,7 @@ export async function conversationView(route, ctx) {
         { class: "transcript", "data-testid": "branch" },
         path.map((id) => {
           const m = tree.byId.get(id).message;
-          return h(
+          const entry = h(
             "li",
             { class: `turn role-${m.role}`, "data-testid": "branch-message", "data-id": m.id },
             h(
@@ -145,6 +146,8 @@ export async function conversationView(route, ctx) {
             m.tool_call_id ? h("div", { class: "meta" }, `answers tool call ${m.tool_call_id}`) : null,
             m.files.length ? h("div", { class: "meta" }, `${m.files.length} file(s)`) : null,
           );
+          attachProvenance(cid, m, entry);
+          return entry;
         }),
       ),
     );
