@@ -483,11 +483,15 @@ class Memory(SubAPI):
         model: str | None = None,
         *,
         task: str | None = None,
+        as_of: datetime | str | None = None,
     ) -> Context:
         """Messages for the next model call under one token budget, and a report on them.
 
         ``task`` names a task whose recent failed attempts (``mem.iterations``) go into an
         ``iterations`` block, for a sub-agent's briefing; without it that tier is off.
+        ``as_of`` (a ``datetime`` or ISO 8601 text) assembles the derived tiers as of that
+        time: the facts true then as known then, the profile recorded by then, recalled
+        messages created by then (the window is the branch ending at ``leaf_id``).
         When the branch has outgrown its summary, a debounced compaction job is queued.
         """
         ctx = self.compaction.assemble(
@@ -498,6 +502,7 @@ class Memory(SubAPI):
             query=query,
             model=model,
             task=task,
+            as_of=as_of,
         )
         kit = self._core.context
         if ctx.report.compaction_due and kit.auto_compact:

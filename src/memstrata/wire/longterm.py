@@ -43,6 +43,22 @@ class FactOut(Wire):
     sources: list[FactSourceOut]
     created_at: datetime
     updated_at: datetime
+    valid_from: datetime | None = Field(
+        default=None,
+        description="Event time: when the fact became true in the world (from its source "
+        "messages' occurred_at, a date the extraction found, or an import's own time).",
+    )
+    valid_to: datetime | None = Field(
+        default=None, description="Event time: when it stopped being true (null: it still is)."
+    )
+    recorded_at: datetime | None = Field(
+        default=None, description="System time: when memstrata recorded the fact."
+    )
+    superseded_at: datetime | None = Field(
+        default=None,
+        description="System time: when memstrata stopped holding it as current (superseded, "
+        "removed or evicted; null: it still does).",
+    )
 
 
 class FactPage(BaseModel):
@@ -74,6 +90,12 @@ class ProfileSectionOut(Wire):
 
     summary: str
     updated_at: datetime | None
+    valid_from: datetime | None = Field(
+        default=None, description="Event time the section's text holds from."
+    )
+    recorded_at: datetime | None = Field(
+        default=None, description="System time: when this text was recorded."
+    )
 
 
 class ProfileOut(BaseModel):
