@@ -63,9 +63,9 @@ __all__ = [
     "get_profile",
     "insert_fact",
     "list_facts",
-    "true_facts",
     "lock_owner",
     "set_profile",
+    "true_facts",
 ]
 
 
@@ -484,9 +484,9 @@ def apply_plan(
         starts[new_ids[n.index]] = since
     marks: list[tuple[str, str, str | None, str, int | None]] = []
     for old, target, reason in plan.superseded:
-        by = target if isinstance(target, str) else new_ids[target]
+        new = target if isinstance(target, str) else new_ids[target]
         # It stopped holding when its replacement began (a duplicate: at this event).
-        marks.append((old, "superseded", by, reason, starts.get(by, event)))
+        marks.append((old, "superseded", new, reason, starts.get(new, event)))
     marks += [(old, "removed", None, reason, event) for old, reason in plan.removed]
     marks += [(old, "evicted", None, "over the cap on active facts", None) for old in plan.evicted]
     for fid, status, by, reason, ends in marks:

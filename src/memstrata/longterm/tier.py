@@ -17,8 +17,8 @@ from dataclasses import replace
 from memstrata.context.tiers import TierItem, TierRequest
 from memstrata.longterm import store
 from memstrata.longterm.clocks import AsOf
-from memstrata.longterm.model import FactStatus
 from memstrata.longterm.inject import fact_line, injection_order, profile_line
+from memstrata.longterm.model import FactStatus
 from memstrata.runtime import Runtime
 from memstrata.storage.plan import Op
 
