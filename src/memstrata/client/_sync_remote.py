@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from types import TracebackType
 
 import httpx
@@ -34,7 +35,7 @@ from memstrata.client._sync_state import (
     RemoteWorking,
 )
 from memstrata.client._values import RemoteContext, RemoteHistory
-from memstrata.client._wire import Identity
+from memstrata.client._wire import Identity, iso_time
 from memstrata.context.kit import CompactionResult
 from memstrata.conversation.history import check_limits
 from memstrata.scoped import Scoped
@@ -117,10 +118,19 @@ class RemoteMemory:
         model: str | None = None,
         *,
         task: str | None = None,
+        as_of: datetime | str | None = None,
     ) -> RemoteContext:
-        """Messages for the next model call under one token budget, and the report on them."""
+        """Messages for the next model call under one token budget, and the report on them
+        (``as_of``: the derived tiers as of then, see ``mem.context``)."""
         h = self._session.scoped(scope)
-        body = query_params(leaf_id=leaf_id, budget=budget, query=query, model=model, task=task)
+        body = query_params(
+            leaf_id=leaf_id,
+            budget=budget,
+            query=query,
+            model=model,
+            task=task,
+            as_of=iso_time(as_of, "as_of"),
+        )
         # Assembly only reads (a compaction it queues is merged by key): safe to send again.
         return self._session.call(
             "POST",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from fastapi import APIRouter, Response
@@ -33,6 +34,12 @@ class ContextIn(BaseModel):
         description="Add this task's recent failed attempts (the iteration log) as a "
         "`<failed-attempts>` block; without it that tier is off.",
     )
+    as_of: datetime | None = Field(
+        default=None,
+        description="ISO 8601 time: the facts, profile and recalled messages as of then "
+        "(true then, as known then; messages created by then). The window is the branch "
+        "ending at leaf_id.",
+    )
 
 
 class CompactIn(BaseModel):
@@ -58,6 +65,7 @@ async def context(mem: Mem, scope: CallerScope, cid: str, body: ContextIn) -> Re
         query=body.query,
         model=body.model,
         task=body.task,
+        as_of=body.as_of,
     )
     return JSONResponse(ContextOut.encode(ctx))
 
