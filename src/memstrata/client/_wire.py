@@ -25,13 +25,13 @@ from memstrata.validation import checked_scope
 from memstrata.wire.auth import Identity, MeOut
 
 __all__ = [
-    "iso_time",
     "AGENT_HEADER",
     "USER_HEADER",
     "Identity",
     "error_from_response",
     "file_json",
     "identity_from_dict",
+    "iso_time",
     "message_json",
     "owner_headers",
     "scope_headers",
