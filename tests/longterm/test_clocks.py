@@ -75,6 +75,14 @@ def test_a_fact_superseded_at_t2_is_returned_as_of_t1_not_by_default(memory: Mem
         "User likes green tea"
     ]
     assert _contents(memory.facts.list(s, as_of=T3).items) == ["User no longer likes green tea"]
+    # As known now (or at T2, once replaced), the old fact held at T1 and ended at T2.
+    assert [f.id for f in memory.facts.list(s, as_of=T1, known_at=T3).items] == [old.id]
+    assert [f.id for f in memory.facts.list(s, as_of=T1, known_at=T2).items] == [old.id]
+    # At T2 itself the replacement holds, as known then and now.
+    assert _contents(memory.facts.list(s, as_of=T2).items) == ["User no longer likes green tea"]
+    assert _contents(memory.facts.list(s, as_of=T2, known_at=T3).items) == [
+        "User no longer likes green tea"
+    ]
     # Both clocks closed on the old fact at T2; the new one holds from T2.
     by_id = {f.id: f for f in memory.facts.list(s, status="all").items}
     closed = by_id[old.id]

@@ -7,7 +7,10 @@ Reads ask one of two questions:
 * *true now* (the default of lists, search and context): an active fact whose event
   time holds now;
 * *as of T, as known at K* (bitemporal; ``K`` defaults to ``T``): a fact recorded at or
-  before ``K`` and not yet superseded then, whose event time holds at ``T``. Passing
+  before ``K`` whose event time, as known at ``K``, holds at ``T``. A fact current at
+  ``K`` holds from its ``valid_from`` on (an end learned after ``K`` was not known
+  then); a fact superseded by ``K`` holds over ``[valid_from, valid_to)`` (what replaced
+  it taught when it ended); one removed or evicted by ``K`` is no longer held. Passing
   ``K`` = now asks what memstrata now knows about ``T``.
 
 Times cross the API as ISO 8601 (a naive time is UTC) or ``datetime``; they are stored
@@ -38,10 +41,15 @@ TRUE_AT = (
     "status = 'active' AND (valid_from IS NULL OR valid_from <= ?) "
     "AND (valid_to IS NULL OR valid_to > ?)"
 )
-# Recorded by K and not superseded then, valid at T (params: K, K, T, T).
+# Recorded by K and begun by T (params: K, T, K, T, T), and then one of: still current
+# and not ended by T; current at K (its end, if any, was learned after K); or superseded
+# by K, which taught when it ended: true at T if that was after T. A fact removed or
+# evicted by K is no longer held at all.
 _AS_OF = (
-    "recorded_at <= ? AND (superseded_at IS NULL OR superseded_at > ?) "
-    "AND (valid_from IS NULL OR valid_from <= ?) AND (valid_to IS NULL OR valid_to > ?)"
+    "recorded_at <= ? AND (valid_from IS NULL OR valid_from <= ?) AND ("
+    "superseded_at > ? "
+    "OR (superseded_at IS NULL AND (valid_to IS NULL OR valid_to > ?)) "
+    "OR (status = 'superseded' AND valid_to > ?))"
 )
 
 
@@ -71,7 +79,8 @@ class AsOf:
 
     def where(self) -> tuple[str, tuple[int, int, int, int]]:
         """The SQL condition on ``facts`` and its parameters."""
-        return _AS_OF, (self.known_at, self.known_at, self.valid_at, self.valid_at)
+        k, t = self.known_at, self.valid_at
+        return _AS_OF, (k, t, k, t, t)
 
 
 def as_of(at: object, known_at: object = None) -> AsOf | None:
