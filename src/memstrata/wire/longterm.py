@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Annotated
 
 from pydantic import BaseModel, Field
 
 from memstrata.longterm.model import Fact, FactEvent, FactSource, ProfileSection
-from memstrata.wire._codec import Wire
+from memstrata.wire._codec import OmitNone, Wire
 
 __all__ = [
     "FactEventOut",
@@ -90,10 +91,11 @@ class ProfileSectionOut(Wire):
 
     summary: str
     updated_at: datetime | None
-    valid_from: datetime | None = Field(
+    # Left out of a section never written (its shape stays {summary, updated_at}).
+    valid_from: Annotated[datetime | None, OmitNone] = Field(
         default=None, description="Event time the section's text holds from."
     )
-    recorded_at: datetime | None = Field(
+    recorded_at: Annotated[datetime | None, OmitNone] = Field(
         default=None, description="System time: when this text was recorded."
     )
 
