@@ -158,6 +158,12 @@ def test_extraction_prompt_carries_occurred_at_and_a_found_date_sets_valid_from(
                         "confidence": 0.9,
                         "validTo": "not a date",
                     },
+                    {
+                        "content": "User lived in Bergen",
+                        "category": "context",
+                        "confidence": 0.9,
+                        "validTo": "2026-01-10",
+                    },
                 ]
             }
         )
@@ -178,6 +184,12 @@ def test_extraction_prompt_carries_occurred_at_and_a_found_date_sets_valid_from(
     # Without a date from the model: the source message's time, never the run's.
     assert by_content["User is on holiday"].valid_from == T1
     assert by_content["User is on holiday"].recorded_at == T2
+    # Said at T1 to have ended before T1: not true now, true before it ended (start unknown).
+    assert "User lived in Bergen" not in by_content
+    [bergen] = [f for f in memory.facts.list(s, status="all").items if "Bergen" in f.content]
+    assert (bergen.valid_from, bergen.valid_to) == (None, datetime(2026, 1, 10, tzinfo=UTC))
+    early = memory.facts.list(s, as_of=datetime(2026, 1, 9, tzinfo=UTC), known_at=T2).items
+    assert _contents(early) == ["User lived in Bergen", "User lives in Oslo"]
 
 
 def test_a_deerflow_import_keeps_event_time_from_the_document(memory: Memory) -> None:

@@ -31,7 +31,6 @@ __all__ = [
     "AsOf",
     "as_of",
     "clamp_end",
-    "known_then",
     "parse_instant",
     "parse_loose_date",
 ]
@@ -77,7 +76,7 @@ class AsOf:
     valid_at: int
     known_at: int
 
-    def where(self) -> tuple[str, tuple[int, int, int, int]]:
+    def where(self) -> tuple[str, tuple[int, ...]]:
         """The SQL condition on ``facts`` and its parameters."""
         k, t = self.known_at, self.valid_at
         return _AS_OF, (k, t, k, t, t)
@@ -93,11 +92,6 @@ def as_of(at: object, known_at: object = None) -> AsOf | None:
     t = k if t is None else t
     assert t is not None
     return AsOf(t, t if k is None else k)
-
-
-def known_then(recorded_at: int | None, known_at: int) -> bool:
-    """Whether something recorded at ``recorded_at`` was known at ``known_at``."""
-    return recorded_at is None or recorded_at <= known_at
 
 
 def clamp_end(start: int | None, end: int) -> int:

@@ -262,13 +262,15 @@ def insert_fact(
     fact_id: str | None = None,
     valid_from: int | None = None,
     valid_to: int | None = None,
+    start_unknown: bool = False,
 ) -> Op[str]:
     """``valid_from`` defaults to ``created_at`` (the data's own time on an import), else
-    now; ``recorded_at`` is always now (when memstrata learned it)."""
+    now; ``recorded_at`` is always now (when memstrata learned it). ``start_unknown``:
+    the fact held since a time nobody said (stored as no start)."""
     fid = fact_id or rt.make_id()
     now = rt.clock()
-    since = valid_from if valid_from is not None else created_at
-    since = now if since is None else since
+    since: int | None = valid_from if valid_from is not None else created_at
+    since = None if start_unknown else now if since is None else since
     until = None if valid_to is None else clamp_end(since, valid_to)
     yield Exec(
         "INSERT INTO facts (id, tenant_id, user_id, agent_id, content, content_key, category, "
@@ -471,6 +473,8 @@ def apply_plan(
     for n in plan.new:
         data = FactInput(n.content, n.category, n.confidence, n.source_error)
         since = event if n.valid_from is None else n.valid_from
+        # "Until last week", said today: it held up to then, from a time nobody said.
+        unknown = n.valid_from is None and n.valid_to is not None and n.valid_to <= since
         new_ids[n.index] = yield from insert_fact(
             rt,
             scope,
@@ -480,6 +484,7 @@ def apply_plan(
             conversation_id=conversation_id,
             valid_from=since,
             valid_to=n.valid_to,
+            start_unknown=unknown,
         )
         starts[new_ids[n.index]] = since
     marks: list[tuple[str, str, str | None, str, int | None]] = []
