@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from memstrata.errors import Conflict, InvalidInput, NotFound
@@ -243,7 +244,7 @@ def get_profile(scope: Scope, known_at: int | None = None) -> Op[list[ProfileSec
     return [found.get(name, ProfileSection(name, "", None)) for name in PROFILE_SECTIONS]
 
 
-def _time(value: int | None) -> Any:
+def _time(value: int | None) -> datetime | None:
     return None if value is None else from_micros(value)
 
 
