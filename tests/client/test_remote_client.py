@@ -688,7 +688,13 @@ def test_as_of_reads_match_embedded_and_remote(live: Live) -> None:
         remote.messages.append(ALICE, cid, role="user", content="Where do I live?")
         past = datetime(2020, 1, 1)
         now = datetime.now().astimezone()
-        for kwargs in ({}, {"as_of": past}, {"as_of": now}, {"as_of": past, "known_at": now}):
+        asks: list[dict[str, Any]] = [
+            {},
+            {"as_of": past},
+            {"as_of": now},
+            {"as_of": past, "known_at": now},
+        ]
+        for kwargs in asks:
             assert remote.facts.list(ALICE, **kwargs) == local.facts.list(ALICE, **kwargs)
         assert remote.facts.list(ALICE, as_of=past).items == []
         assert [f.id for f in remote.facts.list(ALICE, as_of=now.isoformat()).items] == [fact.id]
@@ -696,6 +702,7 @@ def test_as_of_reads_match_embedded_and_remote(live: Live) -> None:
         assert got == local.recall.search(ALICE, "Oslo", as_of=past) == []
         ctx = remote.context(ALICE, cid, as_of=past)
         assert ctx.to_dict() == local.context(ALICE, cid, as_of=past).to_dict()
-        for bad in ({"as_of": "someday"}, {"known_at": "2026-02-30"}):
+        bad_times: list[dict[str, Any]] = [{"as_of": "someday"}, {"known_at": "2026-02-30"}]
+        for bad in bad_times:
             with pytest.raises(InvalidInput):
                 remote.facts.list(ALICE, **bad)

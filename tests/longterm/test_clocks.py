@@ -280,5 +280,5 @@ def test_parsing_times() -> None:
     assert parse_loose_date("2024-03") == datetime(2024, 3, 1, tzinfo=UTC)
     assert parse_loose_date("2024-03-05") == datetime(2024, 3, 5, tzinfo=UTC)
     assert parse_loose_date("2024-03-05T10:00:00Z") == datetime(2024, 3, 5, 10, tzinfo=UTC)
-    for bad in ("March", "1066-10-14", "2024-13", None, 2024):
-        assert parse_loose_date(bad) is None
+    for wrong in ("March", "1066-10-14", "2024-13", None, 2024):
+        assert parse_loose_date(wrong) is None
