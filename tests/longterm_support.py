@@ -17,6 +17,8 @@ _BLOCK = re.compile(r"<conversation>\n(.*?)\n</conversation>", re.S)
 _FACT_LINE = re.compile(r"^- \[(f\d+) \| (\w+) \| [0-9.]+\] (?:\[MANUAL\] )?(.*)$", re.M)
 _LIKE = re.compile(r"\bI (?:like|prefer|love) ([^.!?\n]+)", re.I)
 _UNLIKE = re.compile(r"\bI no longer (?:like|prefer|love) ([^.!?\n]+)", re.I)
+# The time each turn was said, before its speaker.
+_STAMP = re.compile(r"^\[\d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC\] ")
 _WORK = re.compile(r"\bI work as ([^.!?\n]+)", re.I)
 
 
@@ -35,7 +37,8 @@ def known_facts(messages: list[dict[str, Any]]) -> dict[str, str]:
 def rule_extractor(messages: list[dict[str, Any]]) -> str:
     text = conversation_of(messages)
     facts = known_facts(messages)
-    user_lines = [line[6:] for line in text.split("\n") if line.startswith("User: ")]
+    lines = [_STAMP.sub("", line) for line in text.split("\n")]
+    user_lines = [line[6:] for line in lines if line.startswith("User: ")]
     new: list[dict[str, Any]] = []
     profile: dict[str, str] = {}
     for line in user_lines:

@@ -234,6 +234,15 @@ def test_facts_add_list_delete(run, mem):
     assert [f["id"] for f in page["items"]] == [other]
     rest = _as_json(run("facts", "list", "--cursor", page["next_cursor"], "--json"))
     assert [f["id"] for f in rest["items"]] == [fid]
+    # The two clocks: nothing was true in 2000, as known then or now; a bad time exits 1.
+    listed_now = _as_json(run("facts", "list", "--json"))["items"]
+    assert all(f["valid_from"] and f["recorded_at"] for f in listed_now)
+    assert _as_json(run("facts", "list", "--as-of", "2000-01-01", "--json"))["items"] == []
+    then = run("facts", "list", "--as-of", "2000-01-01", "--known-at", "now", "--json")
+    assert _as_json(then)["items"] == []
+    future = _as_json(run("facts", "list", "--as-of", "2100-01-01", "--known-at", "now", "--json"))
+    assert [f["id"] for f in future["items"]] == [f["id"] for f in listed_now]
+    assert "as_of" in run("facts", "list", "--as-of", "someday", code=1).stderr
     only = _as_json(run("facts", "list", "--category", "preference", "--json"))
     assert [f["id"] for f in only["items"]] == [fid]
 

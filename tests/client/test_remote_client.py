@@ -676,3 +676,35 @@ def test_messages_list_compact_and_a_bound_scope_over_rest(live: Live) -> None:
         got = alice.compact(cid)
         want = local.compact(ALICE, cid)
         assert (got.outcome, got.reason) == (want.outcome, want.reason)
+
+
+def test_as_of_reads_match_embedded_and_remote(live: Live) -> None:
+    """``as_of``/``known_at`` cross the wire as ISO times and give the embedded answers;
+    a bad time is refused as InvalidInput on both."""
+    local = live.keys
+    with RemoteMemory(live.url, live.key("t1", "alice")) as remote:
+        fact = remote.facts.add(ALICE, "Lives in Oslo")
+        assert fact.valid_from is not None
+        assert fact.recorded_at is not None
+        cid = remote.conversations.create(ALICE).id
+        remote.messages.append(ALICE, cid, role="user", content="Where do I live?")
+        past = datetime(2020, 1, 1)
+        now = datetime.now().astimezone()
+        asks: list[dict[str, Any]] = [
+            {},
+            {"as_of": past},
+            {"as_of": now},
+            {"as_of": past, "known_at": now},
+        ]
+        for kwargs in asks:
+            assert remote.facts.list(ALICE, **kwargs) == local.facts.list(ALICE, **kwargs)
+        assert remote.facts.list(ALICE, as_of=past).items == []
+        assert [f.id for f in remote.facts.list(ALICE, as_of=now.isoformat()).items] == [fact.id]
+        got = remote.recall.search(ALICE, "Oslo", as_of=past)
+        assert got == local.recall.search(ALICE, "Oslo", as_of=past) == []
+        ctx = remote.context(ALICE, cid, as_of=past)
+        assert ctx.to_dict() == local.context(ALICE, cid, as_of=past).to_dict()
+        bad_times: list[dict[str, Any]] = [{"as_of": "someday"}, {"known_at": "2026-02-30"}]
+        for bad in bad_times:
+            with pytest.raises(InvalidInput):
+                remote.facts.list(ALICE, **bad)

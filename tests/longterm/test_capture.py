@@ -177,8 +177,8 @@ def test_filter_keeps_user_and_plain_assistant_messages():
         msg("assistant", "  Noted, Go it is.  ", id="a1"),
     ]
     assert filter_turns(messages) == [
-        Turn("u1", "user", "I write Go at work"),
-        Turn("a1", "assistant", "Noted, Go it is."),
+        Turn("u1", "user", "I write Go at work", _T0),  # each turn keeps its occurred_at
+        Turn("a1", "assistant", "Noted, Go it is.", _T0),
     ]
 
 

@@ -4,6 +4,7 @@ repairing a truncated one, normalising every field, and the safety rule."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -461,3 +462,25 @@ def test_json_like_answers_only_raise_update_parse_error(doc: Any, prose: str, c
     text = prose + json.dumps(doc)
     _check(text)
     _check(text[: len(text) - cut])  # truncated answers too
+
+
+def test_event_times_are_read_leniently_and_never_drop_a_fact():
+    update = parse(
+        {
+            "newFacts": [
+                good_fact("Lives in Oslo", validFrom="2019-06"),
+                good_fact("On holiday", valid_from="2026-03-01", until="2026-03-08T00:00:00Z"),
+                good_fact("Plays chess", since="sometime"),
+                good_fact("Runs", validFrom="2026-05-01", validTo="2026-04-01"),
+            ]
+        }
+    )
+    oslo, holiday, chess, runs = update.new_facts
+    assert oslo.valid_from == datetime(2019, 6, 1, tzinfo=UTC)
+    assert oslo.valid_to is None
+    assert holiday.valid_from == datetime(2026, 3, 1, tzinfo=UTC)
+    assert holiday.valid_to == datetime(2026, 3, 8, tzinfo=UTC)
+    assert (chess.valid_from, chess.valid_to) == (None, None)
+    assert notes_mentioning(update, "'sometime' is not a date")
+    assert (runs.valid_from, runs.valid_to) == (datetime(2026, 5, 1, tzinfo=UTC), None)
+    assert notes_mentioning(update, "validTo before validFrom")

@@ -3,7 +3,7 @@ determinism, and the retry conversation."""
 
 from __future__ import annotations
 
-from datetime import date
+from datetime import UTC, date, datetime, timedelta, timezone
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -37,6 +37,24 @@ def body(
 def test_format_conversation_labels_and_separators():
     turns = [user("I use Go"), assistant("Go noted"), user("And Rust")]
     assert format_conversation(turns) == "User: I use Go\n\nAssistant: Go noted\n\nUser: And Rust"
+
+
+def test_each_turn_starts_with_the_time_it_was_said_when_known():
+    said = datetime(2026, 3, 5, 14, 30, 59, tzinfo=UTC)
+    oslo = datetime(2026, 3, 5, 15, 30, tzinfo=timezone(timedelta(hours=1)))
+    turns = [
+        Turn("u", "user", "I moved <here>", said),
+        Turn("a", "assistant", "Noted", oslo),
+        Turn("u2", "user", "No time"),
+    ]
+    assert format_conversation(turns) == (
+        "[2026-03-05 14:30 UTC] User: I moved &lt;here&gt;\n\n"
+        "[2026-03-05 14:30 UTC] Assistant: Noted\n\n"
+        "User: No time"
+    )
+    assert (
+        "validFrom" in build_messages(MemoryState(), turns, frozenset(), today=TODAY)[0]["content"]
+    )
 
 
 def test_format_conversation_empty():

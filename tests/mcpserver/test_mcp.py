@@ -385,6 +385,21 @@ async def test_http_tools_act_only_as_the_keys_user(live: Live) -> None:
     async with _session(live.url, live.admin, **{"X-Memstrata-User": "bob"}) as s:
         facts = _data(await _call(s, "list_facts"))["items"]
         assert [f["id"] for f in facts] == [live.bob_fact]
+        # The two clocks: each fact shows them; as of 2000 nothing was true, as known then
+        # or later; searches and contexts as of then see no message.
+        assert facts[0]["valid_from"] == facts[0]["recorded_at"]
+        past = "2000-01-01T00:00:00Z"
+        assert _data(await _call(s, "list_facts", as_of=past))["items"] == []
+        later = {"as_of": past, "known_at": "2100-01-01T00:00:00Z"}
+        assert _data(await _call(s, "list_facts", **later))["items"] == []
+        future = _data(await _call(s, "list_facts", as_of="2100-01-01T00:00:00Z"))["items"]
+        assert [f["id"] for f in future] == [live.bob_fact]
+        assert _data(await _call(s, "search_memory", query=CANARY, as_of=past))["hits"] == []
+        ctx_then = _data(
+            await _call(s, "get_context", conversation_id=live.bob_cid, budget=500, as_of=past)
+        )
+        assert ctx_then["report"]["tokens_per_tier"].get("facts", 0) == 0
+        assert (await _call(s, "list_facts", as_of="someday")).is_error
 
 
 async def test_http_errors(live: Live) -> None:

@@ -834,9 +834,18 @@ class RestIsolation(RuleBasedStateMachine):
         if r.status_code == 204:
             self.drop_conversation(cid)
 
-    @rule(actor=actors, data=st.data(), scoped=st.sampled_from(["none", "conversation", "leaf"]))
-    def recall_search(self, actor: Actor, data: st.DataObject, scoped: str) -> None:
+    @rule(
+        actor=actors,
+        data=st.data(),
+        scoped=st.sampled_from(["none", "conversation", "leaf"]),
+        as_of=st.sampled_from([None, "2000-01-01T00:00:00Z", "2100-01-01T00:00:00Z"]),
+    )
+    def recall_search(
+        self, actor: Actor, data: st.DataObject, scoped: str, as_of: str | None
+    ) -> None:
         body: dict[str, Any] = {"query": "canary says title done again", "k": 50}
+        if as_of is not None:
+            body["as_of"] = as_of
         expect = {200}
         cid = None
         if scoped != "none":
@@ -862,6 +871,7 @@ class RestIsolation(RuleBasedStateMachine):
             assert shares(actor.scope, owner), (actor, hit)
             assert hit["conversation_id"] not in self.deleted_convs, hit
             assert cid is None or hit["conversation_id"] == cid, hit
+            assert as_of is None or hit["message"]["created_at"] <= as_of.replace("Z", "+00:00")
 
     @rule(actor=actors, data=st.data(), wait=st.booleans())
     def compact(self, actor: Actor, data: st.DataObject, wait: bool) -> None:
@@ -1057,20 +1067,37 @@ class RestIsolation(RuleBasedStateMachine):
         data=st.data(),
         status=st.sampled_from(["active", "all", "superseded", "removed"]),
         category=st.sampled_from([None, "context", "goal"]),
+        when=st.sampled_from([None, "past", "future", "known_now"]),
     )
     def list_facts(
-        self, actor: Actor, data: st.DataObject, status: str, category: str | None
+        self,
+        actor: Actor,
+        data: st.DataObject,
+        status: str,
+        category: str | None,
+        when: str | None,
     ) -> None:
         actor = self.pick_holder(data, actor, set(self.facts.values()))
         params: dict[str, Any] = {"status": status, "limit": 500}
         if category is not None:
             params["category"] = category
+        # as_of / known_at (two clocks): the past holds none of these facts, the future all.
+        if when is not None:
+            params["as_of"] = "2000-01-01T00:00:00Z" if when == "past" else "2100-01-01T00:00:00Z"
+        if when == "known_now":
+            params["as_of"] = "2000-01-01T00:00:00Z"
+            params["known_at"] = "2100-01-01T00:00:00Z"
+        if when is not None and status != "active":
+            self.call(actor, "GET", "/v1/facts", params=params, expect={422})
+            return
         r = self.call(actor, "GET", "/v1/facts", params=params, expect={200})
         listed = {fact["id"] for fact in r.json()["items"]}
         # Facts added by hand stay active: nothing extracts without a model.
         expected = set()
         if status in ("active", "all") and category in (None, "context"):
             expected = self.own_facts(actor.scope)
+        if when in ("past", "known_now"):
+            expected = set()
         assert listed == expected, (listed, expected)
         self.call(actor, "GET", "/v1/profile", expect={200})
 

@@ -461,6 +461,30 @@ def test_an_assistant_message_shows_its_prompt_provenance(ui: UI, served: Served
     ui.shot("provenance")
 
 
+def test_facts_show_their_clocks_and_list_as_of_a_day(ui: UI, served: Served):
+    s = served.seeded
+    facts = served.api("GET", "/v1/facts", params={"status": "all"})["items"]
+    [old] = [f for f in facts if f["status"] == "superseded"]
+    [new] = [f for f in facts if f["status"] == "active"]
+    ui.sign_in(s.alice)
+    ui.go("/facts")
+    ui.page.get_by_test_id("fact").first.wait_for()
+    old_card = ui.page.locator(f"[data-testid=fact][data-id='{old['id']}']")
+    clocks = old_card.get_by_test_id("fact-clocks")
+    assert clocks.get_attribute("data-valid-from") == old["valid_from"]
+    assert clocks.get_attribute("data-valid-to") == old["valid_to"]
+    assert "superseded" in clocks.inner_text()
+    # As of a day before anything was said: nothing; as of today: what is true now.
+    ui.page.get_by_test_id("fact-as-of").fill("2000-01-01")
+    ui.page.get_by_test_id("facts").get_by_text("No facts").wait_for()
+    assert ui.attrs("fact", "data-id") == []
+    today = served.api("GET", f"/v1/facts/{new['id']}")["recorded_at"][:10]
+    ui.go(f"/facts?as_of={today}")
+    ui.page.get_by_test_id("fact").first.wait_for()
+    assert ui.attrs("fact", "data-id") == [new["id"]]
+    ui.shot("facts-as-of")
+
+
 def test_jobs_list_dead_letters_and_retry_them(ui: UI, served: Served):
     s = served.seeded
     ui.sign_in(s.alice)

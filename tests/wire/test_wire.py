@@ -5,7 +5,7 @@ standard library's meaning for values orjson refuses."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -156,9 +156,11 @@ CASES: list[tuple[type[Wire], Any, dict[str, Any] | None]] = [
         {"tenant": "t", "lease_token": None, "worker": None},
     ),
     (FactOut, _FACT, {}),
+    (FactOut, replace(_FACT, valid_from=T0, valid_to=T1, recorded_at=T0, superseded_at=T1), {}),
     (FactEventOut, FactEvent("f1", "edited", "likes tea", "preference", 1.0, None, "f0", T0), {}),
     (ProfileSectionOut, ProfileSection("work", "an engineer", T0), {"name": "work"}),
     (ProfileSectionOut, ProfileSection("work", "", None), {"name": "work"}),
+    (ProfileSectionOut, ProfileSection("work", "nurse", T1, T0, T1), {"name": "work"}),
     (TurnOut, _TURN, {}),
     (HitOut, RecallHit(_message(), "c1", 0.25, ("m1", "m2"), "m9"), {}),
     (HitOut, RecallHit(_message(), "c1", 1.0, ("m1",)), {}),

@@ -220,6 +220,8 @@ export interface ContextOptions {
   budget?: number;
   query?: string;
   model?: string;
+  /** ISO 8601: facts, profile and recalled messages as of then (servers that have it). */
+  asOf?: string;
   [extra: string]: unknown;
 }
 
@@ -228,14 +230,24 @@ export interface SearchOptions {
   conversationId?: string;
   leafId?: string;
   messageRange?: number;
+  /** ISO 8601: only messages created by then (servers that have it). */
+  asOf?: string;
   [extra: string]: unknown;
 }
 
 export class Recall {
   constructor(private readonly t: Transport) {}
   async search(query: string, opts: SearchOptions = {}): Promise<SearchHit[]> {
-    const { k, conversationId, leafId, messageRange, ...extra } = opts;
-    const body = { query, k, conversation_id: conversationId, leaf_id: leafId, message_range: messageRange, ...extra };
+    const { k, conversationId, leafId, messageRange, asOf, ...extra } = opts;
+    const body = {
+      query,
+      k,
+      conversation_id: conversationId,
+      leaf_id: leafId,
+      message_range: messageRange,
+      as_of: asOf,
+      ...extra,
+    };
     const answer = await this.t.json<{ hits: SearchHit[] }>("POST", "/v1/recall/search", {
       body,
       idempotent: true,
@@ -248,9 +260,13 @@ export type FactStatus = "active" | "superseded" | "removed" | "evicted" | "all"
 
 export class Facts {
   constructor(private readonly t: Transport) {}
-  /** Newest first. */
-  list(opts: ListOptions & { status?: FactStatus; category?: string } = {}): Paginated<Fact> {
-    return list(this.t, "/v1/facts", { status: opts.status, category: opts.category }, opts);
+  /** Newest first: the facts true now, or with `asOf` (ISO 8601) those true then as known
+   * then (`knownAt`: as known at another time). */
+  list(
+    opts: ListOptions & { status?: FactStatus; category?: string; asOf?: string; knownAt?: string } = {},
+  ): Paginated<Fact> {
+    const query = { status: opts.status, category: opts.category, as_of: opts.asOf, known_at: opts.knownAt };
+    return list(this.t, "/v1/facts", query, opts);
   }
   add(input: S["FactCreate"]): Promise<Fact> {
     return this.t.json("POST", "/v1/facts", { body: input });
@@ -474,9 +490,9 @@ export class MemstrataClient {
 
   /** The messages to send a model within `budget` tokens, with the report of what went in. */
   context(cid: string, opts: ContextOptions = {}): Promise<Context> {
-    const { leafId, budget, query, model, ...extra } = opts;
+    const { leafId, budget, query, model, asOf, ...extra } = opts;
     return this.transport.json("POST", `${conv(cid)}/context`, {
-      body: { leaf_id: leafId, budget, query, model, ...extra },
+      body: { leaf_id: leafId, budget, query, model, as_of: asOf, ...extra },
       idempotent: !extra["record"], // a recorded context is a write
     });
   }

@@ -384,7 +384,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List facts, newest first */
+        /**
+         * List facts, newest first (default: those true now)
+         * @description Every fact has two clocks: event time (`valid_from`, `valid_to`: when it held in the world) and system time (`recorded_at`, `superseded_at`: when memstrata held it as current). By default the list holds the facts true now: active and valid now. `as_of` asks what was true at that time as known then; `known_at` as known at another time.
+         */
         get: operations["list_facts_v1_facts_get"];
         put?: never;
         /** Add a fact by hand */
@@ -632,6 +635,11 @@ export interface components {
         /** ContextIn */
         ContextIn: {
             /**
+             * As Of
+             * @description ISO 8601 time: the facts, profile and recalled messages as of then (true then, as known then; messages created by then). The window is the branch ending at leaf_id.
+             */
+            as_of?: string | null;
+            /**
              * Budget
              * @default 8000
              */
@@ -823,6 +831,11 @@ export interface components {
             origin: string;
             /** Reason */
             reason: string | null;
+            /**
+             * Recorded At
+             * @description System time: when memstrata recorded the fact.
+             */
+            recorded_at?: string | null;
             /** Source Error */
             source_error: string | null;
             /** Sources */
@@ -832,6 +845,11 @@ export interface components {
              * @description active, superseded, removed or evicted.
              */
             status: string;
+            /**
+             * Superseded At
+             * @description System time: when memstrata stopped holding it as current (superseded, removed or evicted; null: it still does).
+             */
+            superseded_at?: string | null;
             /** Superseded By */
             superseded_by: string | null;
             /**
@@ -839,6 +857,16 @@ export interface components {
              * Format: date-time
              */
             updated_at: string;
+            /**
+             * Valid From
+             * @description Event time: when the fact became true in the world (from its source messages' occurred_at, a date the extraction found, or an import's own time).
+             */
+            valid_from?: string | null;
+            /**
+             * Valid To
+             * @description Event time: when it stopped being true (null: it still is).
+             */
+            valid_to?: string | null;
         };
         /** FactPage */
         FactPage: {
@@ -1288,10 +1316,20 @@ export interface components {
         };
         /** ProfileSectionOut */
         ProfileSectionOut: {
+            /**
+             * Recorded At
+             * @description System time: when this text was recorded.
+             */
+            recorded_at?: string | null;
             /** Summary */
             summary: string;
             /** Updated At */
             updated_at: string | null;
+            /**
+             * Valid From
+             * @description Event time the section's text holds from.
+             */
+            valid_from?: string | null;
         };
         /** ProvenanceOut */
         ProvenanceOut: {
@@ -1339,6 +1377,11 @@ export interface components {
         Role: "system" | "user" | "assistant" | "tool";
         /** SearchIn */
         SearchIn: {
+            /**
+             * As Of
+             * @description ISO 8601 time: search as of then, over the messages created at or before it only.
+             */
+            as_of?: string | null;
             /** Conversation Id */
             conversation_id?: string | null;
             /**
@@ -3948,6 +3991,10 @@ export interface operations {
                 limit?: number | null;
                 /** @description The `next_cursor` of the previous page; omit for the first page. */
                 cursor?: string | null;
+                /** @description ISO 8601 time: the facts that were true then (event time), as known then (system time) unless known_at says otherwise. Active facts only. */
+                as_of?: string | null;
+                /** @description ISO 8601 time: answer as memstrata knew it then (default: as_of; pass now for what is known now about as_of). */
+                known_at?: string | null;
             };
             header?: {
                 /** @description Admin keys only: the user to act as. A user key sending it gets 403. */

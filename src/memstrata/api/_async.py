@@ -515,11 +515,15 @@ class AsyncMemory(AsyncSubAPI):
         *,
         task: str | None = None,
         record: bool | None = None,
+        as_of: datetime | str | None = None,
     ) -> Context:
         """Messages for the next model call under one token budget, and a report on them.
 
         ``task`` names a task whose recent failed attempts (``mem.iterations``) go into an
         ``iterations`` block, for a sub-agent's briefing; without it that tier is off.
+        ``as_of`` (a ``datetime`` or ISO 8601 text) assembles the derived tiers as of that
+        time: the facts true then as known then, the profile recorded by then, recalled
+        messages created by then (the window is the branch ending at ``leaf_id``).
         When the branch has outgrown its summary, a debounced compaction job is queued.
         ``record`` stores a context record (prompt provenance; None: the
         ``context_record`` setting) and sets ``context_id``: append the reply with
@@ -533,6 +537,7 @@ class AsyncMemory(AsyncSubAPI):
             query=query,
             model=model,
             task=task,
+            as_of=as_of,
         )
         kit = self._core.context
         if ctx.report.compaction_due and kit.auto_compact:

@@ -8,6 +8,7 @@ database lock is held while a model thinks.
 
 from __future__ import annotations
 
+from datetime import datetime
 from functools import partial
 from typing import Any
 
@@ -18,6 +19,7 @@ from memstrata.context import CompactionPlan, Context, Summary
 from memstrata.context.kit import COMPACT_JOB, CompactionResult, ContextKit
 from memstrata.context.summarize import build_prompt, extractive_summary, summary_problem
 from memstrata.jobs.ops import Job
+from memstrata.longterm.clocks import parse_instant
 from memstrata.recall.catchup import AsyncCatchUp
 from memstrata.types import Scope
 from memstrata.validation import checked_scope as _scope
@@ -48,9 +50,11 @@ class AsyncCompaction(AsyncSubAPI):
         query: str | None = None,
         model: str | None = None,
         task: str | None = None,
+        as_of: datetime | str | None = None,
     ) -> Context:
         rt = self._core.rt
         s = _scope(scope)
+        at = parse_instant(as_of, "as_of")
         settings = self.kit.settings()
         query, qvec, space = await self._embed_query(s, conversation_id, leaf_id, query)
         return await self._read(
@@ -66,6 +70,7 @@ class AsyncCompaction(AsyncSubAPI):
             query_vector=qvec,
             embedder=space,
             task=task,
+            as_of=at,
         )
 
     async def _embed_query(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from functools import partial
 from typing import Any
 
@@ -12,6 +13,7 @@ from memstrata.context import CompactionPlan, Context, Summary
 from memstrata.context.kit import COMPACT_JOB, CompactionResult, ContextKit
 from memstrata.context.summarize import build_prompt, extractive_summary, summary_problem
 from memstrata.jobs.ops import Job
+from memstrata.longterm.clocks import parse_instant
 from memstrata.recall.catchup import CatchUp
 from memstrata.types import Scope
 from memstrata.validation import checked_scope as _scope
@@ -42,9 +44,11 @@ class Compaction(SubAPI):
         query: str | None = None,
         model: str | None = None,
         task: str | None = None,
+        as_of: datetime | str | None = None,
     ) -> Context:
         rt = self._core.rt
         s = _scope(scope)
+        at = parse_instant(as_of, "as_of")
         settings = self.kit.settings()
         query, qvec, space = self._embed_query(s, conversation_id, leaf_id, query)
         return self._read(
@@ -60,6 +64,7 @@ class Compaction(SubAPI):
             query_vector=qvec,
             embedder=space,
             task=task,
+            as_of=at,
         )
 
     def _embed_query(

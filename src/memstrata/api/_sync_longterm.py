@@ -15,7 +15,7 @@ from memstrata.ids import parse_id
 from memstrata.jobs import ops as jobs_ops
 from memstrata.jobs.ops import Job
 from memstrata.llm import LLM
-from memstrata.longterm import deerflow, portable, similar, store, updates
+from memstrata.longterm import clocks, deerflow, portable, similar, store, updates
 from memstrata.longterm import extract as ex
 from memstrata.longterm.model import (
     ExtractionFailed,
@@ -60,12 +60,27 @@ class Facts(SubAPI):
         category: str | None = None,
         limit: int | None = None,
         cursor: str | None = None,
+        as_of: datetime | str | None = None,
+        known_at: datetime | str | None = None,
     ) -> Page[Fact]:
-        """Newest first. ``status``: ``active`` (default), ``superseded``, ``removed``,
-        ``evicted`` or ``all``."""
+        """Newest first. ``status``: ``active`` (default: the facts true now, valid now
+        and not superseded), ``superseded``, ``removed``, ``evicted`` or ``all``.
+
+        ``as_of`` (a ``datetime`` or ISO 8601 text): the facts that were true then, as
+        memstrata knew them then; ``known_at`` asks as known at another time (pass now
+        for what is known now about ``as_of``). Both read active facts only; a bad time
+        is :class:`~memstrata.errors.InvalidInput`."""
         s, st, rt = _scope(scope), _status(status), self._core.rt
+        at = clocks.as_of(as_of, known_at)
         return self._read(
-            store.list_facts, rt, s, status=st, category=category, limit=limit, cursor=cursor
+            store.list_facts,
+            rt,
+            s,
+            status=st,
+            category=category,
+            limit=limit,
+            cursor=cursor,
+            at=at,
         )
 
     def add(

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from datetime import datetime
 
 from memstrata.api._sync_base import SubAPI
+from memstrata.longterm.clocks import parse_instant
 from memstrata.recall import index as idx
 from memstrata.recall.catchup import CatchUp
 from memstrata.recall.search import RecallHit, check_args
@@ -34,6 +36,7 @@ class Recall(SubAPI):
         message_range: int = 0,
         exclude_ids: Iterable[str] = (),
         include_other_branches: bool = False,
+        as_of: datetime | str | None = None,
     ) -> list[RecallHit]:
         """The ``k`` messages of ``scope`` most relevant to ``query``, best first.
 
@@ -47,8 +50,12 @@ class Recall(SubAPI):
         With ``leaf_id`` only that branch's messages are returned: not answers regenerated
         away, questions edited away or anything under them. ``include_other_branches``
         searches the whole conversation instead.
+
+        ``as_of`` (a ``datetime`` or ISO 8601 text): search as memstrata stood then, over
+        the messages created at or before that time only.
         """
         s = _scope(scope)
+        before = parse_instant(as_of, "as_of")
         info = RecallEngine.analyse(query)
         excluded = check_args(k, message_range, exclude_ids)
         vectors = self._recall.vector_index()
@@ -73,6 +80,7 @@ class Recall(SubAPI):
             excluded=excluded,
             params=params,
             include_other_branches=bool(include_other_branches),
+            created_by=before,
         )
 
     def flush(

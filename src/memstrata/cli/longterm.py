@@ -3,6 +3,7 @@ change one user's facts; ``memstrata profile`` shows the sections of their profi
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Annotated
 
 import typer
@@ -44,12 +45,38 @@ def facts_list(
     ] = None,
     limit: PageLimit = 100,
     cursor: PageCursor = None,
+    as_of: Annotated[
+        str | None,
+        typer.Option(
+            "--as-of",
+            help="ISO 8601 time: the facts true then, as known then (default: true now).",
+            show_default=False,
+        ),
+    ] = None,
+    known_at: Annotated[
+        str | None,
+        typer.Option(
+            "--known-at",
+            help="ISO 8601 time: as known then (default: --as-of; 'now' for as known now).",
+            show_default=False,
+        ),
+    ] = None,
     as_json: JsonFlag = False,
     db: Db = None,
 ) -> None:
-    """List a user's facts, newest first (--json: every field, origin and sources too)."""
+    """List a user's facts, newest first (--json: every field, origin, sources and the two
+    clocks too). By default the facts true now; --as-of asks about a past time."""
+    known = datetime.now(UTC).isoformat() if known_at == "now" else known_at
     with errors(), session(db, tenant, user, agent) as (mem, scope):
-        page = mem.facts.list(scope, status=status, category=category, limit=limit, cursor=cursor)
+        page = mem.facts.list(
+            scope,
+            status=status,
+            category=category,
+            limit=limit,
+            cursor=cursor,
+            as_of=as_of,
+            known_at=known,
+        )
     if as_json:
         dump({"items": [f.to_dict() for f in page.items], "next_cursor": page.next_cursor})
         return

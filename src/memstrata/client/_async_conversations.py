@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from memstrata.client import _decode as decode
@@ -17,7 +18,7 @@ from memstrata.client._async_session import (
     query_params,
 )
 from memstrata.client._values import RemoteNodeHistory
-from memstrata.client._wire import file_json, message_json, segment
+from memstrata.client._wire import file_json, iso_time, message_json, segment
 from memstrata.errors import InvalidInput
 from memstrata.nodes.layout import Turn
 from memstrata.recall.service import RecallHit
@@ -213,8 +214,10 @@ class AsyncRemoteRecall:
         message_range: int = 0,
         exclude_ids: Iterable[str] = (),
         include_other_branches: bool = False,
+        as_of: datetime | str | None = None,
     ) -> list[RecallHit]:
-        """The ``k`` messages of ``scope`` most relevant to ``query``, best first."""
+        """The ``k`` messages of ``scope`` most relevant to ``query``, best first
+        (``as_of``: over the messages created by then)."""
         if isinstance(exclude_ids, str) or any(True for _ in exclude_ids):
             raise InvalidInput("exclude_ids is not offered by the REST API", field="exclude_ids")
         h = await self._s.scoped(scope)
@@ -225,6 +228,7 @@ class AsyncRemoteRecall:
             leaf_id=leaf_id,
             message_range=message_range,
             include_other_branches=include_other_branches or None,
+            as_of=iso_time(as_of, "as_of"),
         )
         # A search changes nothing: safe to send again.
         return await self._s.call(

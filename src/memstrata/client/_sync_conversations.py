@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from memstrata.client import _decode as decode
@@ -14,7 +15,7 @@ from memstrata.client._sync_session import (
     query_params,
 )
 from memstrata.client._values import RemoteNodeHistory
-from memstrata.client._wire import file_json, message_json, segment
+from memstrata.client._wire import file_json, iso_time, message_json, segment
 from memstrata.errors import InvalidInput
 from memstrata.nodes.layout import Turn
 from memstrata.recall.service import RecallHit
@@ -210,8 +211,10 @@ class RemoteRecall:
         message_range: int = 0,
         exclude_ids: Iterable[str] = (),
         include_other_branches: bool = False,
+        as_of: datetime | str | None = None,
     ) -> list[RecallHit]:
-        """The ``k`` messages of ``scope`` most relevant to ``query``, best first."""
+        """The ``k`` messages of ``scope`` most relevant to ``query``, best first
+        (``as_of``: over the messages created by then)."""
         if isinstance(exclude_ids, str) or any(True for _ in exclude_ids):
             raise InvalidInput("exclude_ids is not offered by the REST API", field="exclude_ids")
         h = self._s.scoped(scope)
@@ -222,6 +225,7 @@ class RemoteRecall:
             leaf_id=leaf_id,
             message_range=message_range,
             include_other_branches=include_other_branches or None,
+            as_of=iso_time(as_of, "as_of"),
         )
         # A search changes nothing: safe to send again.
         return self._s.call(

@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 from memstrata.client import _decode as decode
 from memstrata.client._sync_session import Session, conversation_path, query_params
-from memstrata.client._wire import check_tenant, owner_headers, segment
+from memstrata.client._wire import check_tenant, iso_time, owner_headers, segment
 from memstrata.errors import InvalidInput
 from memstrata.jobs.ops import Job
 from memstrata.longterm.model import Fact, FactEvent, ProfileSection
@@ -33,10 +33,20 @@ class RemoteFacts:
         category: str | None = None,
         limit: int | None = None,
         cursor: str | None = None,
+        as_of: datetime | str | None = None,
+        known_at: datetime | str | None = None,
     ) -> Page[Fact]:
-        """Newest first; ``status`` None means every status, as embedded."""
+        """Newest first; ``status`` None means every status, as embedded. ``as_of`` and
+        ``known_at``: the facts true then, as known then (see ``mem.facts.list``)."""
         h = self._s.scoped(scope)
-        params = query_params(status=status or "all", category=category, limit=limit, cursor=cursor)
+        params = query_params(
+            status=status or "all",
+            category=category,
+            limit=limit,
+            cursor=cursor,
+            as_of=iso_time(as_of, "as_of"),
+            known_at=iso_time(known_at, "known_at"),
+        )
         return self._s.get("/v1/facts", decode.page(decode.fact), h, params)
 
     def add(

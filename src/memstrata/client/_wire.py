@@ -18,6 +18,8 @@ from urllib.parse import quote
 from memstrata import errors
 from memstrata.errors import Forbidden, MemstrataError
 from memstrata.ids import new_id
+from memstrata.longterm.clocks import parse_instant
+from memstrata.storage.records import from_micros
 from memstrata.types import FileRef, NewMessage, Scope
 from memstrata.validation import checked_scope
 from memstrata.wire.auth import Identity, MeOut
@@ -29,6 +31,7 @@ __all__ = [
     "error_from_response",
     "file_json",
     "identity_from_dict",
+    "iso_time",
     "message_json",
     "owner_headers",
     "scope_headers",
@@ -174,3 +177,10 @@ def error_from_response(
         with contextlib.suppress(ValueError):  # an HTTP date: not worth parsing here
             extra["retry_after"] = float(retry_after)
     return _error_class(status, code)(message, **extra)
+
+
+def iso_time(value: object, field: str) -> str | None:
+    """An ``as_of``-like argument as the server reads it (ISO 8601, UTC); bad input is
+    refused here as the embedded memory refuses it."""
+    micros = parse_instant(value, field)
+    return None if micros is None else from_micros(micros).isoformat()

@@ -179,6 +179,7 @@ def _base_request(
     tok: Tokenizer,
     query_vector: Sequence[float] | None,
     embedder: str | None,
+    as_of: int | None = None,
 ) -> TierRequest:
     return TierRequest(
         scope=scope,
@@ -191,6 +192,7 @@ def _base_request(
         covered_depth=None if br.summary is None else br.summary.up_to_depth,
         query_vector=query_vector,
         embedder=embedder,
+        as_of=as_of,
     )
 
 
@@ -266,12 +268,15 @@ def assemble(
     query_vector: Sequence[float] | None = None,
     embedder: str | None = None,
     task: str | None = None,
+    as_of: int | None = None,
 ) -> Op[Context]:
     """Assemble the context of a branch (see :mod:`memstrata.context.budget`).
 
     ``query_vector`` is ``query`` (or, when that is None, the newest user message on
     the branch) embedded by ``embedder`` before this transaction, for the providers
     that search by meaning. ``task`` turns on the ``iterations`` tier for that task.
+    ``as_of`` (microseconds) is handed to the providers: the derived tiers (facts,
+    profile, recall) answer as of then; the window is the branch ending at ``leaf_id``.
     """
     if budget < 1:
         raise InvalidInput("budget must be >= 1", field="budget")
@@ -286,7 +291,7 @@ def assemble(
     if query is None and settings.providers and br.leaf is not None:
         found = yield from _newest_user_message(conversation_id, br.leaf)
         query = None if found is None else found.content
-    asking = _base_request(scope, conversation_id, br, query, tok, query_vector, embedder)
+    asking = _base_request(scope, conversation_id, br, query, tok, query_vector, embedder, as_of)
     offered = yield from _offers(
         rt, scope, conversation_id, br, settings, policies, budget, asking, tok, task
     )

@@ -118,6 +118,9 @@ class TierRequest:
     # The depth of the window's oldest message: the branch from there down to the leaf is
     # in the context (a range, so no window is too long to leave out).
     window_from_depth: int | None = None
+    # ``as_of`` of the call (microseconds), or None for "now": the tiers that hold derived
+    # data answer as of then (facts true then as known then, messages created by then).
+    as_of: int | None = None
 
     def item(self, id: str, text: str, **provenance: Any) -> TierItem:
         """Build an item with its cost counted the way the assembler counts it."""

@@ -77,11 +77,15 @@ def _clean(thing: str) -> str:
 # -- extraction -------------------------------------------------------------------------------
 
 
+# The time a turn was said, before its speaker (``[2026-03-05 14:30 UTC] User: ...``).
+_STAMP = re.compile(r"^\[\d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC\] ")
+
+
 def _turns(block: str) -> list[tuple[str, str]]:
     """(role, text) of the conversation block: ``User: ...`` / ``Assistant: ...`` paragraphs."""
     turns: list[tuple[str, str]] = []
     for part in html.unescape(block).split("\n\n"):
-        role, _, text = part.partition(": ")
+        role, _, text = _STAMP.sub("", part, count=1).partition(": ")
         if role in ("User", "Assistant"):
             turns.append((role.lower(), " ".join(text.split())))
         elif turns:  # a turn that itself held a blank line

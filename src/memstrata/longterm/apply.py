@@ -19,8 +19,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from memstrata.longterm.model import FactOrigin, ProposedUpdate
+from memstrata.storage.records import to_micros
 
 __all__ = ["ActiveFact", "NewFact", "UpdatePlan", "content_key", "plan_update"]
 
@@ -52,6 +54,9 @@ class NewFact:
     category: str
     confidence: float
     source_error: str | None
+    #: Event time the model found (microseconds), or None for the extraction's own.
+    valid_from: int | None = None
+    valid_to: int | None = None
 
 
 @dataclass(slots=True)
@@ -130,7 +135,14 @@ def plan_update(
             batch_keys.add(key)
             plan.new.append(
                 NewFact(
-                    i, content, key, proposed.category, proposed.confidence, proposed.source_error
+                    i,
+                    content,
+                    key,
+                    proposed.category,
+                    proposed.confidence,
+                    proposed.source_error,
+                    _micros(proposed.valid_from),
+                    _micros(proposed.valid_to),
                 )
             )
             target = i
@@ -159,6 +171,10 @@ def plan_update(
 
     _trim(plan, active, taken, max_facts)
     return plan
+
+
+def _micros(value: datetime | None) -> int | None:
+    return None if value is None else to_micros(value)
 
 
 def _trim(plan: UpdatePlan, active: Sequence[ActiveFact], taken: set[str], max_facts: int) -> None:

@@ -170,14 +170,14 @@ def filter_turns(messages: Sequence[Message]) -> list[Turn]:
                 skip_reply = True
                 continue
             skip_reply = False
-            turns.append(Turn(message.id, "user", text))
+            turns.append(Turn(message.id, "user", text, message.occurred_at))
         elif message.role is Role.ASSISTANT and not message.tool_calls:
             if skip_reply:
                 skip_reply = False
                 continue
             text = message.content.strip()
             if text:
-                turns.append(Turn(message.id, "assistant", text))
+                turns.append(Turn(message.id, "assistant", text, message.occurred_at))
     return turns
 
 

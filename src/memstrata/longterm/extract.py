@@ -32,7 +32,7 @@ from memstrata.longterm.model import (
 from memstrata.runtime import Runtime
 from memstrata.storage import tenancy
 from memstrata.storage.plan import Op
-from memstrata.storage.records import to_message
+from memstrata.storage.records import to_message, to_micros
 from memstrata.types import Scope
 
 __all__ = [
@@ -246,7 +246,14 @@ def finish(
             near_duplicates=near_duplicates,
         )
         sources = _sources(prepared)
-        yield from store.apply_plan(rt, scope, prepared.conversation_id, plan, sources)
+        yield from store.apply_plan(
+            rt,
+            scope,
+            prepared.conversation_id,
+            plan,
+            sources,
+            event_at=_event_at(prepared, sources),
+        )
     yield from updates.mark_seen(prepared.conversation_id, prepared.read_ids)
     counts = plan.counts()
     yield from updates.record_update(
@@ -273,3 +280,11 @@ def _sources(prepared: Prepared) -> Sequence[FactSource]:
     users = [t.message_id for t in prepared.turns if t.role == "user"]
     ids = users[-store.MAX_SOURCES :] or [t.message_id for t in prepared.turns][-1:]
     return [FactSource(prepared.conversation_id, mid) for mid in ids]
+
+
+def _event_at(prepared: Prepared, sources: Sequence[FactSource]) -> int | None:
+    """When what this extraction learned happened: the earliest ``occurred_at`` of its
+    source messages (an import's or a backfill's own times, never the time of the run)."""
+    ids = {s.message_id for s in sources}
+    times = [t.occurred_at for t in prepared.turns if t.message_id in ids and t.occurred_at]
+    return to_micros(min(times)) if times else None

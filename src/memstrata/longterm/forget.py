@@ -77,9 +77,10 @@ def forget_conversations(ids: Sequence[str]) -> Op[None]:
                 (fid,),
             )
         else:
+            # Believed again: its event and system time run on (nothing ended them).
             yield Exec(
                 "UPDATE facts SET status = 'active', reason = NULL, changed_in = NULL, "
-                "superseded_by = NULL WHERE id = ?",
+                "superseded_by = NULL, valid_to = NULL, superseded_at = NULL WHERE id = ?",
                 (fid,),
             )
     yield Exec(f"DELETE FROM fact_events WHERE conversation_id IN ({marks})", ids)

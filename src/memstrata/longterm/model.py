@@ -96,6 +96,9 @@ class Turn:
     message_id: str
     role: Literal["user", "assistant"]
     text: str
+    #: When it was said (the message's ``occurred_at``): shown to the model, and the
+    #: default event time of what is extracted from it.
+    occurred_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +122,14 @@ class Fact:
     sources: tuple[FactSource, ...]
     created_at: datetime
     updated_at: datetime
+    #: Event time: when the fact became true in the world, and stopped being true (None:
+    #: still is). From the source messages' ``occurred_at`` or a date the extraction found.
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
+    #: System time: when memstrata recorded the fact, and stopped holding it as current
+    #: (superseded, removed or evicted; None: it still does).
+    recorded_at: datetime | None = None
+    superseded_at: datetime | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return to_json(self)
@@ -146,6 +157,10 @@ class ProfileSection:
     name: str
     summary: str
     updated_at: datetime | None
+    #: Event time the section's text holds from, and when it was recorded (a section is
+    #: replaced whole: the stored text is always the current version).
+    valid_from: datetime | None = None
+    recorded_at: datetime | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return to_json(self)
@@ -182,6 +197,9 @@ class ProposedFact:
     #: Aliases of the facts this one contradicts and replaces.
     supersedes: tuple[str, ...] = ()
     reason: str | None = None
+    #: Event time the model found in the conversation ("since March", "until Friday").
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,8 +19,10 @@ import json
 import math
 import re
 from collections.abc import Collection
+from datetime import datetime
 from typing import Any, TypeGuard
 
+from memstrata.longterm.clocks import parse_loose_date
 from memstrata.longterm.model import (
     CATEGORIES,
     PROFILE_SECTIONS,
@@ -305,9 +307,34 @@ def _optional_text(entry: dict[str, Any], key: str, where: str, notes: list[str]
     return text or None
 
 
+_FROM_KEYS = ("validFrom", "valid_from", "since")
+_TO_KEYS = ("validTo", "valid_to", "until")
+
+
+def _when(
+    entry: dict[str, Any], keys: tuple[str, ...], where: str, notes: list[str]
+) -> datetime | None:
+    """An optional date under any of ``keys``; one that cannot be read is noted and
+    ignored (the extraction's own time stands), never a reason to drop the fact."""
+    for key in keys:
+        value = entry.get(key)
+        if value is None or value == "":
+            continue
+        found = parse_loose_date(value)
+        if found is None:
+            notes.append(f"{where}: {key} {_short(value)} is not a date, ignored")
+        return found
+    return None
+
+
 def _fact(entry: object, where: str, aliases: Collection[str], notes: list[str]) -> ProposedFact:
     if not isinstance(entry, dict):
         raise _Malformed("not an object")
+    since = _when(entry, _FROM_KEYS, where, notes)
+    until = _when(entry, _TO_KEYS, where, notes)
+    if since is not None and until is not None and until < since:
+        notes.append(f"{where}: validTo before validFrom, ignored")
+        until = None
     return ProposedFact(
         content=_content(entry, where, notes),
         confidence=_confidence(entry, where, notes),
@@ -315,6 +342,8 @@ def _fact(entry: object, where: str, aliases: Collection[str], notes: list[str])
         source_error=_optional_text(entry, "sourceError", where, notes),
         supersedes=_supersedes(entry, where, aliases, notes),
         reason=_optional_text(entry, "reason", where, notes),
+        valid_from=since,
+        valid_to=until,
     )
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Sequence
-from datetime import date
+from datetime import UTC, date
 
 from memstrata.longterm.inject import confidence_text
 from memstrata.longterm.model import (
@@ -58,6 +58,10 @@ Each new fact has:
 - "confidence": 0.9-1.0 when the user said it explicitly, 0.7-0.8 when it is strongly \
 implied, 0.5-0.6 when it is inferred.
 - "sourceError" (only for category "correction"): what the assistant did wrong.
+- "validFrom" and "validTo" (optional, ISO dates such as "2024-03" or "2024-03-05"): \
+when the fact became and stopped being true, only when the conversation says so \
+("since March", "until Friday"). Each turn starts with the time it was said; read \
+relative dates against it.
 
 Remembered facts are listed as "- [alias | category | confidence] content"; refer to \
 them by their alias (f1, f2, ...). When the conversation contradicts a remembered \
@@ -72,9 +76,10 @@ when it should change, with its complete new text: a few sentences.
 Return ONLY a JSON object, no other text, with this shape:
 {{"profile": {{"workContext": "the new text of a section that changes"}},
  "newFacts": [{{"content": "...", "category": "preference", "confidence": 0.9, \
-"supersedes": ["f1"], "reason": "...", "sourceError": "..."}}],
+"supersedes": ["f1"], "reason": "...", "sourceError": "...", "validFrom": "2024-03"}}],
  "factsToRemove": [{{"id": "f2", "reason": "..."}}]}}
-Leave out "supersedes", "reason" and "sourceError" when they do not apply. Use empty \
+Leave out "supersedes", "reason", "sourceError", "validFrom" and "validTo" when they do \
+not apply. Use empty \
 lists and an empty profile when nothing should change."""
 
 _HINTS: dict[Signal, str] = {
@@ -102,10 +107,21 @@ def _shorten(text: str) -> str:
     return text[:_KEEP] + _CUT + text[-_KEEP:]
 
 
+def _when(turn: Turn) -> str:
+    """``[2026-03-05 14:30 UTC] `` when the turn's time is known (its ``occurred_at``)."""
+    if turn.occurred_at is None:
+        return ""
+    at = turn.occurred_at
+    at = at.astimezone(UTC) if at.tzinfo is not None else at.replace(tzinfo=UTC)
+    return f"[{at:%Y-%m-%d %H:%M} UTC] "
+
+
 def format_conversation(turns: Sequence[Turn]) -> str:
-    """``User: ...`` / ``Assistant: ...`` blocks, long turns cut in the middle, escaped."""
+    """``User: ...`` / ``Assistant: ...`` blocks, each after the time it was said when
+    known (``[2026-03-05 14:30 UTC] User: ...``), long turns cut in the middle, escaped."""
     lines = [
-        f"{'User' if turn.role == 'user' else 'Assistant'}: {_shorten(turn.text)}" for turn in turns
+        f"{_when(turn)}{'User' if turn.role == 'user' else 'Assistant'}: {_shorten(turn.text)}"
+        for turn in turns
     ]
     return _esc("\n\n".join(lines))
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from datetime import datetime
 
 from memstrata.longterm.model import Fact, FactOrigin, FactSource, FactStatus
 from memstrata.runtime import Runtime
@@ -49,6 +50,10 @@ FACT_COLUMNS = (
     "reason",
     "created_at",
     "updated_at",
+    "valid_from",
+    "valid_to",
+    "recorded_at",
+    "superseded_at",
     "seq",
 )
 COLUMNS = ", ".join(FACT_COLUMNS)
@@ -78,6 +83,10 @@ def to_fact(row: Row, sources: Sequence[FactSource] = ()) -> Fact:
         reason,
         created_at,
         updated_at,
+        valid_from,
+        valid_to,
+        recorded_at,
+        superseded_at,
         _seq,
     ) = row
     return Fact(
@@ -94,7 +103,15 @@ def to_fact(row: Row, sources: Sequence[FactSource] = ()) -> Fact:
         sources=tuple(sources),
         created_at=from_micros(created_at),
         updated_at=from_micros(updated_at),
+        valid_from=_time(valid_from),
+        valid_to=_time(valid_to),
+        recorded_at=_time(recorded_at),
+        superseded_at=_time(superseded_at),
     )
+
+
+def _time(value: int | None) -> datetime | None:
+    return None if value is None else from_micros(value)
 
 
 def seq_of(row: Row) -> int:

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from memstrata.errors import Conflict, InvalidInput, NotFound
 from memstrata.longterm.apply import ActiveFact, UpdatePlan, content_key
+from memstrata.longterm.clocks import TRUE_AT, AsOf, clamp_end
 from memstrata.longterm.model import (
     CATEGORIES,
     PROFILE_SECTIONS,
@@ -64,6 +66,7 @@ __all__ = [
     "list_facts",
     "lock_owner",
     "set_profile",
+    "true_facts",
 ]
 
 
@@ -126,13 +129,28 @@ def list_facts(
     category: str | None = None,
     limit: int | None = None,
     cursor: str | None = None,
+    at: AsOf | None = None,
 ) -> Op[Page[Fact]]:
-    """Newest first; ``status=None`` lists every fact, superseded and evicted ones too."""
+    """Newest first; ``status=None`` lists every fact, superseded and evicted ones too.
+
+    ``status=active`` means *true now* (active, and valid now in event time); with
+    ``at``, the facts true at ``at.valid_at`` as known at ``at.known_at`` (see
+    :mod:`~memstrata.longterm.clocks`), which only combines with ``active``."""
     n = page_limit(rt, limit)
     before = seq_cursor(cursor)
     where = [OWNER, "seq < ?"]
     params: list[Any] = [*owner(scope), before if before is not None else 2**62]
-    if status is not None:
+    if at is not None:
+        if status is not FactStatus.ACTIVE:
+            raise InvalidInput("as_of and known_at list active facts only", field="status")
+        sql, values = at.where()
+        where.append(sql)
+        params.extend(values)
+    elif status is FactStatus.ACTIVE:
+        now = rt.clock()
+        where.append(TRUE_AT)
+        params.extend((now, now))
+    elif status is not None:
         where.append("status = ?")
         params.append(status.value)
     if category is not None:
@@ -156,6 +174,16 @@ def active_facts(scope: Scope) -> Op[list[tuple[Fact, int]]]:
         owner(scope),
     )
     return [(to_fact(r), seq_of(r)) for r in rows]
+
+
+def true_facts(scope: Scope, now: int, at: AsOf | None = None) -> Op[list[Fact]]:
+    """What the context injects: the facts true now (or at ``at``), oldest first."""
+    sql, params = (TRUE_AT, (now, now)) if at is None else at.where()
+    rows = yield Query(
+        f"SELECT {COLUMNS} FROM facts WHERE {OWNER} AND {sql} ORDER BY seq",
+        (*owner(scope), *params),
+    )
+    return [to_fact(r) for r in rows]
 
 
 def as_active(facts: Iterable[tuple[Fact, int]]) -> list[ActiveFact]:
@@ -199,13 +227,25 @@ def fact_history(scope: Scope, fact_id: str) -> Op[list[FactEvent]]:
     ]
 
 
-def get_profile(scope: Scope) -> Op[list[ProfileSection]]:
-    """The six sections in their fixed order; an unwritten one has an empty summary."""
+def get_profile(scope: Scope, known_at: int | None = None) -> Op[list[ProfileSection]]:
+    """The six sections in their fixed order; an unwritten one has an empty summary.
+    ``known_at``: only sections recorded by then (a section is replaced whole, so one
+    rewritten since reads as unwritten)."""
     rows = yield Query(
-        f"SELECT section, summary, updated_at FROM profile_sections WHERE {OWNER}", owner(scope)
+        "SELECT section, summary, updated_at, valid_from, recorded_at FROM profile_sections "
+        f"WHERE {OWNER}",
+        owner(scope),
     )
-    found = {name: ProfileSection(name, summary, from_micros(at)) for name, summary, at in rows}
+    found = {
+        name: ProfileSection(name, summary, from_micros(at), _time(since), _time(recorded))
+        for name, summary, at, since, recorded in rows
+        if known_at is None or recorded is None or recorded <= known_at
+    }
     return [found.get(name, ProfileSection(name, "", None)) for name in PROFILE_SECTIONS]
+
+
+def _time(value: int | None) -> datetime | None:
+    return None if value is None else from_micros(value)
 
 
 # -- writing --------------------------------------------------------------------------------
@@ -221,13 +261,23 @@ def insert_fact(
     created_at: int | None = None,
     conversation_id: str | None = None,
     fact_id: str | None = None,
+    valid_from: int | None = None,
+    valid_to: int | None = None,
+    start_unknown: bool = False,
 ) -> Op[str]:
+    """``valid_from`` defaults to ``created_at`` (the data's own time on an import), else
+    now; ``recorded_at`` is always now (when memstrata learned it). ``start_unknown``:
+    the fact held since a time nobody said (stored as no start)."""
     fid = fact_id or rt.make_id()
     now = rt.clock()
+    since: int | None = valid_from if valid_from is not None else created_at
+    since = None if start_unknown else now if since is None else since
+    until = None if valid_to is None else clamp_end(since, valid_to)
     yield Exec(
         "INSERT INTO facts (id, tenant_id, user_id, agent_id, content, content_key, category, "
-        "confidence, status, origin, source_error, created_at, updated_at) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'active', ?, ?, ?, ?)",
+        "confidence, status, origin, source_error, created_at, updated_at, valid_from, "
+        "valid_to, recorded_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'active', ?, ?, ?, ?, ?, ?, ?)",
         (
             fid,
             *owner(scope),
@@ -238,6 +288,9 @@ def insert_fact(
             origin.value,
             data.source_error,
             created_at if created_at is not None else now,
+            now,
+            since,
+            until,
             now,
         ),
     )
@@ -361,9 +414,15 @@ def delete_fact(rt: Runtime, scope: Scope, fact_id: str) -> Op[None]:
 
 
 def set_profile(
-    rt: Runtime, scope: Scope, sections: dict[str, str], conversation_id: str | None = None
+    rt: Runtime,
+    scope: Scope,
+    sections: dict[str, str],
+    conversation_id: str | None = None,
+    valid_from: int | None = None,
 ) -> Op[None]:
+    """Replace sections whole; ``valid_from`` (default now) is when their text holds from."""
     now = rt.clock()
+    since = now if valid_from is None else valid_from
     for name, summary in sorted(sections.items()):
         if name not in PROFILE_SECTIONS:
             raise InvalidInput(f"unknown profile section {name!r}", field=name)
@@ -371,10 +430,12 @@ def set_profile(
             raise InvalidInput(f"profile {name} is over {MAX_SECTION} characters", field=name)
         check_text(summary, name)
         yield Exec(
-            "INSERT INTO profile_sections (tenant_id, user_id, agent_id, section, summary, updated_at) "
-            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (tenant_id, user_id, agent_id, section) "
-            "DO UPDATE SET summary = excluded.summary, updated_at = excluded.updated_at",
-            (*owner(scope), name, summary, now),
+            "INSERT INTO profile_sections (tenant_id, user_id, agent_id, section, summary, "
+            "updated_at, valid_from, recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (tenant_id, user_id, agent_id, section) DO UPDATE SET "
+            "summary = excluded.summary, updated_at = excluded.updated_at, "
+            "valid_from = excluded.valid_from, recorded_at = excluded.recorded_at",
+            (*owner(scope), name, summary, now, since, now),
         )
         if conversation_id is not None:
             yield Exec(
@@ -397,34 +458,60 @@ def apply_plan(
     plan: UpdatePlan,
     sources: Sequence[FactSource],
     origin: FactOrigin = FactOrigin.EXTRACTED,
+    event_at: int | None = None,
 ) -> Op[None]:
     """Execute a plan made against the current active facts (the caller planned it inside
-    this transaction, after :func:`lock_owner`)."""
+    this transaction, after :func:`lock_owner`).
+
+    ``event_at`` (default now) is when what the plan learned happened in the world: the
+    event time new facts hold from unless the model found another, and the end of the
+    event time of what they supersede or remove (an eviction ends none: the world did not
+    change). Every fact that stops being active is superseded now in system time."""
     now = rt.clock()
+    event = now if event_at is None else event_at
     new_ids: dict[int, str] = {}
+    starts: dict[str, int] = {}
     for n in plan.new:
         data = FactInput(n.content, n.category, n.confidence, n.source_error)
+        since = event if n.valid_from is None else n.valid_from
+        # "Until last week", said today: it held up to then, from a time nobody said.
+        unknown = n.valid_from is None and n.valid_to is not None and n.valid_to <= since
         new_ids[n.index] = yield from insert_fact(
-            rt, scope, data, origin, sources=sources, conversation_id=conversation_id
+            rt,
+            scope,
+            data,
+            origin,
+            sources=sources,
+            conversation_id=conversation_id,
+            valid_from=since,
+            valid_to=n.valid_to,
+            start_unknown=unknown,
         )
-    marks: list[tuple[str, str, str | None, str]] = [
-        (old, "superseded", target if isinstance(target, str) else new_ids[target], reason)
-        for old, target, reason in plan.superseded
-    ]
-    marks += [(old, "removed", None, reason) for old, reason in plan.removed]
-    marks += [(old, "evicted", None, "over the cap on active facts") for old in plan.evicted]
-    for fid, status, by, reason in marks:
+        starts[new_ids[n.index]] = since
+    marks: list[tuple[str, str, str | None, str, int | None]] = []
+    for old, target, reason in plan.superseded:
+        new = target if isinstance(target, str) else new_ids[target]
+        # It stopped holding when its replacement began (a duplicate: at this event).
+        marks.append((old, "superseded", new, reason, starts.get(new, event)))
+    marks += [(old, "removed", None, reason, event) for old, reason in plan.removed]
+    marks += [(old, "evicted", None, "over the cap on active facts", None) for old in plan.evicted]
+    for fid, status, by, reason, ends in marks:
         rows = yield Query(
-            f"SELECT content, category, confidence FROM facts WHERE id = ? AND {OWNER} AND status = 'active'",
+            "SELECT content, category, confidence, valid_from, valid_to FROM facts "
+            f"WHERE id = ? AND {OWNER} AND status = 'active'",
             (fid, *owner(scope)),
         )
         if not rows:
             continue
-        content, category, confidence = rows[0]
+        content, category, confidence, since, until = rows[0]
+        if ends is not None:
+            ends = clamp_end(since, ends if until is None else min(int(until), ends))
+        else:
+            ends = until
         yield Exec(
-            "UPDATE facts SET status = ?, superseded_by = ?, reason = ?, changed_in = ?, updated_at = ? "
-            f"WHERE id = ? AND {OWNER}",
-            (status, by, reason, conversation_id, now, fid, *owner(scope)),
+            "UPDATE facts SET status = ?, superseded_by = ?, reason = ?, changed_in = ?, "
+            f"updated_at = ?, valid_to = ?, superseded_at = ? WHERE id = ? AND {OWNER}",
+            (status, by, reason, conversation_id, now, ends, now, fid, *owner(scope)),
         )
         yield event_row(
             rt,
@@ -439,7 +526,7 @@ def apply_plan(
             conversation_id=conversation_id,
         )
     if plan.profile:
-        yield from set_profile(rt, scope, plan.profile, conversation_id)
+        yield from set_profile(rt, scope, plan.profile, conversation_id, event_at)
 
 
 def lock_owner(rt: Runtime, scope: Scope) -> Op[None]:

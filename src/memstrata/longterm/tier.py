@@ -1,7 +1,8 @@
 """The long-term tiers of ``mem.context``: ``facts`` (the ``<memory>`` block) and
 ``profile`` (the ``<user-profile>`` block).
 
-The facts tier offers every active fact of the caller's scope as one line each,
+The facts tier offers every fact of the caller's scope that is true now (or true at
+the call's ``as_of`` as known then, see :mod:`~memstrata.longterm.clocks`) as one line each,
 corrections first (confidence order, within a reserved 500 tokens), then the rest
 by confidence; the context's budget then takes whole lines, best first, up to the
 tier's cap (2000 tokens by default). Text is HTML-escaped, so a fact can never
@@ -11,9 +12,13 @@ same memory state gives byte-identical blocks.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from memstrata.context.tiers import TierItem, TierRequest
 from memstrata.longterm import store
+from memstrata.longterm.clocks import AsOf
 from memstrata.longterm.inject import fact_line, injection_order, profile_line
+from memstrata.longterm.model import FactStatus
 from memstrata.runtime import Runtime
 from memstrata.storage.plan import Op
 from memstrata.storage.records import to_micros
@@ -34,7 +39,10 @@ class FactsTier:
     def provide(self, rt: Runtime, request: TierRequest) -> Op[list[TierItem]]:
         if not self.enabled or request.allowance <= 0:
             return []
-        facts = [f for f, _ in (yield from store.active_facts(request.scope))]
+        at = None if request.as_of is None else AsOf(request.as_of, request.as_of)
+        found = yield from store.true_facts(request.scope, rt.clock(), at)
+        # As of then, a fact superseded since was active: it competes as one.
+        facts = [replace(f, status=FactStatus.ACTIVE) for f in found]
         items = {
             f.id: request.item(
                 f.id,
@@ -60,7 +68,7 @@ class ProfileTier:
     def provide(self, rt: Runtime, request: TierRequest) -> Op[list[TierItem]]:
         if not self.enabled or request.allowance <= 0:
             return []
-        sections = yield from store.get_profile(request.scope)
+        sections = yield from store.get_profile(request.scope, request.as_of)
         return [
             request.item(f"profile:{p.name}", profile_line(p.name, p.summary), section=p.name)
             for p in sections

@@ -86,10 +86,19 @@ def _reported(fn: Callable[P, Awaitable[Result]]) -> Callable[P, Awaitable[Resul
     return wrapper
 
 
+#: ``as_of`` of the read tools: answer as memstrata stood at that time.
+AS_OF = Field(
+    description="ISO 8601 time: answer as of then (facts true then as known then, "
+    "messages created by then); default now."
+)
+
+
 def _fact(f: Fact) -> Result:
     d = f.to_dict()
     keep = ("id", "content", "category", "confidence", "status", "origin", "updated_at")
-    return {k: d[k] for k in keep}
+    # The two clocks, when set: event time (valid_from/to) and system time (recorded/superseded).
+    clocks = ("valid_from", "valid_to", "recorded_at", "superseded_at")
+    return {k: d[k] for k in keep} | {k: d[k] for k in clocks if d.get(k) is not None}
 
 
 def _hit(h: RecallHit) -> Result:
@@ -253,12 +262,18 @@ class MemoryTools:
                 "return its context_id, to pass to add_message with the reply."
             ),
         ] = False,
+        as_of: Annotated[str | None, AS_OF] = None,
     ) -> Result:
         """Messages ready for the next model call under one token budget: recent turns plus
         the summary, remembered facts, profile, working memory and recalled past messages;
         the report gives the tokens each part took and how many items were dropped."""
         c = await self._mem.context(
-            self._scope_of(ctx), conversation_id, budget=budget, query=query, record=record or None
+            self._scope_of(ctx),
+            conversation_id,
+            budget=budget,
+            query=query,
+            record=record or None,
+            as_of=as_of,
         )
         out = _context(c)
         if c.context_id is not None:
@@ -284,6 +299,7 @@ class MemoryTools:
             bool,
             Field(description="With leaf_id: also the conversation's other branches."),
         ] = False,
+        as_of: Annotated[str | None, AS_OF] = None,
     ) -> Result:
         """Search the user's past messages across all conversations (keywords and meaning),
         best match first."""
@@ -294,6 +310,7 @@ class MemoryTools:
             conversation_id=conversation_id,
             leaf_id=leaf_id,
             include_other_branches=include_other_branches,
+            as_of=as_of,
         )
         return {"hits": [_hit(h) for h in hits]}
 
@@ -307,9 +324,20 @@ class MemoryTools:
             FactStatusName, Field(description="Which facts; active ones are in use.")
         ] = "active",
         limit: Annotated[int, Field(ge=1, le=MAX_PAGE, description="How many.")] = 100,
+        as_of: Annotated[str | None, AS_OF] = None,
+        known_at: Annotated[
+            str | None,
+            Field(
+                description="ISO 8601 time: as memstrata knew it then (default: as_of; "
+                "now for what is known now about as_of)."
+            ),
+        ] = None,
     ) -> Result:
-        """List the facts remembered about the user, newest first."""
-        page = await self._mem.facts.list(self._scope_of(ctx), status=status, limit=limit)
+        """List the facts remembered about the user, newest first: by default those true
+        now; with as_of, those true then as known then."""
+        page = await self._mem.facts.list(
+            self._scope_of(ctx), status=status, limit=limit, as_of=as_of, known_at=known_at
+        )
         return {"items": [_fact(f) for f in page.items], "next_cursor": page.next_cursor}
 
     @_reported

@@ -16,6 +16,7 @@ from memstrata.recall.fusion import Candidate, FusionParams, fuse, ranks
 from memstrata.recall.index import MessageKey, key_of
 from memstrata.recall.text import QueryInfo, mentions_time
 from memstrata.storage.plan import Op
+from memstrata.storage.records import to_micros
 from memstrata.types import Message, Scope
 
 if TYPE_CHECKING:
@@ -184,8 +185,12 @@ def search_op(
     params: FusionParams,
     candidates: int = 100,
     include_other_branches: bool = False,
+    created_by: int | None = None,
 ) -> Op[list[RecallHit]]:
-    """Hybrid search in one read transaction (see :mod:`memstrata.recall.fusion`)."""
+    """Hybrid search in one read transaction (see :mod:`memstrata.recall.fusion`).
+
+    ``created_by`` (microseconds): only messages created at or before then count, hits
+    and neighbours alike (a search as of that time)."""
     rule = yield from branch_rule(scope, conversation_id, leaf_id, include_other_branches)
     found = yield from candidates_op(
         dialect,
@@ -198,6 +203,7 @@ def search_op(
         excluded=excluded,
         rule=rule,
         cap=SEARCH_TERM_CAP,
+        created_by=created_by,
     )
     ranked = fuse(found.candidates, temporal=query.temporal, params=params)[:k]
     messages = found.messages
@@ -211,6 +217,9 @@ def search_op(
     with_context = max(1, MAX_RESULT // (2 * message_range + 1))
     near = [messages[(c.conversation_id, c.id)] for c in ranked[:with_context]]
     before, after = yield from _neighbours(scope, near, message_range, rule)
+    if created_by is not None:  # neighbours written since then were not there
+        before = {k: [m for m in v if _created_by(m, created_by)] for k, v in before.items()}
+        after = {k: [m for m in v if _created_by(m, created_by)] for k, v in after.items()}
     hits: list[RecallHit] = []
     seen: set[MessageKey] = set()
     for c in ranked:
@@ -224,6 +233,10 @@ def search_op(
                 of = None if other is m else m.id
                 hits.append(RecallHit(other, m.conversation_id, c.score, (other.id,), of))
     return hits
+
+
+def _created_by(message: Message, at: int) -> bool:
+    return to_micros(message.created_at) <= at
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,8 +265,10 @@ def candidates_op(
     cap: int,
     drop_common: bool = False,
     lazy_rule: LazyRule | None = None,
+    created_by: int | None = None,
 ) -> Op[Found]:
-    """Keyword and vector candidates of ``scope``, filtered by ``excluded`` and ``rule``."""
+    """Keyword and vector candidates of ``scope``, filtered by ``excluded`` and ``rule``
+    (and, with ``created_by``, to the messages created at or before that time)."""
     keyword = yield from idx.keyword_search(
         dialect,
         scope,
@@ -281,7 +296,10 @@ def candidates_op(
     if rule is None and lazy_rule is not None:
         rule = yield from lazy_rule.resolve(labelled.values())
     messages = {
-        key: m for key, (m, chain) in labelled.items() if rule is None or rule.keeps(m, chain)
+        key: m
+        for key, (m, chain) in labelled.items()
+        if (rule is None or rule.keeps(m, chain))
+        and (created_by is None or _created_by(m, created_by))
     }
     kw_keys = [(h.conversation_id, h.message_id) for h in keyword]
     kw_rank = ranks([key for key in kw_keys if key in messages])

@@ -116,6 +116,7 @@ class RecallTier:
             lazy_rule=rule,
             cap=self.max_df,
             drop_common=True,
+            created_by=request.as_of,
         )
         ranked = fuse(found.candidates, temporal=info.temporal, params=self._engine.params)
         considered: list[tuple[Message, float, float]] = []

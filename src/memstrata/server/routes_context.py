@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from fastapi import APIRouter, Response
@@ -39,6 +40,12 @@ class ContextIn(BaseModel):
         "send that id with the reply's append to link them. Default: the server's "
         "MEMSTRATA_CONTEXT_RECORD setting (off unless set).",
     )
+    as_of: datetime | None = Field(
+        default=None,
+        description="ISO 8601 time: the facts, profile and recalled messages as of then "
+        "(true then, as known then; messages created by then). The window is the branch "
+        "ending at leaf_id.",
+    )
 
 
 class CompactIn(BaseModel):
@@ -65,6 +72,7 @@ async def context(mem: Mem, scope: CallerScope, cid: str, body: ContextIn) -> Re
         model=body.model,
         task=body.task,
         record=body.record,
+        as_of=body.as_of,
     )
     return JSONResponse(ContextOut.encode(ctx))
 

@@ -6,6 +6,7 @@ Extraction jobs are seen and retried through ``/v1/jobs`` like every other job.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Query, Response
@@ -32,7 +33,18 @@ router = APIRouter(prefix="/v1", tags=["long-term memory"])
 _NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"description": "No such fact in this scope."}}
 
 
-@router.get("/facts", response_model=FactPage, summary="List facts, newest first")
+@router.get(
+    "/facts",
+    response_model=FactPage,
+    summary="List facts, newest first (default: those true now)",
+    description=(
+        "Every fact has two clocks: event time (`valid_from`, `valid_to`: when it held in the "
+        "world) and system time (`recorded_at`, `superseded_at`: when memstrata held it as "
+        "current). By default the list holds the facts true now: active and valid now. "
+        "`as_of` asks what was true at that time as known then; `known_at` as known at "
+        "another time."
+    ),
+)
 async def list_facts(
     mem: Mem,
     scope: CallerScope,
@@ -42,8 +54,30 @@ async def list_facts(
     category: Annotated[str | None, Query(description="Only facts of this category.")] = None,
     limit: Limit = None,
     cursor: Cursor = None,
+    as_of: Annotated[
+        datetime | None,
+        Query(
+            description="ISO 8601 time: the facts that were true then (event time), as known "
+            "then (system time) unless known_at says otherwise. Active facts only."
+        ),
+    ] = None,
+    known_at: Annotated[
+        datetime | None,
+        Query(
+            description="ISO 8601 time: answer as memstrata knew it then (default: as_of; "
+            "pass now for what is known now about as_of)."
+        ),
+    ] = None,
 ) -> Response:
-    page = await mem.facts.list(scope, status=status, category=category, limit=limit, cursor=cursor)
+    page = await mem.facts.list(
+        scope,
+        status=status,
+        category=category,
+        limit=limit,
+        cursor=cursor,
+        as_of=as_of,
+        known_at=known_at,
+    )
     return JSONResponse(page_body(page, FactOut.encode))
 
 

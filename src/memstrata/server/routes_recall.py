@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -28,6 +30,11 @@ class SearchIn(BaseModel):
         description="With leaf_id: also messages of the conversation's other branches "
         "(answers regenerated away, questions edited away).",
     )
+    as_of: datetime | None = Field(
+        default=None,
+        description="ISO 8601 time: search as of then, over the messages created at or "
+        "before it only.",
+    )
 
 
 @router.post(
@@ -45,5 +52,6 @@ async def search(mem: Mem, scope: CallerScope, body: SearchIn) -> JSONResponse:
         leaf_id=body.leaf_id,
         message_range=body.message_range,
         include_other_branches=body.include_other_branches,
+        as_of=body.as_of,
     )
     return JSONResponse({"hits": [HitOut.encode(h) for h in hits]})

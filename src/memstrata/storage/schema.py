@@ -146,6 +146,36 @@ _MESSAGE_IDS = {
 
 _CORE = "core: tenants, users, keys, conversations, messages"
 
+# Two clocks (migration 15): event time (valid_from, valid_to: when a fact held in the
+# world) and system time (recorded_at, superseded_at: when memstrata believed it) on
+# facts; event and system start on profile sections (a section is replaced whole, so its
+# row is always the current version). Stored rows are backfilled from what is known:
+# recorded at creation, superseded when a non-active fact last changed, valid from its
+# earliest source message's occurred_at (else its creation), valid until the fact that
+# superseded it became valid (never before it began).
+_TWO_CLOCKS = {
+    dialect: (
+        *(
+            f"ALTER TABLE facts ADD COLUMN {column} {TYPES[dialect]['time']}"
+            for column in ("valid_from", "valid_to", "recorded_at", "superseded_at")
+        ),
+        *(
+            f"ALTER TABLE profile_sections ADD COLUMN {column} {TYPES[dialect]['time']}"
+            for column in ("valid_from", "recorded_at")
+        ),
+        "UPDATE facts SET recorded_at = created_at, "
+        "superseded_at = CASE WHEN status = 'active' THEN NULL ELSE updated_at END",
+        "UPDATE facts SET valid_from = COALESCE((SELECT min(m.occurred_at) FROM fact_sources s "
+        "JOIN messages m ON m.conversation_id = s.conversation_id AND m.id = s.message_id "
+        "WHERE s.fact_id = facts.id), created_at)",
+        "UPDATE facts SET valid_to = COALESCE((SELECT n.valid_from FROM facts n "
+        "WHERE n.id = facts.superseded_by), updated_at) WHERE status IN ('superseded', 'removed')",
+        "UPDATE facts SET valid_to = valid_from WHERE valid_to < valid_from",
+        "UPDATE profile_sections SET valid_from = updated_at, recorded_at = updated_at",
+    )
+    for dialect in TYPES
+}
+
 MIGRATIONS: dict[str, tuple[Migration, ...]] = {
     dialect: (
         Migration(1, _CORE, render(dialect, CORE_TABLES)),
@@ -205,6 +235,12 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
             14,
             "messages: ids unique per conversation (an id used elsewhere is free here)",
             _MESSAGE_IDS[dialect],
+        ),
+        Migration(
+            15,
+            "two clocks: event time (valid_from, valid_to) and system time (recorded_at, "
+            "superseded_at) on facts and profile sections",
+            _TWO_CLOCKS[dialect],
         ),
         Migration(
             16,

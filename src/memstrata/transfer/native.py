@@ -22,7 +22,7 @@ from typing import Any
 
 from memstrata.errors import InvalidInput
 from memstrata.storage.plan import Exec, Op, Query
-from memstrata.transfer.tables import TABLES, TableSpec
+from memstrata.transfer.tables import TABLES, TableSpec, with_clocks
 
 __all__ = [
     "BATCH",
@@ -209,8 +209,8 @@ def insert_rows(dialect: str, head: Header, rows: Sequence[Row]) -> Op[int]:
     """Insert a batch of rows, leaving rows that exist alone; returns how many were new."""
     same = "IS" if dialect == "sqlite" else "IS NOT DISTINCT FROM"
     added = 0
-    for table, values in rows:
-        cols = head.tables[table]
+    for table, given in rows:
+        cols, values = with_clocks(table, head.tables[table], given)
         names = ", ".join(cols)
         if _BY_NAME[table].keyed:
             marks = ", ".join("?" * len(cols))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["DERIVED", "TABLES", "TableSpec"]
+__all__ = ["DERIVED", "TABLES", "TableSpec", "with_clocks"]
 
 _CONV = "conversation_id IN (SELECT id FROM conversations WHERE tenant_id = ? AND user_id = ?)"
 _USER = "tenant_id = ? AND user_id = ?"
@@ -212,6 +212,10 @@ TABLES: tuple[TableSpec, ...] = (
             "changed_in",
             "created_at",
             "updated_at",
+            "valid_from",
+            "valid_to",
+            "recorded_at",
+            "superseded_at",
         ),
         "seq",
         _USER,
@@ -251,7 +255,16 @@ TABLES: tuple[TableSpec, ...] = (
     ),
     TableSpec(
         "profile_sections",
-        ("tenant_id", "user_id", "agent_id", "section", "summary", "updated_at"),
+        (
+            "tenant_id",
+            "user_id",
+            "agent_id",
+            "section",
+            "summary",
+            "updated_at",
+            "valid_from",
+            "recorded_at",
+        ),
         "tenant_id, user_id, agent_id, section",
         _USER,
     ),
@@ -351,3 +364,31 @@ DERIVED: dict[str, str] = {
     "graph_items": "LangGraph store items belong to a tenant, not a user: not exported",
     "graph_item_vectors": "made with the store items",
 }
+
+
+# The clock columns (migration 15) an export made before them lacks, and how the row's
+# own times fill them: the data keeps its event time, never the time of the import.
+_CLOCKS: dict[str, tuple[tuple[str, str], ...]] = {
+    "facts": (
+        ("valid_from", "created_at"),
+        ("recorded_at", "created_at"),
+        ("superseded_at", "updated_at"),  # for a fact that is no longer active
+    ),
+    "profile_sections": (("valid_from", "updated_at"), ("recorded_at", "updated_at")),
+}
+
+
+def with_clocks(
+    table: str, columns: list[str], values: list[object]
+) -> tuple[list[str], list[object]]:
+    """A row of an older export with its missing clock columns filled from its own times."""
+    missing = [(c, src) for c, src in _CLOCKS.get(table, ()) if c not in columns]
+    if not missing:
+        return columns, values
+    row = dict(zip(columns, values, strict=True))
+    for column, source in missing:
+        value = row.get(source)
+        if column == "superseded_at" and row.get("status", "active") == "active":
+            value = None
+        row[column] = value
+    return list(row), list(row.values())

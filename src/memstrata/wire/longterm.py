@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Annotated
 
 from pydantic import BaseModel, Field
 
 from memstrata.longterm.model import Fact, FactEvent, FactSource, ProfileSection
-from memstrata.wire._codec import Wire
+from memstrata.wire._codec import OmitNone, Wire
 
 __all__ = [
     "FactEventOut",
@@ -43,6 +44,22 @@ class FactOut(Wire):
     sources: list[FactSourceOut]
     created_at: datetime
     updated_at: datetime
+    valid_from: datetime | None = Field(
+        default=None,
+        description="Event time: when the fact became true in the world (from its source "
+        "messages' occurred_at, a date the extraction found, or an import's own time).",
+    )
+    valid_to: datetime | None = Field(
+        default=None, description="Event time: when it stopped being true (null: it still is)."
+    )
+    recorded_at: datetime | None = Field(
+        default=None, description="System time: when memstrata recorded the fact."
+    )
+    superseded_at: datetime | None = Field(
+        default=None,
+        description="System time: when memstrata stopped holding it as current (superseded, "
+        "removed or evicted; null: it still does).",
+    )
 
 
 class FactPage(BaseModel):
@@ -74,6 +91,13 @@ class ProfileSectionOut(Wire):
 
     summary: str
     updated_at: datetime | None
+    # Left out of a section never written (its shape stays {summary, updated_at}).
+    valid_from: Annotated[datetime | None, OmitNone] = Field(
+        default=None, description="Event time the section's text holds from."
+    )
+    recorded_at: Annotated[datetime | None, OmitNone] = Field(
+        default=None, description="System time: when this text was recorded."
+    )
 
 
 class ProfileOut(BaseModel):

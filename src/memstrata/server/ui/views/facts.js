@@ -1,6 +1,7 @@
 // The user's facts with their provenance (each source conversation links to its tree,
-// at the message the fact came from) and, per fact, its history: the supersession chain
-// and every event on it.
+// at the message the fact came from), their two clocks (event time: valid from/to; system
+// time: recorded/superseded) and, per fact, its history: the supersession chain and every
+// event on it. "As of" a day lists the facts true at its end, as known then.
 
 import { api } from "../api.js";
 import { add, badge, empty, errorBox, fill, h, link, shortId, when } from "../dom.js";
@@ -69,6 +70,24 @@ function historyView(fact, events) {
   ];
 }
 
+/** Event time (valid from/until) and system time (recorded/superseded), when known. */
+function clocksLine(f) {
+  if (!f.valid_from && !f.recorded_at) return null;
+  const valid = `valid ${f.valid_from ? `from ${when(f.valid_from)}` : ""}` + (f.valid_to ? ` until ${when(f.valid_to)}` : "");
+  const known =
+    (f.recorded_at ? `recorded ${when(f.recorded_at)}` : "") + (f.superseded_at ? `, superseded ${when(f.superseded_at)}` : "");
+  return h(
+    "p",
+    {
+      class: "small muted",
+      "data-testid": "fact-clocks",
+      "data-valid-from": f.valid_from || "",
+      "data-valid-to": f.valid_to || "",
+    },
+    `${valid} · ${known}`,
+  );
+}
+
 function factCard(f, byId) {
   const history = h("div", { class: "history" });
   const details = h(
@@ -121,6 +140,7 @@ function factCard(f, byId) {
       : f.reason
         ? h("p", { class: "small" }, f.reason)
         : null,
+    clocksLine(f),
     f.source_error ? h("p", { class: "small error" }, `source error: ${f.source_error}`) : null,
     f.sources.length
       ? h(
@@ -147,8 +167,11 @@ function factCard(f, byId) {
 }
 
 export async function factsView(route, ctx) {
-  const status = STATUSES.includes(route.query.status) ? route.query.status : "all";
-  const first = await api.get("/v1/facts", { status, limit: 100 });
+  const asOf = /^\d{4}-\d{2}-\d{2}$/.test(route.query.as_of || "") ? route.query.as_of : "";
+  // As of a day: the facts true at its end, as known then (active facts only).
+  const status = asOf ? "active" : STATUSES.includes(route.query.status) ? route.query.status : "all";
+  const query = asOf ? { status, as_of: `${asOf}T23:59:59Z` } : { status };
+  const first = await api.get("/v1/facts", { ...query, limit: 100 });
   const items = [...first.items];
   const list = h("div", { class: "cards", "data-testid": "facts" });
   const byId = new Map(items.map((f) => [f.id, f]));
@@ -164,7 +187,7 @@ export async function factsView(route, ctx) {
       onclick: async () => {
         more.disabled = true;
         try {
-          const page = await api.get("/v1/facts", { status, limit: 100, cursor });
+          const page = await api.get("/v1/facts", { ...query, limit: 100, cursor });
           for (const f of page.items) byId.set(f.id, f);
           items.push(...page.items);
           cursor = page.next_cursor;
@@ -184,15 +207,30 @@ export async function factsView(route, ctx) {
     {
       id: "fact-status",
       "data-testid": "fact-filter",
+      disabled: Boolean(asOf),
       onchange: () => ctx.go("/facts", { status: select.value }),
     },
     STATUSES.map((s) => h("option", { value: s, selected: s === status }, s)),
   );
+  const day = h("input", {
+    type: "date",
+    id: "fact-as-of",
+    value: asOf,
+    "data-testid": "fact-as-of",
+    onchange: () => ctx.go("/facts", day.value ? { as_of: day.value } : { status: "all" }),
+  });
   return h(
     "section",
     {},
     h("h1", {}, "Facts"),
-    h("div", { class: "toolbar" }, h("label", { for: "fact-status" }, "Status"), select),
+    h(
+      "div",
+      { class: "toolbar" },
+      h("label", { for: "fact-status" }, "Status"),
+      select,
+      h("label", { for: "fact-as-of" }, "As of"),
+      day,
+    ),
     list,
     h("div", { class: "more" }, more),
   );
