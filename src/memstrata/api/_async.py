@@ -16,6 +16,7 @@ from memstrata.api._async_base import AsyncSubAPI
 from memstrata.api._async_context import AsyncCompaction
 from memstrata.api._async_graph import AsyncGraphs
 from memstrata.api._async_longterm import AsyncFacts, AsyncLongTerm
+from memstrata.api._async_memory import AsyncMemoryMaintenance
 from memstrata.api._async_nodes import AsyncNodes
 from memstrata.api._async_recall import AsyncRecall
 from memstrata.api._async_retention import AsyncRetention
@@ -393,6 +394,7 @@ class AsyncMemory(AsyncSubAPI):
         self.transfer = AsyncTransfer(core)
         self.retention = AsyncRetention(core)
         self.graphs = AsyncGraphs(core)
+        self.memory = AsyncMemoryMaintenance(core)
 
     @classmethod
     @overload

@@ -12,6 +12,7 @@ from memstrata.api._sync_base import SubAPI
 from memstrata.api._sync_context import Compaction
 from memstrata.api._sync_graph import Graphs
 from memstrata.api._sync_longterm import Facts, LongTerm
+from memstrata.api._sync_memory import MemoryMaintenance
 from memstrata.api._sync_nodes import Nodes
 from memstrata.api._sync_recall import Recall
 from memstrata.api._sync_retention import Retention
@@ -389,6 +390,7 @@ class Memory(SubAPI):
         self.transfer = Transfer(core)
         self.retention = Retention(core)
         self.graphs = Graphs(core)
+        self.memory = MemoryMaintenance(core)
 
     @classmethod
     @overload

@@ -24,6 +24,7 @@ from memstrata.runtime import Limits, Runtime
 from memstrata.storage.engine import Engine
 from memstrata.storage.plan import Op, Query, read
 from memstrata.tokens import get_tokenizer
+from memstrata.types import Scope
 from memstrata.usage import MeteredLLM, UsageMeter
 from memstrata.validation import build, checked_scope
 
@@ -49,6 +50,9 @@ class Core:
     #: The sync facade job handlers get (``Memory``, set by :mod:`memstrata.api`, which
     #: imports both modules: this one never imports the facade built over it).
     sync_facade: ClassVar[Callable[[Core], Any]]
+    #: How many recorded contexts each fact entered (``fact_use_counts`` of prompt
+    #: provenance), for memory health; None: usage unknown (reported as such).
+    fact_usage: Callable[[Scope, Sequence[str]], Op[dict[str, int]]] | None = None
 
     def __init__(
         self,
