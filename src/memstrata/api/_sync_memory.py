@@ -75,6 +75,11 @@ class MemoryMaintenance(SubAPI):
         done, more = self._write(cons.apply, self._core.rt, s, cid, changes)
         return cons.Consolidation(cid, mode, False, bool(done), tuple(done), (*notes, *more))
 
+    @property
+    def planned_by_model(self) -> bool:
+        """Whether a consolidation is planned by the model (one is configured)."""
+        return self._core.longterm.llm is not None
+
     def schedule_consolidation(self, scope: Scope) -> Job:
         """Queue an applied consolidation as a ``longterm.consolidate`` job (seen in
         ``mem.jobs``); the job's id is the consolidation's id, for :meth:`revert`."""
