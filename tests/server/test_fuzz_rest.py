@@ -71,7 +71,12 @@ def seed_store(db_url: str) -> Seed:
         first = mem.messages.append(alice, conv.id, role="user", content="hello parrot")
         mem.messages.append(alice, conv.id, role="assistant", content="hi", parent_id=first.id)
         fact = mem.facts.add(alice, "alice keeps a parrot")
-        return Seed(secret, {"cid": conv.id, "mid": first.id, "fid": fact.id})
+        # A near duplicate merged away, so a revert can name a real consolidation.
+        mem.longterm.kit.embedder = None
+        mem.facts.add(alice, "Alice keeps a parrot!")
+        merged = mem.memory.consolidate(alice, dry_run=False)
+        ids = {"cid": conv.id, "mid": first.id, "fid": fact.id, "consolidation_id": merged.id}
+        return Seed(secret, ids)
     finally:
         mem.close()
 
