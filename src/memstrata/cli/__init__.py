@@ -20,6 +20,7 @@ from memstrata.cli import (
     context,
     conversations,
     doctor,
+    health,
     jobs,
     keys,
     longterm,
@@ -83,6 +84,8 @@ COMMANDS: tuple[tuple[str, Callable[..., Any]], ...] = (
     ("context", context.context),
     ("profile", longterm.profile),
     ("mcp", mcp.mcp),
+    ("health", health.health),
+    ("consolidate", health.consolidate),
 )
 GROUPS: tuple[tuple[str, typer.Typer], ...] = (
     ("keys", keys.keys_app),
