@@ -50,6 +50,7 @@ TOOLS = {
     "remember_conversation",
     "get_working_memory",
     "update_working_memory",
+    "memory_health",
 }
 WAIT_SECONDS = 60  # upper bound for start-up on a loaded machine, not an expectation
 UNKNOWN_ID = "01900000-0000-7000-8000-000000000000"
@@ -360,6 +361,7 @@ async def test_http_tools_act_only_as_the_keys_user(live: Live) -> None:
         assert {h["conversation_id"] for h in tea} == {cid}
         assert _data(await call("list_facts", status="all"))["items"] == []
         assert not _data(await call("get_working_memory"))["exists"]
+        assert _data(await call("memory_health"))["sizes"]["active"] == 0
 
         # Bob's ids are unknown to alice: errors, and bob's data stays as it was.
         for tool, args in [
@@ -383,6 +385,7 @@ async def test_http_tools_act_only_as_the_keys_user(live: Live) -> None:
     async with _session(live.url, live.admin, **{"X-Memstrata-User": "bob"}) as s:
         facts = _data(await _call(s, "list_facts"))["items"]
         assert [f["id"] for f in facts] == [live.bob_fact]
+        assert _data(await _call(s, "memory_health"))["sizes"]["active"] == 1
 
 
 async def test_http_errors(live: Live) -> None:

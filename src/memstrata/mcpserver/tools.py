@@ -150,6 +150,7 @@ class MemoryTools:
             (self.remember_conversation, writes),
             (self.get_working_memory, reads),
             (self.update_working_memory, writes),
+            (self.memory_health, reads),
         ]
         for fn, hints in catalogue:
             server.add_tool(fn, description=inspect.getdoc(fn), annotations=hints)
@@ -389,6 +390,21 @@ class MemoryTools:
                 continue  # overwrite: another writer got in between; read again and retry
             return _working(wm)
 
+
+    # -- memory health ---------------------------------------------------------------------
+
+    @_reported
+    async def memory_health(
+        self,
+        ctx: Context,
+        stale_days: Annotated[
+            int, Field(ge=0, le=36500, description="Age after which an untouched fact is stale.")
+        ] = 90,
+    ) -> Result:
+        """Check the user's long-term memory: near-duplicate, contradicting, stale and
+        unused facts (counts and examples), and its sizes."""
+        report = await self._mem.memory.health(self._scope_of(ctx), stale_days=stale_days)
+        return report.to_dict()
 
 def _parsed(text: str) -> Any:
     try:
