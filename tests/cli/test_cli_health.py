@@ -58,17 +58,22 @@ def test_health_and_consolidate(run, mem) -> None:
     mem.facts.add(Scope("local", "other"), "User prefers dark roast coffee")
 
     table = run("health").stdout
-    assert "near duplicates" in table and dup in table
+    assert "near duplicates" in table
+    assert dup in table
     report = json.loads(run("health", "--json", "--stale-days", "1").stdout)
-    assert report["duplicates"]["count"] == 1 and report["stale_days"] == 1
-    assert report["usage_known"] is False and report["sizes"]["active"] == 2
+    assert report["duplicates"]["count"] == 1
+    assert report["stale_days"] == 1
+    assert report["usage_known"] is False
+    assert report["sizes"]["active"] == 2
 
     dry = run("consolidate")
-    assert "dry run" in dry.stderr and dup in dry.stdout
+    assert "dry run" in dry.stderr
+    assert dup in dry.stdout
     assert mem.facts.get(LOCAL, dup).status.value == "active"
 
     applied = json.loads(run("consolidate", "--apply", "--json").stdout)
-    assert applied["applied"] and applied["changes"][0]["target_id"] == keep
+    assert applied["applied"]
+    assert applied["changes"][0]["target_id"] == keep
     assert mem.facts.get(LOCAL, dup).status.value == "superseded"
 
     out = run("consolidate", "--revert", applied["id"])

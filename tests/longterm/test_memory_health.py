@@ -13,7 +13,7 @@ import pytest
 
 from memstrata import Memory, Scope
 from memstrata.errors import Conflict, InvalidInput, NotFound
-from memstrata.storage.plan import Op
+from memstrata.storage.plan import Op, Query
 from memstrata.testing import FakeLLM
 
 A = Scope("t1", "alice")
@@ -41,10 +41,18 @@ def _plant(memory: Memory, scope: Scope) -> dict[str, str]:
         ids[content] = memory.facts.add(scope, content, category=category).id
     doc = {
         "facts": [
-            {"content": "User once owned a red bicycle", "category": "knowledge",
-             "confidence": 0.9, "createdAt": "2020-01-02T00:00:00Z"},
-            {"content": "User studied chemistry", "category": "knowledge",
-             "confidence": 0.9, "createdAt": "2020-01-02T00:00:00Z"},
+            {
+                "content": "User once owned a red bicycle",
+                "category": "knowledge",
+                "confidence": 0.9,
+                "createdAt": "2020-01-02T00:00:00Z",
+            },
+            {
+                "content": "User studied chemistry",
+                "category": "knowledge",
+                "confidence": 0.9,
+                "createdAt": "2020-01-02T00:00:00Z",
+            },
         ]
     }
     memory.longterm.import_memory(scope, doc)
@@ -64,12 +72,14 @@ def test_health_counts_planted_problems(memory: Memory) -> None:
     mem = _plain(memory)
     ids = _plant(mem, A)
     report = mem.memory.health(A)
-    assert report.sizes.active == 7 and report.sizes.superseded == 0
+    assert report.sizes.active == 7
+    assert report.sizes.superseded == 0
     assert report.sizes.fact_tokens > 0
     assert report.duplicates.count == 1
     (dup,) = report.duplicates.examples
     assert {f.id for f in dup.facts} == {
-        ids["User prefers dark roast coffee"], ids["user prefers dark-roast coffee!"]
+        ids["User prefers dark roast coffee"],
+        ids["user prefers dark-roast coffee!"],
     }
     assert report.contradictions.count == 1
     (pair,) = report.contradictions.examples
@@ -80,7 +90,8 @@ def test_health_counts_planted_problems(memory: Memory) -> None:
     assert mem.memory.health(A, stale_days=36500).stale.count == 0
     # No context records here: usage unknown, never "all unused".
     assert report.usage_known is False
-    assert report.unused.count is None and report.unused.known is False
+    assert report.unused.count is None
+    assert report.unused.known is False
     assert report.to_dict()["unused"] == {"count": None, "examples": [], "known": False}
 
 
@@ -93,12 +104,14 @@ def test_health_uses_the_usage_hook(memory: Memory) -> None:
 
     def counts(scope: Scope, fact_ids: Sequence[str]) -> Op[dict[str, int]]:
         seen.append((scope, tuple(fact_ids)))
-        return {bicycle: 2, cello: 1}
-        yield  # an operation that reads nothing
+        rows = yield Query("SELECT 2")  # runs in the report's read transaction
+        return {bicycle: rows[0][0], cello: 1}
 
     mem.core.fact_usage = counts
     report = mem.memory.health(A)
-    assert seen and seen[0][0] == A and bicycle in seen[0][1]
+    assert seen
+    assert seen[0][0] == A
+    assert bicycle in seen[0][1]
     assert report.usage_known is True
     assert report.unused.count == 5
     assert {e.facts[0].id for e in report.unused.examples} == set(ids.values()) - {bicycle, cello}
@@ -124,23 +137,30 @@ def test_dry_run_changes_nothing_and_apply_is_reversible(memory: Memory) -> None
     keep, dup = ids["User prefers dark roast coffee"], ids["user prefers dark-roast coffee!"]
     before = _snapshot(mem, A)
     plan = mem.memory.consolidate(A)
-    assert plan.dry_run and not plan.applied and plan.mode == "deterministic"
+    assert plan.dry_run
+    assert not plan.applied
+    assert plan.mode == "deterministic"
     (change,) = plan.changes
-    assert change.target_id == keep and [b.id for b in change.superseded] == [dup]
+    assert change.target_id == keep
+    assert [b.id for b in change.superseded] == [dup]
     assert _snapshot(mem, A) == before
 
     applied = mem.memory.consolidate(A, dry_run=False)
-    assert applied.applied and [c.target_id for c in applied.changes] == [keep]
+    assert applied.applied
+    assert [c.target_id for c in applied.changes] == [keep]
     gone = mem.facts.get(A, dup)
-    assert gone.status.value == "superseded" and gone.superseded_by == keep
+    assert gone.status.value == "superseded"
+    assert gone.superseded_by == keep
     assert mem.memory.health(A).duplicates.count == 0
     # Nothing was erased: every fact is still there.
     assert len(mem.facts.list(A, status="all").items) == len(before)
 
     undone = mem.memory.revert(A, applied.id)
-    assert undone.restored == (dup,) and undone.retired == ()
+    assert undone.restored == (dup,)
+    assert undone.retired == ()
     back = mem.facts.get(A, dup)
-    assert back.status.value == "active" and back.superseded_by is None
+    assert back.status.value == "active"
+    assert back.superseded_by is None
     events = [(e.fact_id, e.event, e.related_id) for e in mem.facts.history(A, dup)]
     assert events[-2:] == [(dup, "superseded", keep), (dup, "restored", keep)]
     with pytest.raises(NotFound):
@@ -150,25 +170,37 @@ def test_dry_run_changes_nothing_and_apply_is_reversible(memory: Memory) -> None
 
 
 def _llm_plan(aliases: dict[str, str]) -> str:
-    return "Here is the plan:\n```json\n" + json.dumps(
-        {
-            "merges": [
-                {
-                    "facts": [aliases["User prefers dark roast coffee"],
-                              aliases["user prefers dark-roast coffee!"]],
-                    "content": "User prefers dark roast coffee, black",
-                    "category": "preference",
-                    "reason": "same preference",
-                },
-                {"facts": ["f99", "f1"], "content": "x"},  # unknown alias: dropped
-            ],
-            "supersede": [
-                {"old": aliases["User lives in Berlin"], "by": aliases["User lives in Paris"],
-                 "reason": "moved"},
-                {"old": [aliases["User plays the cello"]], "by": aliases["User plays the cello"]},
-            ],
-        }
-    ) + "\n```"
+    return (
+        "Here is the plan:\n```json\n"
+        + json.dumps(
+            {
+                "merges": [
+                    {
+                        "facts": [
+                            aliases["User prefers dark roast coffee"],
+                            aliases["user prefers dark-roast coffee!"],
+                        ],
+                        "content": "User prefers dark roast coffee, black",
+                        "category": "preference",
+                        "reason": "same preference",
+                    },
+                    {"facts": ["f99", "f1"], "content": "x"},  # unknown alias: dropped
+                ],
+                "supersede": [
+                    {
+                        "old": aliases["User lives in Berlin"],
+                        "by": aliases["User lives in Paris"],
+                        "reason": "moved",
+                    },
+                    {
+                        "old": [aliases["User plays the cello"]],
+                        "by": aliases["User plays the cello"],
+                    },
+                ],
+            }
+        )
+        + "\n```"
+    )
 
 
 def test_model_planned_consolidation(memory: Memory) -> None:
@@ -181,22 +213,27 @@ def test_model_planned_consolidation(memory: Memory) -> None:
     assert mem.memory.planned_by_model
     plan = mem.memory.consolidate(A)
     assert plan.mode == "llm"
-    assert llm.calls and all(c.purpose == "consolidation" for c in llm.calls)
+    assert llm.calls
+    assert all(c.purpose == "consolidation" for c in llm.calls)
     assert "User lives in Berlin" in llm.calls[0].messages[-1]["content"]
     assert any("unusable" in n for n in plan.notes)
-    assert any("f99" in n for n in plan.notes) and any("itself" in n for n in plan.notes)
+    assert any("f99" in n for n in plan.notes)
+    assert any("itself" in n for n in plan.notes)
     merge, supersede = plan.changes
-    assert merge.new_fact and merge.target_id is None
+    assert merge.new_fact
+    assert merge.target_id is None
     assert merge.content == "User prefers dark roast coffee, black"
     assert supersede.target_id == ids["User lives in Paris"]
     assert [b.id for b in supersede.superseded] == [ids["User lives in Berlin"]]
 
     applied = mem.memory.consolidate(A, dry_run=False)
-    assert applied.applied and applied.mode == "llm"
+    assert applied.applied
+    assert applied.mode == "llm"
     new_id = applied.changes[0].target_id
     assert new_id is not None
     merged = mem.facts.get(A, new_id)
-    assert merged.status.value == "active" and merged.confidence == 1.0
+    assert merged.status.value == "active"
+    assert merged.confidence == 1.0
     assert merged.origin.value == "manual"  # merged from manual facts
     old = ids["user prefers dark-roast coffee!"]
     assert mem.facts.get(A, old).superseded_by == new_id
@@ -204,14 +241,19 @@ def test_model_planned_consolidation(memory: Memory) -> None:
 
     undone = mem.memory.revert(A, applied.id)
     assert set(undone.restored) == {
-        ids["User prefers dark roast coffee"], old, ids["User lives in Berlin"]
+        ids["User prefers dark roast coffee"],
+        old,
+        ids["User lives in Berlin"],
     }
     assert undone.retired == (new_id,)
     assert mem.facts.get(A, new_id).status.value == "superseded"
     active = {f.content for f in mem.facts.list(A).items}
-    assert "User lives in Berlin" in active and "User prefers dark roast coffee, black" not in active
+    assert "User lives in Berlin" in active
+    assert "User prefers dark roast coffee, black" not in active
     kinds = [e.event for e in mem.facts.history(A, new_id)]
-    assert "created" in kinds and "superseded" in kinds and "restored" in kinds
+    assert "created" in kinds
+    assert "superseded" in kinds
+    assert "restored" in kinds
 
 
 def test_model_failure_falls_back_to_duplicates(memory: Memory) -> None:
@@ -221,7 +263,8 @@ def test_model_failure_falls_back_to_duplicates(memory: Memory) -> None:
     llm.fail_next(1, TimeoutError)
     mem.longterm.kit.llm = llm
     plan = mem.memory.consolidate(A)
-    assert plan.mode == "deterministic" and len(plan.changes) == 1
+    assert plan.mode == "deterministic"
+    assert len(plan.changes) == 1
     assert any("TimeoutError" in n for n in plan.notes)
 
 
@@ -229,7 +272,8 @@ def test_consolidation_job(memory: Memory) -> None:
     mem = _plain(memory)
     ids = _plant(mem, A)
     job = mem.memory.schedule_consolidation(A)
-    assert job.kind == "longterm.consolidate" and job.user == "alice"
+    assert job.kind == "longterm.consolidate"
+    assert job.user == "alice"
     assert job.id in {j.id for j in mem.jobs.list(tenant="t1", user="alice").items}
     mem.jobs.run_pending(["longterm.consolidate"])
     assert mem.jobs.get(job.id).status.value == "done"
@@ -258,5 +302,6 @@ def test_bad_arguments(memory: Memory) -> None:
     with pytest.raises(InvalidInput):
         mem.memory.revert(A, "not an id")
     empty = mem.memory.health(A)
-    assert empty.sizes.active == 0 and empty.duplicates.count == 0
+    assert empty.sizes.active == 0
+    assert empty.duplicates.count == 0
     assert mem.memory.consolidate(A, dry_run=False).changes == ()

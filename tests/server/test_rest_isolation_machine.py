@@ -1105,7 +1105,8 @@ class RestIsolation(RuleBasedStateMachine):
         )
         plan = r.json()
         gone = {b["id"] for c in plan["changes"] for b in c["superseded"]}
-        assert gone <= own and {c["target_id"] for c in plan["changes"]} <= own, plan
+        assert gone <= own, plan
+        assert {c["target_id"] for c in plan["changes"]} <= own, plan
         url = f"/v1/memory/consolidations/{plan['id']}/revert"
         if not plan["applied"]:
             self.call(actor, "POST", url, expect={404})

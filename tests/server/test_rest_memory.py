@@ -57,10 +57,12 @@ async def test_dry_run_apply_and_revert(client, keys, auth, problem) -> None:
     r = await client.post("/v1/memory/consolidate", headers=alice)
     assert r.status_code == 200, r.text
     plan = r.json()
-    assert plan["dry_run"] is True and plan["applied"] is False
+    assert plan["dry_run"] is True
+    assert plan["applied"] is False
     assert plan["mode"] == "deterministic"
     (change,) = plan["changes"]
-    assert change["target_id"] == keep and [f["id"] for f in change["superseded"]] == [dup]
+    assert change["target_id"] == keep
+    assert [f["id"] for f in change["superseded"]] == [dup]
     assert await _state(client, alice) == before
 
     r = await client.post("/v1/memory/consolidate", json={"dry_run": False}, headers=alice)
@@ -68,7 +70,8 @@ async def test_dry_run_apply_and_revert(client, keys, auth, problem) -> None:
     applied = r.json()
     assert applied["applied"] is True
     fact = (await client.get(f"/v1/facts/{dup}", headers=alice)).json()
-    assert fact["status"] == "superseded" and fact["superseded_by"] == keep
+    assert fact["status"] == "superseded"
+    assert fact["superseded_by"] == keep
 
     url = f"/v1/memory/consolidations/{applied['id']}/revert"
     problem(await client.post(url, headers=auth(keys.bob)), 404, "not_found")
@@ -93,14 +96,17 @@ async def test_health_shows_the_callers_facts_only(client, keys, auth) -> None:
     body = r.json()
     assert CANARY_BOB not in r.text
     assert body["sizes"]["active"] == 4
-    assert body["duplicates"]["count"] == 1 and body["contradictions"]["count"] == 1
-    assert body["usage_known"] is False and body["unused"]["count"] is None
+    assert body["duplicates"]["count"] == 1
+    assert body["contradictions"]["count"] == 1
+    assert body["usage_known"] is False
+    assert body["unused"]["count"] is None
     r = await client.post("/v1/memory/consolidate", headers=alice)
     assert CANARY_BOB not in r.text
     # An admin key acts for the user it names, and sees that user's report.
     admin = auth(keys.admin, user="bob")
     r = await client.get("/v1/memory/health", headers=admin)
-    assert r.json()["duplicates"]["count"] == 1 and CANARY_BOB in r.text
+    assert r.json()["duplicates"]["count"] == 1
+    assert CANARY_BOB in r.text
 
 
 async def test_background_apply_is_a_job(client, keys, auth, amemory) -> None:
@@ -120,7 +126,8 @@ async def test_background_apply_is_a_job(client, keys, auth, amemory) -> None:
     fact = (await client.get(f"/v1/facts/{dup}", headers=alice)).json()
     assert fact["status"] == "superseded"
     r = await client.post(f"/v1/memory/consolidations/{job['id']}/revert", headers=alice)
-    assert r.status_code == 200 and r.json()["restored"] == [dup]
+    assert r.status_code == 200
+    assert r.json()["restored"] == [dup]
 
 
 async def test_a_configured_model_plans_and_applies_in_the_background(
@@ -128,15 +135,20 @@ async def test_a_configured_model_plans_and_applies_in_the_background(
 ) -> None:
     alice = auth(keys.alice)
     await _plant(client, alice)
-    llm = FakeLLM([json.dumps({"merges": [], "supersede": [{"old": "f3", "by": "f4"}]})], cycle=True)
+    llm = FakeLLM(
+        [json.dumps({"merges": [], "supersede": [{"old": "f3", "by": "f4"}]})], cycle=True
+    )
     amemory.core.longterm.llm = llm
     r = await client.post("/v1/memory/consolidate", headers=alice)
     plan = r.json()
-    assert plan["mode"] == "llm" and llm.calls[-1].purpose == "consolidation"
+    assert plan["mode"] == "llm"
+    assert llm.calls[-1].purpose == "consolidation"
     (change,) = plan["changes"]
-    assert change["kind"] == "supersede" and change["content"] == "User lives in Paris"
+    assert change["kind"] == "supersede"
+    assert change["content"] == "User lives in Paris"
     r = await client.post("/v1/memory/consolidate", json={"dry_run": False}, headers=alice)
-    assert r.status_code == 202 and r.json()["job"]["kind"] == "longterm.consolidate"
+    assert r.status_code == 202
+    assert r.json()["job"]["kind"] == "longterm.consolidate"
 
 
 async def test_bad_input(client, keys, auth, problem) -> None:
@@ -157,15 +169,18 @@ async def test_remote_client(app, keys, client) -> None:
     try:
         scope = Scope("t1", "alice")
         report = await remote.memory.health(scope)
-        assert report.duplicates.count == 1 and report.sizes.active == 4
+        assert report.duplicates.count == 1
+        assert report.sizes.active == 4
         assert report.duplicates.examples[0].facts[1].id == dup
         plan = await remote.memory.consolidate(scope)
-        assert plan.dry_run and plan.changes[0].superseded[0].id == dup
+        assert plan.dry_run
+        assert plan.changes[0].superseded[0].id == dup
         applied = await remote.memory.consolidate(scope, dry_run=False)
         assert applied.applied
         undone = await remote.memory.revert(scope, applied.id)
         assert undone.restored == (dup,)
         job = await remote.memory.schedule_consolidation(scope)
-        assert job.kind == "longterm.consolidate" and job.tenant == "t1"
+        assert job.kind == "longterm.consolidate"
+        assert job.tenant == "t1"
     finally:
         await remote.aclose()

@@ -179,4 +179,3 @@ class AsyncMemoryMaintenance(AsyncSubAPI):
             for i, j, _ in health.contradiction_pairs(plain)
         ]
         return out
-

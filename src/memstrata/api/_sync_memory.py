@@ -173,4 +173,3 @@ class MemoryMaintenance(SubAPI):
             for i, j, _ in health.contradiction_pairs(plain)
         ]
         return out
-

@@ -30,7 +30,9 @@ class AsyncRemoteMemoryMaintenance:
     def __init__(self, session: AsyncSession) -> None:
         self._s = session
 
-    async def health(self, scope: Scope, *, stale_days: int = 90, examples: int = 5) -> MemoryHealth:
+    async def health(
+        self, scope: Scope, *, stale_days: int = 90, examples: int = 5
+    ) -> MemoryHealth:
         h = await self._s.scoped(scope)
         params = {"stale_days": stale_days, "examples": examples}
         return await self._s.get("/v1/memory/health", _health, h, params)
@@ -40,7 +42,11 @@ class AsyncRemoteMemoryMaintenance:
         h = await self._s.scoped(scope)
         body = {"dry_run": dry_run, "background": False}
         return await self._s.call(
-            "POST", "/v1/memory/consolidate", _consolidation, headers=h, json=body,
+            "POST",
+            "/v1/memory/consolidate",
+            _consolidation,
+            headers=h,
+            json=body,
             idempotent=dry_run,
         )
 

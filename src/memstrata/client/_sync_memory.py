@@ -27,7 +27,9 @@ class RemoteMemoryMaintenance:
     def __init__(self, session: Session) -> None:
         self._s = session
 
-    def health(self, scope: Scope, *, stale_days: int = 90, examples: int = 5) -> MemoryHealth:
+    def health(
+        self, scope: Scope, *, stale_days: int = 90, examples: int = 5
+    ) -> MemoryHealth:
         h = self._s.scoped(scope)
         params = {"stale_days": stale_days, "examples": examples}
         return self._s.get("/v1/memory/health", _health, h, params)
@@ -37,7 +39,11 @@ class RemoteMemoryMaintenance:
         h = self._s.scoped(scope)
         body = {"dry_run": dry_run, "background": False}
         return self._s.call(
-            "POST", "/v1/memory/consolidate", _consolidation, headers=h, json=body,
+            "POST",
+            "/v1/memory/consolidate",
+            _consolidation,
+            headers=h,
+            json=body,
             idempotent=dry_run,
         )
 

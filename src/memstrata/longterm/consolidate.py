@@ -34,7 +34,13 @@ from memstrata.longterm.apply import content_key
 from memstrata.longterm.health import FactBrief, brief, duplicate_groups
 from memstrata.longterm.model import CATEGORIES, Fact, FactOrigin
 from memstrata.longterm.rows import OWNER, event_row, load_sources, owner
-from memstrata.longterm.store import FactInput, active_facts, check_fact_input, insert_fact, lock_owner
+from memstrata.longterm.store import (
+    FactInput,
+    active_facts,
+    check_fact_input,
+    insert_fact,
+    lock_owner,
+)
 from memstrata.runtime import Runtime
 from memstrata.storage.plan import Exec, Op, Query
 from memstrata.types import Scope
@@ -355,8 +361,15 @@ def revert(rt: Runtime, scope: Scope, consolidation_id: str) -> Op[Consolidation
             (back, undone, rt.clock(), fid, *owner(scope)),
         )
         yield event_row(
-            rt, scope, fid, "superseded", content, category, float(confidence),
-            reason=undone, related_id=back,
+            rt,
+            scope,
+            fid,
+            "superseded",
+            content,
+            category,
+            float(confidence),
+            reason=undone,
+            related_id=back,
         )
         retired.append(fid)
     restored = []
@@ -368,8 +381,15 @@ def revert(rt: Runtime, scope: Scope, consolidation_id: str) -> Op[Consolidation
             (rt.clock(), fid, *owner(scope)),
         )
         yield event_row(
-            rt, scope, fid, "restored", content, category, float(confidence),
-            reason=undone, related_id=by,
+            rt,
+            scope,
+            fid,
+            "restored",
+            content,
+            category,
+            float(confidence),
+            reason=undone,
+            related_id=by,
         )
         restored.append(fid)
     return ConsolidationRevert(consolidation_id, tuple(restored), tuple(retired))
@@ -385,7 +405,6 @@ def _refuse_active_twin(scope: Scope, fact_id: str, content: str) -> Op[None]:
             f"fact {fact_id} cannot be restored: the active fact {rows[0][0]} says the same",
             kind="fact",
         )
-
 
 
 # -- the job ------------------------------------------------------------------------------

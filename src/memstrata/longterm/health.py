@@ -64,8 +64,47 @@ DUPLICATE_JACCARD = 0.8
 MAX_ANALYSED = 1000
 _SHORT = 120
 _FILLER = frozenset(
-    "a an the is are am was were be been i i'm im my me user user's users s "
-    "of to in at on for and or with as by it its this that has have had does do".split()
+    [
+        "a",
+        "an",
+        "the",
+        "is",
+        "are",
+        "am",
+        "was",
+        "were",
+        "be",
+        "been",
+        "i",
+        "i'm",
+        "im",
+        "my",
+        "me",
+        "user",
+        "user's",
+        "users",
+        "s",
+        "of",
+        "to",
+        "in",
+        "at",
+        "on",
+        "for",
+        "and",
+        "or",
+        "with",
+        "as",
+        "by",
+        "it",
+        "its",
+        "this",
+        "that",
+        "has",
+        "have",
+        "had",
+        "does",
+        "do",
+    ]
 )
 _WORD = re.compile(r"[\w']+")
 
@@ -320,7 +359,9 @@ def analyse(
         never = [f for f in facts if not usage.get(f.id)]
         unused = HealthCheck(
             len(never),
-            tuple(HealthExample((brief(f),), "never in a recorded context") for f in never[:examples]),
+            tuple(
+                HealthExample((brief(f),), "never in a recorded context") for f in never[:examples]
+            ),
         )
     counts = data.status_counts
     written = [p for p in data.profile if p.summary]

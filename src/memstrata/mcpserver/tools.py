@@ -390,7 +390,6 @@ class MemoryTools:
                 continue  # overwrite: another writer got in between; read again and retry
             return _working(wm)
 
-
     # -- memory health ---------------------------------------------------------------------
 
     @_reported
@@ -405,6 +404,7 @@ class MemoryTools:
         unused facts (counts and examples), and its sizes."""
         report = await self._mem.memory.health(self._scope_of(ctx), stale_days=stale_days)
         return report.to_dict()
+
 
 def _parsed(text: str) -> Any:
     try:

@@ -91,8 +91,7 @@ class ConsolidationChangeOut(Wire):
     kind: str = Field(description="merge (near duplicates) or supersede (a contradiction).")
     superseded: list[FactBriefOut] = Field(description="The facts this change supersedes.")
     target_id: str | None = Field(
-        description="The fact they are superseded by; null for new merged content not "
-        "applied yet."
+        description="The fact they are superseded by; null for new merged content not applied yet."
     )
     content: str = Field(description="The content of the target (new merged content).")
     category: str
@@ -112,8 +111,9 @@ class ConsolidationOut(Wire):
 
 
 class ConsolidationJobOut(BaseModel):
-    job: JobOut = Field(description="The queued longterm.consolidate job; its id is the "
-                        "consolidation's id.")
+    job: JobOut = Field(
+        description="The queued longterm.consolidate job; its id is the consolidation's id."
+    )
 
 
 class ConsolidationRevertOut(Wire):
