@@ -305,3 +305,33 @@ def test_bad_arguments(memory: Memory) -> None:
     assert empty.sizes.active == 0
     assert empty.duplicates.count == 0
     assert mem.memory.consolidate(A, dry_run=False).changes == ()
+
+
+def test_apply_skips_what_changed_since_the_plan(memory: Memory) -> None:
+    from memstrata.longterm import consolidate as cons
+    from memstrata.longterm.health import FactBrief
+    from memstrata.storage.plan import write
+
+    mem = _plain(memory)
+    ids = _plant(mem, A)
+    keep, dup = ids["User prefers dark roast coffee"], ids["user prefers dark-roast coffee!"]
+    berlin, paris = ids["User lives in Berlin"], ids["User lives in Paris"]
+
+    def brief(fid: str) -> FactBrief:
+        f = mem.facts.get(A, fid)
+        return FactBrief(f.id, f.category, f.content)
+
+    changes = [
+        # Its content is already an active fact's (written after the plan): skipped.
+        cons.ConsolidationChange(
+            "merge", (brief(keep), brief(dup)), None, "User plays the CELLO", "behavior", True, "r"
+        ),
+        # A fact gone since the plan: skipped.
+        cons.ConsolidationChange("supersede", (brief(berlin),), paris, "x", "context", False, "r"),
+    ]
+    mem.facts.delete(A, paris)
+    rt = mem.core.rt
+    done, notes = mem.core.engine.run(write(lambda: cons.apply(rt, A, rt.make_id(), changes)))
+    assert done == []
+    assert len(notes) == 2
+    assert {f.id for f in mem.facts.list(A).items} >= {keep, dup, berlin}

@@ -73,7 +73,10 @@ class AsyncMemoryMaintenance(AsyncSubAPI):
         s = _scope(scope)
         if not isinstance(dry_run, bool):
             raise InvalidInput("dry_run must be true or false", field="dry_run")
-        cid = self._core.rt.make_id() if consolidation_id is None else consolidation_id
+        if consolidation_id is None:
+            cid = self._core.rt.make_id()
+        else:
+            cid = parse_id(consolidation_id, field="consolidation_id")
         facts = (await self._read(active_facts, s))[: health.MAX_ANALYSED]
         mode, changes, notes = await self._plan(facts)
         if dry_run or not changes:

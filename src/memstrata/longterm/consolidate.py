@@ -280,15 +280,22 @@ def apply(
     mark = marker(consolidation_id)
     done: list[ConsolidationChange] = []
     notes: list[str] = []
+    added: set[str] = set()  # content keys of the merged facts written so far
     for n, change in enumerate(changes):
         ids = [b.id for b in change.superseded]
         wanted = [*ids, *([] if change.new_fact else [change.target_id or ""])]
         if not ids or any(i not in current for i in wanted):
             notes.append(f"change {n}: its facts are no longer all active, skipped")
             continue
+        keys = added | {content_key(f.content) for f in current.values()}
+        if change.new_fact and content_key(change.content) in keys:
+            # An active fact says it already (written since the plan): no second copy.
+            notes.append(f"change {n}: an active fact already says its content, skipped")
+            continue
         target = change.target_id
         if change.new_fact:
             target = yield from _insert_merged(rt, scope, change, [current[i] for i in ids], mark)
+            added.add(content_key(change.content))
         assert target is not None
         for fid in ids:
             old = current.pop(fid)
