@@ -219,9 +219,9 @@ def health_input(scope: Scope, usage: UsageCounter | None = None) -> Op[HealthIn
             # A later event of the fact itself, or another fact folded into it.
             reinforced.update(x for x in (fid, related) if x in wanted)
     profile = yield from get_profile(scope)
-    used = None if usage is None or not ids else (yield from usage(scope, ids))
-    if usage is not None and not ids:
-        used = {}
+    used: Mapping[str, int] | None = None
+    if usage is not None:
+        used = (yield from usage(scope, ids)) if ids else {}
     return HealthInput(tuple(facts), counts, frozenset(reinforced), tuple(profile), used)
 
 
