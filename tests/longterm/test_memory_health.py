@@ -335,3 +335,28 @@ def test_apply_skips_what_changed_since_the_plan(memory: Memory) -> None:
     assert done == []
     assert len(notes) == 2
     assert {f.id for f in mem.facts.list(A).items} >= {keep, dup, berlin}
+
+
+class _SameVector:
+    """An embedder that finds every fact alike (one vector for all)."""
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        return [[1.0, 0.0] for _ in texts]
+
+    async def aembed(self, texts: Sequence[str]) -> list[list[float]]:
+        return self.embed(texts)
+
+
+def test_semantic_near_duplicates_use_the_embedder(memory: Memory) -> None:
+    mem = _plain(memory)
+    mem.facts.add(A, "User adores espresso")
+    mem.facts.add(A, "Coffee is what the user loves most")
+    assert mem.memory.health(A).duplicates.count == 0  # the words differ
+    mem.longterm.kit.embedder = _SameVector()  # type: ignore[assignment]
+    assert mem.memory.health(A).duplicates.count == 0  # words only unless asked
+    report = mem.memory.health(A, semantic=True)
+    assert report.semantic
+    assert report.duplicates.count == 1
+    plan = mem.memory.consolidate(A, semantic=True)
+    assert len(plan.changes) == 1
+    assert len(plan.changes[0].superseded) == 1

@@ -662,6 +662,12 @@ export interface components {
              * @default true
              */
             dry_run?: boolean;
+            /**
+             * Semantic
+             * @description Find near duplicates by embedding similarity too.
+             * @default false
+             */
+            semantic?: boolean;
         };
         /** ConsolidationChangeOut */
         ConsolidationChangeOut: {
@@ -4925,6 +4931,8 @@ export interface operations {
                 stale_days?: number;
                 /** @description Examples per check. */
                 examples?: number;
+                /** @description Near duplicates by embedding similarity too. */
+                semantic?: boolean;
             };
             header?: {
                 /** @description Admin keys only: the user to act as. A user key sending it gets 403. */

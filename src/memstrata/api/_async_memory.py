@@ -39,21 +39,33 @@ def _check_int(value: object, name: str, low: int, high: int) -> int:
     return value
 
 
+def _flag(value: object, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidInput(f"{name} must be true or false", field=name)
+    return value
+
+
 class AsyncMemoryMaintenance(AsyncSubAPI):
     """Health reports and consolidation of one owner's long-term memory."""
 
     async def health(
-        self, scope: Scope, *, stale_days: int = DEFAULT_STALE_DAYS, examples: int = 5
+        self,
+        scope: Scope,
+        *,
+        stale_days: int = DEFAULT_STALE_DAYS,
+        examples: int = 5,
+        semantic: bool = False,
     ) -> health.MemoryHealth:
         """Counts and examples of near-duplicate, contradicting, stale and unused facts,
         and the memory's sizes (see :mod:`memstrata.longterm.health` for the rules).
-        Examples name only this owner's facts."""
+        Examples name only this owner's facts. ``semantic``: near duplicates by embedding
+        similarity too (long-term memory's embedder), not only by words."""
         s = _scope(scope)
         days = _check_int(stale_days, "stale_days", 0, 36500)
         n = _check_int(examples, "examples", 0, _MAX_EXAMPLES)
         data = await self._read(health.health_input, s, self._core.fact_usage)
         facts = [f for f, _ in data.facts]
-        vectors = await self._vectors(facts)
+        vectors = await self._vectors(facts) if _flag(semantic, "semantic") else None
         return health.analyse(
             data,
             now=datetime.now(UTC),
@@ -65,20 +77,25 @@ class AsyncMemoryMaintenance(AsyncSubAPI):
         )
 
     async def consolidate(
-        self, scope: Scope, *, dry_run: bool = True, consolidation_id: str | None = None
+        self,
+        scope: Scope,
+        *,
+        dry_run: bool = True,
+        semantic: bool = False,
+        consolidation_id: str | None = None,
     ) -> cons.Consolidation:
         """Plan merges and supersessions (with the model when one is configured, by
         near-duplicate merging otherwise) and return the diff; ``dry_run=False`` applies
-        it, through supersession only (undo it with :meth:`revert`)."""
+        it, through supersession only (undo it with :meth:`revert`). ``semantic``: see
+        :meth:`health`."""
         s = _scope(scope)
-        if not isinstance(dry_run, bool):
-            raise InvalidInput("dry_run must be true or false", field="dry_run")
+        _flag(dry_run, "dry_run")
         if consolidation_id is None:
             cid = self._core.rt.make_id()
         else:
             cid = parse_id(consolidation_id, field="consolidation_id")
         facts = (await self._read(active_facts, s))[: health.MAX_ANALYSED]
-        mode, changes, notes = await self._plan(facts)
+        mode, changes, notes = await self._plan(facts, _flag(semantic, "semantic"))
         if dry_run or not changes:
             return cons.Consolidation(cid, mode, dry_run, False, tuple(changes), tuple(notes))
         done, more = await self._write(cons.apply, self._core.rt, s, cid, changes)
@@ -89,7 +106,7 @@ class AsyncMemoryMaintenance(AsyncSubAPI):
         """Whether a consolidation is planned by the model (one is configured)."""
         return self._core.longterm.llm is not None
 
-    async def schedule_consolidation(self, scope: Scope) -> Job:
+    async def schedule_consolidation(self, scope: Scope, *, semantic: bool = False) -> Job:
         """Queue an applied consolidation as a ``longterm.consolidate`` job (seen in
         ``mem.jobs``); the job's id is the consolidation's id, for :meth:`revert`."""
         s = _scope(scope)
@@ -99,6 +116,7 @@ class AsyncMemoryMaintenance(AsyncSubAPI):
             user=s.user,
             agent=s.agent,
             key=None,
+            payload={"semantic": _flag(semantic, "semantic")},
             max_wait_s=0.0,
             max_attempts=3,
         )
@@ -127,10 +145,10 @@ class AsyncMemoryMaintenance(AsyncSubAPI):
             return None
 
     async def _plan(
-        self, facts: list[tuple[Fact, int]]
+        self, facts: list[tuple[Fact, int]], semantic: bool
     ) -> tuple[str, list[cons.ConsolidationChange], list[str]]:
         kit = self._core.longterm
-        vectors = await self._vectors([f for f, _ in facts])
+        vectors = await self._vectors([f for f, _ in facts]) if semantic else None
         fallback = cons.deterministic_plan(facts, vectors=vectors, similarity=kit.near_duplicate)
         llm = kit.llm
         if llm is None or len(facts) < 2:

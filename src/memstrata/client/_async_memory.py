@@ -37,10 +37,12 @@ class AsyncRemoteMemoryMaintenance:
         params = {"stale_days": stale_days, "examples": examples}
         return await self._s.get("/v1/memory/health", _health, h, params)
 
-    async def consolidate(self, scope: Scope, *, dry_run: bool = True) -> Consolidation:
+    async def consolidate(
+        self, scope: Scope, *, dry_run: bool = True, semantic: bool = False
+    ) -> Consolidation:
         """Plan (and with ``dry_run=False`` apply, in this call) a consolidation."""
         h = await self._s.scoped(scope)
-        body = {"dry_run": dry_run, "background": False}
+        body = {"dry_run": dry_run, "background": False, "semantic": semantic}
         return await self._s.call(
             "POST",
             "/v1/memory/consolidate",
@@ -50,11 +52,11 @@ class AsyncRemoteMemoryMaintenance:
             idempotent=dry_run,
         )
 
-    async def schedule_consolidation(self, scope: Scope) -> Job:
+    async def schedule_consolidation(self, scope: Scope, *, semantic: bool = False) -> Job:
         """Apply a consolidation as a server job; the job's id is the consolidation's."""
         h = await self._s.scoped(scope)
         job_of = decode.job(scope.tenant)
-        body = {"dry_run": False, "background": True}
+        body = {"dry_run": False, "background": True, "semantic": semantic}
         return await self._s.call(
             "POST", "/v1/memory/consolidate", lambda d: job_of(d["job"]), headers=h, json=body
         )

@@ -423,7 +423,8 @@ def run_job(job: Any, memory: Any) -> None:
     if job.user is None:
         return
     scope = Scope(job.tenant, job.user, job.agent)
-    memory.memory.consolidate(scope, dry_run=False, consolidation_id=job.id)
+    semantic = job.payload.get("semantic") is True
+    memory.memory.consolidate(scope, dry_run=False, semantic=semantic, consolidation_id=job.id)
 
 
 def install(core: Any) -> None:

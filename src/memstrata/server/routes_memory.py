@@ -45,8 +45,13 @@ async def memory_health(
     scope: CallerScope,
     stale_days: Annotated[int, Query(ge=0, le=36500, description="Age of a stale fact.")] = 90,
     examples: Annotated[int, Query(ge=0, le=50, description="Examples per check.")] = 5,
+    semantic: Annotated[
+        bool, Query(description="Near duplicates by embedding similarity too.")
+    ] = False,
 ) -> Response:
-    report = await mem.memory.health(scope, stale_days=stale_days, examples=examples)
+    report = await mem.memory.health(
+        scope, stale_days=stale_days, examples=examples, semantic=semantic
+    )
     return JSONResponse(MemoryHealthOut.encode(report))
 
 
@@ -75,9 +80,9 @@ async def consolidate(
     if background is None:
         background = mem.memory.planned_by_model
     if not data.dry_run and background:
-        job = await mem.memory.schedule_consolidation(scope)
+        job = await mem.memory.schedule_consolidation(scope, semantic=data.semantic)
         return JSONResponse({"job": JobOut.encode(job)}, status_code=202)
-    result = await mem.memory.consolidate(scope, dry_run=data.dry_run)
+    result = await mem.memory.consolidate(scope, dry_run=data.dry_run, semantic=data.semantic)
     return JSONResponse(ConsolidationOut.encode(result))
 
 

@@ -128,6 +128,9 @@ class ConsolidateIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     dry_run: bool = Field(default=True, description="Plan and show the diff only (default).")
+    semantic: bool = Field(
+        default=False, description="Find near duplicates by embedding similarity too."
+    )
     background: bool | None = Field(
         default=None,
         description="Apply as a longterm.consolidate job (202). Default: a job when a "
