@@ -52,6 +52,7 @@ TOOLS = {
     "update_working_memory",
     "get_reply_provenance",
     "get_fact_usage",
+    "memory_health",
 }
 WAIT_SECONDS = 60  # upper bound for start-up on a loaded machine, not an expectation
 UNKNOWN_ID = "01900000-0000-7000-8000-000000000000"
@@ -362,6 +363,7 @@ async def test_http_tools_act_only_as_the_keys_user(live: Live) -> None:
         assert {h["conversation_id"] for h in tea} == {cid}
         assert _data(await call("list_facts", status="all"))["items"] == []
         assert not _data(await call("get_working_memory"))["exists"]
+        assert _data(await call("memory_health"))["sizes"]["active"] == 0
 
         # Bob's ids are unknown to alice: errors, and bob's data stays as it was.
         for tool, args in [
@@ -400,6 +402,7 @@ async def test_http_tools_act_only_as_the_keys_user(live: Live) -> None:
         )
         assert ctx_then["report"]["tokens_per_tier"].get("facts", 0) == 0
         assert (await _call(s, "list_facts", as_of="someday")).is_error
+        assert _data(await _call(s, "memory_health"))["sizes"]["active"] == 1
 
 
 async def test_http_errors(live: Live) -> None:

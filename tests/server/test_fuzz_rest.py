@@ -81,7 +81,12 @@ def seed_store(db_url: str) -> Seed:
             parent_id=first.id,
             context_id=ctx.context_id,
         )
-        return Seed(secret, {"cid": conv.id, "mid": first.id, "fid": fact.id})
+        # A near duplicate merged away, so a revert can name a real consolidation.
+        mem.longterm.kit.embedder = None
+        mem.facts.add(alice, "Alice keeps a parrot!")
+        merged = mem.memory.consolidate(alice, dry_run=False)
+        ids = {"cid": conv.id, "mid": first.id, "fid": fact.id, "consolidation_id": merged.id}
+        return Seed(secret, ids)
     finally:
         mem.close()
 

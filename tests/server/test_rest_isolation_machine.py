@@ -126,6 +126,10 @@ COVERED: frozenset[tuple[str, str]] = frozenset(
         # Prompt provenance (issue 20).
         ("GET", "/v1/conversations/{cid}/messages/{mid}/provenance"),
         ("GET", "/v1/facts/{fid}/usage"),
+        # memory health and consolidation
+        ("GET", "/v1/memory/health"),
+        ("POST", "/v1/memory/consolidate"),
+        ("POST", "/v1/memory/consolidations/{consolidation_id}/revert"),
     }
 )
 # Documented paths the machine leaves alone: they take no key and hold no scope's data, so
@@ -1100,6 +1104,53 @@ class RestIsolation(RuleBasedStateMachine):
             expected = set()
         assert listed == expected, (listed, expected)
         self.call(actor, "GET", "/v1/profile", expect={200})
+
+    # -- memory health and consolidation ---------------------------------------------------
+
+    @rule(actor=actors, data=st.data())
+    def memory_health(self, actor: Actor, data: st.DataObject) -> None:
+        """A health report names only the caller's own facts, and counts all of them."""
+        actor = self.pick_holder(data, actor, set(self.facts.values()))
+        r = self.call(actor, "GET", "/v1/memory/health", params={"examples": 50}, expect={200})
+        body = r.json()
+        own = self.own_facts(actor.scope)
+        named = {
+            f["id"]
+            for check in ("duplicates", "contradictions", "stale", "unused")
+            for example in body[check]["examples"]
+            for f in example["facts"]
+        }
+        assert named <= own, (named, own)
+        assert body["sizes"]["active"] == len(own), (body["sizes"], own)
+
+    @rule(actor=actors, data=st.data(), apply=st.booleans(), twins=st.booleans())
+    def consolidate(self, actor: Actor, data: st.DataObject, apply: bool, twins: bool) -> None:
+        """Plan or apply a consolidation (with two near-duplicate facts planted first, at
+        times); an applied one is refused to a stranger and undone by its owner at once."""
+        actor = self.pick_holder(data, actor, set(self.facts.values()))
+        if twins:
+            mark = self.canary(actor.scope)
+            for content in (f"likes {mark}", f"Likes {mark}!"):
+                body = {"content": content, "category": "context"}
+                r = self.call(actor, "POST", "/v1/facts", json=body, expect={201})
+                self.facts[r.json()["id"]] = actor.scope
+            self.user_rows[actor.scope[0]].add(actor.scope[1])
+        own = self.own_facts(actor.scope)
+        r = self.call(
+            actor, "POST", "/v1/memory/consolidate", json={"dry_run": not apply}, expect={200}
+        )
+        plan = r.json()
+        gone = {b["id"] for c in plan["changes"] for b in c["superseded"]}
+        assert gone <= own, plan
+        assert {c["target_id"] for c in plan["changes"]} <= own, plan
+        url = f"/v1/memory/consolidations/{plan['id']}/revert"
+        if not plan["applied"]:
+            self.call(actor, "POST", url, expect={404})
+            return
+        for who in self.pair(data, actor, actor.scope)[1:]:
+            self.call(who, "POST", url, expect={404})
+        r = self.call(actor, "POST", url, expect={200})
+        assert set(r.json()["restored"]) == gone, r.text
 
     # -- agent state -----------------------------------------------------------------------
 

@@ -564,3 +564,37 @@ def test_only_the_page_and_its_files_are_the_ui(served: Served):
         assert r.headers["content-type"].startswith("application/problem+json")
         doc = c.get("/openapi.json").json()
         assert not [p for p in doc["paths"] if p == "/" or p.startswith("/ui")]
+
+
+def test_memory_health_plans_applies_and_undoes_a_consolidation(ui: UI, served: Served):
+    """The health view counts a planted near duplicate; planning changes nothing,
+    applying supersedes it, undoing restores it (the planted facts are erased after)."""
+    planted = [
+        served.api("POST", "/v1/facts", json={"content": text})["id"]
+        for text in ("User hikes on Sundays", "user hikes on sundays!")
+    ]
+    try:
+        ui.sign_in(served.seeded.alice)
+        ui.go("/health")
+        dup = ui.page.locator("[data-testid=health-check][data-check=duplicates]")
+        expect(dup).to_have_attribute("data-count", "1")
+        report = served.api("GET", "/v1/memory/health")
+        assert [f["id"] for f in report["duplicates"]["examples"][0]["facts"]] == planted
+        unused = ui.page.locator("[data-testid=health-check][data-check=unused]")
+        assert unused.get_attribute("data-count") == "unknown"
+        ui.page.get_by_test_id("consolidation-plan").click()
+        expect(ui.page.get_by_test_id("consolidation-change")).to_have_count(1)
+        assert served.api("GET", f"/v1/facts/{planted[1]}")["status"] == "active"
+        ui.shot("health")
+        ui.page.get_by_test_id("consolidation-apply").click()
+        ui.page.get_by_test_id("applied").wait_for()
+        assert served.api("GET", f"/v1/facts/{planted[1]}")["status"] == "superseded"
+        ui.page.get_by_test_id("consolidation-revert").click()
+        ui.page.get_by_test_id("reverted").wait_for()
+        assert served.api("GET", f"/v1/facts/{planted[1]}")["status"] == "active"
+    finally:
+        for fid in planted:
+            with httpx.Client(base_url=served.base, trust_env=False, timeout=60) as c:
+                c.delete(
+                    f"/v1/facts/{fid}", headers={"Authorization": f"Bearer {served.seeded.alice}"}
+                )

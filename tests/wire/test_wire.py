@@ -18,6 +18,14 @@ from memstrata.context import Context, ContextReport, Summary, TierReport
 from memstrata.context.kit import CompactionResult
 from memstrata.conversation.history import History
 from memstrata.jobs.ops import Job, JobStatus
+from memstrata.longterm.consolidate import Consolidation, ConsolidationChange, ConsolidationRevert
+from memstrata.longterm.health import (
+    FactBrief,
+    HealthCheck,
+    HealthExample,
+    MemoryHealth,
+    MemorySizes,
+)
 from memstrata.longterm.model import (
     Fact,
     FactEvent,
@@ -43,6 +51,7 @@ from memstrata.wire.context import (
 from memstrata.wire.conversations import ConversationOut, HistoryOut, MessageOut
 from memstrata.wire.jobs import JobOut
 from memstrata.wire.longterm import FactEventOut, FactOut, ProfileSectionOut
+from memstrata.wire.memory import ConsolidationOut, ConsolidationRevertOut, MemoryHealthOut
 from memstrata.wire.nodes import TurnOut
 from memstrata.wire.recall import HitOut
 from memstrata.wire.state import (
@@ -183,6 +192,30 @@ CASES: list[tuple[type[Wire], Any, dict[str, Any] | None]] = [
         History("m1", [_message(), _message("m2", tool_call_id=None)], 9, True, False, "o200k"),
         None,
     ),
+]
+# Memory health and consolidation.
+_BRIEF = FactBrief("f1", "preference", "likes tea")
+_CHECK = HealthCheck(
+    1, (HealthExample((_BRIEF, FactBrief("f2", "preference", "likes tea!")), "n"),)
+)
+_HEALTH = MemoryHealth(
+    T0,
+    90,
+    2,
+    False,
+    False,
+    False,
+    MemorySizes(2, 1, 0, 0, 1, 8, 3),
+    _CHECK,
+    HealthCheck(0, ()),
+    HealthCheck(0, ()),
+    HealthCheck(None, (), known=False),
+)
+_CHANGE = ConsolidationChange("merge", (_BRIEF,), None, "likes green tea", "preference", True, "r")
+CASES += [
+    (MemoryHealthOut, _HEALTH, {}),
+    (ConsolidationOut, Consolidation("k1", "llm", True, False, (_CHANGE,), ("a note",)), {}),
+    (ConsolidationRevertOut, ConsolidationRevert("k1", ("f1",), ()), {}),
 ]
 IDS = [f"{model.__name__}-{i}" for i, (model, _, _) in enumerate(CASES)]
 

@@ -519,6 +519,63 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/memory/consolidate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Plan (dry run, the default) or apply a consolidation of the caller's facts
+         * @description Plans merges of near-duplicate facts and supersessions of contradicted ones (by the model when one is configured, near-duplicate merging otherwise) and returns the diff. With `dry_run: false` the diff is applied through supersession only: every change is reversible and shows in `/v1/facts/{fid}/history`.
+         */
+        post: operations["consolidate_v1_memory_consolidate_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/memory/consolidations/{consolidation_id}/revert": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Undo an applied consolidation (through supersession, kept in fact history) */
+        post: operations["revert_consolidation_v1_memory_consolidations__consolidation_id__revert_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/memory/health": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Near duplicates, contradictions, stale and unused facts, and sizes
+         * @description The caller's long-term memory: counts and examples (the caller's own facts only) of near-duplicate facts, contradiction candidates, stale facts (older than `stale_days`, never reinforced, never in a recorded context) and unused facts (`known: false` when usage is not recorded), with sizes.
+         */
+        get: operations["memory_health_v1_memory_health_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/profile": {
         parameters: {
             query?: never;
@@ -631,6 +688,99 @@ export interface components {
              * @default false
              */
             wait?: boolean;
+        };
+        /** ConsolidateIn */
+        ConsolidateIn: {
+            /**
+             * Background
+             * @description Apply as a longterm.consolidate job (202). Default: a job when a model plans it, at once (200) otherwise.
+             */
+            background?: boolean | null;
+            /**
+             * Dry Run
+             * @description Plan and show the diff only (default).
+             * @default true
+             */
+            dry_run?: boolean;
+            /**
+             * Semantic
+             * @description Find near duplicates by embedding similarity too.
+             * @default false
+             */
+            semantic?: boolean;
+        };
+        /** ConsolidationChangeOut */
+        ConsolidationChangeOut: {
+            /** Category */
+            category: string;
+            /**
+             * Content
+             * @description The content of the target (new merged content).
+             */
+            content: string;
+            /**
+             * Kind
+             * @description merge (near duplicates) or supersede (a contradiction).
+             */
+            kind: string;
+            /**
+             * New Fact
+             * @description The target is a new, merged fact.
+             */
+            new_fact: boolean;
+            /** Reason */
+            reason: string;
+            /**
+             * Superseded
+             * @description The facts this change supersedes.
+             */
+            superseded: components["schemas"]["FactBriefOut"][];
+            /**
+             * Target Id
+             * @description The fact they are superseded by; null for new merged content not applied yet.
+             */
+            target_id: string | null;
+        };
+        /** ConsolidationJobOut */
+        ConsolidationJobOut: {
+            /** @description The queued longterm.consolidate job; its id is the consolidation's id. */
+            job: components["schemas"]["JobOut"];
+        };
+        /** ConsolidationOut */
+        ConsolidationOut: {
+            /** Applied */
+            applied: boolean;
+            /** Changes */
+            changes: components["schemas"]["ConsolidationChangeOut"][];
+            /** Dry Run */
+            dry_run: boolean;
+            /**
+             * Id
+             * @description The consolidation's id: revert it with this id.
+             */
+            id: string;
+            /**
+             * Mode
+             * @description llm or deterministic.
+             */
+            mode: string;
+            /** Notes */
+            notes: string[];
+        };
+        /** ConsolidationRevertOut */
+        ConsolidationRevertOut: {
+            /** Consolidation Id */
+            consolidation_id: string;
+            /**
+             * Restored
+             * @description Facts active again.
+             */
+            restored: string[];
+            /**
+             * Retired
+             * @description Merged facts superseded by a restored fact.
+             */
+            retired: string[];
         };
         /** ContextIn */
         ContextIn: {
@@ -755,6 +905,18 @@ export interface components {
             } | null;
             /** Title */
             title?: string | null;
+        };
+        /** FactBriefOut */
+        FactBriefOut: {
+            /** Category */
+            category: string;
+            /**
+             * Content
+             * @description The fact's content, cut at 120 characters.
+             */
+            content: string;
+            /** Id */
+            id: string;
         };
         /** FactCreate */
         FactCreate: {
@@ -960,6 +1122,31 @@ export interface components {
             /** Width */
             width?: number | null;
         };
+        /** HealthCheckOut */
+        HealthCheckOut: {
+            /**
+             * Count
+             * @description Findings; null when unknown (see `known`).
+             */
+            count: number | null;
+            /** Examples */
+            examples: components["schemas"]["HealthExampleOut"][];
+            /**
+             * Known
+             * @description False when this check cannot be made here.
+             */
+            known: boolean;
+        };
+        /** HealthExampleOut */
+        HealthExampleOut: {
+            /** Facts */
+            facts: components["schemas"]["FactBriefOut"][];
+            /**
+             * Note
+             * @description Why these facts were picked.
+             */
+            note: string;
+        };
         /** HistoryMessageOut */
         HistoryMessageOut: {
             /** Content */
@@ -1123,6 +1310,64 @@ export interface components {
              * @description The key's user; null for an admin key.
              */
             user: string | null;
+        };
+        /** MemoryHealthOut */
+        MemoryHealthOut: {
+            /**
+             * Analysed
+             * @description Active facts analysed (oldest first).
+             */
+            analysed: number;
+            contradictions: components["schemas"]["HealthCheckOut"];
+            duplicates: components["schemas"]["HealthCheckOut"];
+            /**
+             * Generated At
+             * Format: date-time
+             */
+            generated_at: string;
+            /**
+             * Semantic
+             * @description Embeddings were used to find near duplicates.
+             */
+            semantic: boolean;
+            sizes: components["schemas"]["MemorySizesOut"];
+            stale: components["schemas"]["HealthCheckOut"];
+            /** Stale Days */
+            stale_days: number;
+            /**
+             * Truncated
+             * @description More active facts exist than were analysed.
+             */
+            truncated: boolean;
+            unused: components["schemas"]["HealthCheckOut"];
+            /**
+             * Usage Known
+             * @description Whether fact usage in recorded contexts is known; when false, `unused.count` is null and stale facts are judged without it.
+             */
+            usage_known: boolean;
+        };
+        /** MemorySizesOut */
+        MemorySizesOut: {
+            /** Active */
+            active: number;
+            /** Evicted */
+            evicted: number;
+            /**
+             * Fact Tokens
+             * @description Tokens of the active facts analysed.
+             */
+            fact_tokens: number;
+            /**
+             * Profile Sections
+             * @description Profile sections with a summary.
+             */
+            profile_sections: number;
+            /** Profile Tokens */
+            profile_tokens: number;
+            /** Removed */
+            removed: number;
+            /** Superseded */
+            superseded: number;
         };
         /** MessageOut */
         MessageOut: {
@@ -4855,6 +5100,247 @@ export interface operations {
                 };
             };
             /** @description Invalid input, or an admin key without the X-Memstrata-User header on a user route. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A backend is unavailable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    consolidate_v1_memory_consolidate_post: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Admin keys only: the user to act as. A user key sending it gets 403. */
+                "X-Memstrata-User"?: string | null;
+                /** @description Admin keys only: the agent to act as (optional). A user key sending it gets 403. */
+                "X-Memstrata-Agent"?: string | null;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["ConsolidateIn"] | null;
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ConsolidationOut"];
+                };
+            };
+            /** @description Applied as a background job. */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ConsolidationJobOut"];
+                };
+            };
+            /** @description Missing, unknown or revoked API key. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The key may not do this (a user key on an admin route, or with admin headers). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The request body is over the size limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A backend is unavailable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    revert_consolidation_v1_memory_consolidations__consolidation_id__revert_post: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Admin keys only: the user to act as. A user key sending it gets 403. */
+                "X-Memstrata-User"?: string | null;
+                /** @description Admin keys only: the agent to act as (optional). A user key sending it gets 403. */
+                "X-Memstrata-Agent"?: string | null;
+            };
+            path: {
+                consolidation_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ConsolidationRevertOut"];
+                };
+            };
+            /** @description Missing, unknown or revoked API key. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The key may not do this (a user key on an admin route, or with admin headers). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No such consolidation left to undo in this scope. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The request body is over the size limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A backend is unavailable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    memory_health_v1_memory_health_get: {
+        parameters: {
+            query?: {
+                /** @description Age of a stale fact. */
+                stale_days?: number;
+                /** @description Examples per check. */
+                examples?: number;
+                /** @description Near duplicates by embedding similarity too. */
+                semantic?: boolean;
+            };
+            header?: {
+                /** @description Admin keys only: the user to act as. A user key sending it gets 403. */
+                "X-Memstrata-User"?: string | null;
+                /** @description Admin keys only: the agent to act as (optional). A user key sending it gets 403. */
+                "X-Memstrata-Agent"?: string | null;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MemoryHealthOut"];
+                };
+            };
+            /** @description Missing, unknown or revoked API key. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The key may not do this (a user key on an admin route, or with admin headers). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The request body is over the size limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Validation Error */
             422: {
                 headers: {
                     [name: string]: unknown;

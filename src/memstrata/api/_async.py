@@ -18,6 +18,7 @@ from memstrata.api._async_base import AsyncSubAPI
 from memstrata.api._async_context import AsyncCompaction
 from memstrata.api._async_graph import AsyncGraphs
 from memstrata.api._async_longterm import AsyncFacts, AsyncLongTerm
+from memstrata.api._async_memory import AsyncMemoryMaintenance
 from memstrata.api._async_nodes import AsyncNodes
 from memstrata.api._async_provenance import AsyncProvenance
 from memstrata.api._async_recall import AsyncRecall
@@ -410,6 +411,7 @@ class AsyncMemory(AsyncSubAPI):
         self.retention = AsyncRetention(core)
         self.graphs = AsyncGraphs(core)
         self.provenance = AsyncProvenance(core)
+        self.memory = AsyncMemoryMaintenance(core)
 
     @classmethod
     @overload

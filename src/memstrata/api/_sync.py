@@ -14,6 +14,7 @@ from memstrata.api._sync_base import SubAPI
 from memstrata.api._sync_context import Compaction
 from memstrata.api._sync_graph import Graphs
 from memstrata.api._sync_longterm import Facts, LongTerm
+from memstrata.api._sync_memory import MemoryMaintenance
 from memstrata.api._sync_nodes import Nodes
 from memstrata.api._sync_provenance import Provenance
 from memstrata.api._sync_recall import Recall
@@ -406,6 +407,7 @@ class Memory(SubAPI):
         self.retention = Retention(core)
         self.graphs = Graphs(core)
         self.provenance = Provenance(core)
+        self.memory = MemoryMaintenance(core)
 
     @classmethod
     @overload

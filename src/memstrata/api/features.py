@@ -101,6 +101,12 @@ def _longterm(core: Core) -> None:
     install(core)
 
 
+def _memory_health(core: Core) -> None:
+    from memstrata.longterm import consolidate
+
+    consolidate.install(core)
+
+
 FEATURES: tuple[Feature, ...] = (
     Feature("jobs", _jobs),
     Feature("vectors", _vectors),
@@ -112,4 +118,5 @@ FEATURES: tuple[Feature, ...] = (
     Feature("longterm", _longterm),
     Feature("retention", retention_job.install),
     Feature("provenance", provenance_feature.install),
+    Feature("memory-health", _memory_health),
 )

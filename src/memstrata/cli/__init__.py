@@ -20,6 +20,7 @@ from memstrata.cli import (
     context,
     conversations,
     doctor,
+    health,
     jobs,
     keys,
     longterm,
@@ -85,6 +86,8 @@ COMMANDS: tuple[tuple[str, Callable[..., Any]], ...] = (
     ("profile", longterm.profile),
     ("mcp", mcp.mcp),
     ("provenance", provenance.provenance),
+    ("health", health.health),
+    ("consolidate", health.consolidate),
 )
 GROUPS: tuple[tuple[str, typer.Typer], ...] = (
     ("keys", keys.keys_app),

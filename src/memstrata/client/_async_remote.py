@@ -31,6 +31,7 @@ from memstrata.client._async_longterm import (
     AsyncRemoteLongTerm,
     AsyncRemoteUsers,
 )
+from memstrata.client._async_memory import AsyncRemoteMemoryMaintenance
 from memstrata.client._async_provenance import AsyncRemoteProvenance
 from memstrata.client._async_session import (
     NO_MESSAGE_CAP_PARAM,
@@ -87,6 +88,7 @@ class AsyncRemoteMemory:
         self.users = AsyncRemoteUsers(s)
         self.nodes = AsyncRemoteNodes(s)
         self.provenance = AsyncRemoteProvenance(s)
+        self.memory = AsyncRemoteMemoryMaintenance(s)
 
     @property
     def url(self) -> str:

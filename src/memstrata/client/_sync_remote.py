@@ -20,6 +20,7 @@ from memstrata.client._sync_longterm import (
     RemoteLongTerm,
     RemoteUsers,
 )
+from memstrata.client._sync_memory import RemoteMemoryMaintenance
 from memstrata.client._sync_provenance import RemoteProvenance
 from memstrata.client._sync_session import (
     NO_MESSAGE_CAP_PARAM,
@@ -76,6 +77,7 @@ class RemoteMemory:
         self.users = RemoteUsers(s)
         self.nodes = RemoteNodes(s)
         self.provenance = RemoteProvenance(s)
+        self.memory = RemoteMemoryMaintenance(s)
 
     @property
     def url(self) -> str:

@@ -161,6 +161,7 @@ class MemoryTools:
             (self.update_working_memory, writes),
             (self.get_reply_provenance, reads),
             (self.get_fact_usage, reads),
+            (self.memory_health, reads),
         ]
         for fn, hints in catalogue:
             server.add_tool(fn, description=inspect.getdoc(fn), annotations=hints)
@@ -470,6 +471,21 @@ class MemoryTools:
             self._scope_of(ctx), fact_id, limit=limit, cursor=cursor
         )
         return {"items": [u.to_dict() for u in page.items], "next_cursor": page.next_cursor}
+
+    # -- memory health ---------------------------------------------------------------------
+
+    @_reported
+    async def memory_health(
+        self,
+        ctx: Context,
+        stale_days: Annotated[
+            int, Field(ge=0, le=36500, description="Age after which an untouched fact is stale.")
+        ] = 90,
+    ) -> Result:
+        """Check the user's long-term memory: near-duplicate, contradicting, stale and
+        unused facts (counts and examples), and its sizes."""
+        report = await self._mem.memory.health(self._scope_of(ctx), stale_days=stale_days)
+        return report.to_dict()
 
 
 def _parsed(text: str) -> Any:

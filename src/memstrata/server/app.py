@@ -19,6 +19,7 @@ from memstrata.server import (
     routes_jobs,
     routes_longterm,
     routes_me,
+    routes_memory,
     routes_messages,
     routes_nodes,
     routes_provenance,
@@ -101,6 +102,7 @@ def create_app(memory: AsyncMemory | None = None, settings: Settings | None = No
     app.include_router(routes_longterm.router)
     app.include_router(routes_me.router)
     app.include_router(routes_provenance.router)
+    app.include_router(routes_memory.router)
     ui.mount_ui(app)  # the web UI at / and /ui/ (not in the OpenAPI)
     app.state.mcp = mount_mcp(
         app, mem

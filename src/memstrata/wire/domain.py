@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from memstrata.encoding import register
 from memstrata.wire import context, conversations, jobs, longterm, nodes, recall, state
+from memstrata.wire import memory as memory_health
 from memstrata.wire import provenance as provenance_wire
 from memstrata.wire._codec import Wire
 
@@ -34,6 +35,15 @@ CANONICAL: tuple[type[Wire], ...] = (
     provenance_wire.ContextRecordOut,
     provenance_wire.ProvenanceOut,
     provenance_wire.FactUseOut,
+    # memory health and consolidation
+    memory_health.FactBriefOut,
+    memory_health.HealthExampleOut,
+    memory_health.HealthCheckOut,
+    memory_health.MemorySizesOut,
+    memory_health.MemoryHealthOut,
+    memory_health.ConsolidationChangeOut,
+    memory_health.ConsolidationOut,
+    memory_health.ConsolidationRevertOut,
 )
 
 for _model in CANONICAL:

@@ -7,6 +7,7 @@ import { add, errorBox, fill, h, link } from "./dom.js";
 import { conversationView } from "./views/conversation.js";
 import { conversationsView } from "./views/conversations.js";
 import { factsView } from "./views/facts.js";
+import { healthView } from "./views/health.js";
 import { jobsView } from "./views/jobs.js";
 import { nodesView } from "./views/nodes.js";
 import { profileView } from "./views/profile.js";
@@ -17,6 +18,7 @@ const SECTIONS = [
   { path: "/conversations", label: "Conversations", match: ["/conversations", "/c"] },
   { path: "/facts", label: "Facts", match: ["/facts"] },
   { path: "/profile", label: "Profile", match: ["/profile"] },
+  { path: "/health", label: "Health", match: ["/health"] },
   { path: "/jobs", label: "Jobs", match: ["/jobs"] },
   { path: "/nodes", label: "Node memory", match: ["/nodes"] },
 ];
@@ -29,6 +31,7 @@ const ROUTES = [
   ["/c/:cid", conversationView, {}],
   ["/facts", factsView, {}],
   ["/profile", profileView, {}],
+  ["/health", healthView, {}],
   ["/jobs", jobsView, {}],
   ["/nodes", nodesView, {}],
 ];
