@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterable
 
 from memstrata.api._sync_base import SubAPI
 from memstrata.recall import index as idx
+from memstrata.recall import keywords
 from memstrata.recall.catchup import CatchUp
 from memstrata.recall.search import RecallHit, check_args
 from memstrata.recall.search import search_op as _search_op
@@ -54,8 +55,10 @@ class Recall(SubAPI):
         vectors = self._recall.vector_index()
         qvec = None
         emb = self._recall.embedder
+        catch_up = CatchUp(self._core)
+        catch_up.keywords()  # read-your-writes: full-text rows still waiting
         if vectors is not None and emb is not None:
-            CatchUp(self._core).run(s, conversation_id=conversation_id)
+            catch_up.run(s, conversation_id=conversation_id)
             qvec = (emb.embed([query]))[0]
         dialect = self._core.engine.dialect
         params = self._recall.params
@@ -129,7 +132,7 @@ class Recall(SubAPI):
             batch = self._read(idx.unindexed, after, 500)
             if not batch:
                 return total
-            self._write(idx.index_many, dialect, batch)
+            self._write(keywords.index_batch, dialect, batch)
             total += len(batch)
             after = batch[-1][0].seq
             if progress is not None:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from memstrata.errors import InvalidInput
 from memstrata.jobs import ops as jobs_ops
 from memstrata.recall import index as idx
+from memstrata.recall import keywords
 from memstrata.recall.fusion import FusionParams
 from memstrata.recall.search import (
     MAX_K,
@@ -177,7 +178,7 @@ class RecallEngine:
     def hook(self, scope: Scope, message: Message) -> Op[None]:
         """Index a stored message (inside its transaction) and queue its embedding."""
         owner = scope  # appends are checked against the conversation's exact owner
-        added = yield from idx.index_message(self._core.engine.dialect, owner, message)
+        added = yield from keywords.index_at_append(self._core.engine.dialect, owner, message)
         if not added or self.mode != "background" or self.embedder is None:
             return
         yield from self.queue_embedding(owner, message.conversation_id)
