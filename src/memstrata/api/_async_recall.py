@@ -11,7 +11,7 @@ from memstrata.recall import keywords
 from memstrata.recall.catchup import AsyncCatchUp
 from memstrata.recall.search import RecallHit, check_args
 from memstrata.recall.search import search_op as _search_op
-from memstrata.recall.service import EMBED_BATCH, RecallEngine
+from memstrata.recall.service import FLUSH_BATCH, RecallEngine
 from memstrata.types import Scope
 from memstrata.validation import checked_scope as _scope
 
@@ -97,7 +97,7 @@ class AsyncRecall(AsyncSubAPI):
         target = emb.identity if reindex else None
         done, after = 0, 0
         while limit is None or done < limit:
-            size = EMBED_BATCH if limit is None else min(EMBED_BATCH, limit - done)
+            size = FLUSH_BATCH if limit is None else min(FLUSH_BATCH, limit - done)
             docs = await self._read(
                 idx.pending,
                 scope=scope,
