@@ -13,10 +13,11 @@ newest messages are written together, in one transaction:
 
 The invariant that makes "what waits" one comparison: the full-text index holds every
 ``recall_docs`` row whose seq is at or below its own highest rowid (the *watermark*).
-New messages take the highest seq, so a deferred row lies above it; a row that would
-land at or below it (a pending message completed after newer ones were flushed, a
-backfill of older messages) is indexed at once, after what waits was flushed. Deleting
-rows removes them from both tables, so it keeps the invariant too.
+New messages take the highest seq, so a deferred row lies above it; a row at or below
+it (a pending message completed after newer ones were flushed) is indexed at once, which
+leaves the watermark where it is. A backfill flushes what waits first, since one of its
+older messages may still lie above a waiting row. Deleting rows removes them from both
+tables, so it keeps the invariant too.
 
 PostgreSQL writes its ``tsvector`` in the append's transaction as before (one column
 of the row the append already writes; no segment per commit).
