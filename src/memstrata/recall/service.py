@@ -2,7 +2,8 @@
 at append, the embedding job, and the search operation itself.
 
 Indexing at append runs inside the append's transaction (:meth:`RecallEngine.hook`): the
-keyword index row is cheap, so it commits with the message. Embedding is not cheap,
+keyword index row is cheap, so it commits with the message (on SQLite the full-text rows
+follow in batches, see :mod:`memstrata.recall.keywords`). Embedding is not cheap,
 so it never runs there: the hook queues a debounced ``recall.embed`` job per
 conversation (in the same transaction, so it cannot be lost), and a read first
 embeds a little of what is still waiting, within a time budget
