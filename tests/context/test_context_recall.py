@@ -217,6 +217,7 @@ def test_sync_and_async_give_the_same_context(mem: Memory) -> None:
 
 
 def test_common_terms_are_probed_within_a_bound(memory: Memory) -> None:
+    from memstrata.recall.catchup import CatchUp
     from memstrata.recall.index import keyword_search, term_postings
     from memstrata.storage.plan import read
 
@@ -228,6 +229,7 @@ def test_common_terms_are_probed_within_a_bound(memory: Memory) -> None:
     ]
     dialect = memory.core.engine.dialect
     run = memory.core.engine.run
+    CatchUp(memory.core).keywords()  # what a search does first (full-text rows batched)
     # A posting list is read up to its cap, newest first, on every backend.
     apples = run(read(lambda: term_postings(dialect, scope, "apple", 2)))
     assert len(apples) == 2

@@ -75,3 +75,17 @@ def test_catch_up_stops_at_its_budget(fake: tuple[Memory, FakeEmbedder]) -> None
     mem.core.recall.seconds_per_doc = 1e-6
     mem.recall.search(scope, "gardening", k=3)
     assert mem.recall.pending(scope) == 0
+
+
+def test_flush_embeds_in_wide_windows(fake: tuple[Memory, FakeEmbedder]) -> None:
+    from memstrata.recall.service import FLUSH_BATCH
+
+    mem, emb = fake
+    scope = fresh_scope()
+    _turns(mem, scope, 150)  # 300 messages: more than one window
+    emb.calls.clear()
+    steps: list[int] = []
+    assert mem.recall.flush(scope, progress=steps.append) == 300
+    assert steps == [FLUSH_BATCH, 300 - FLUSH_BATCH]
+    assert [len(c) for c in emb.calls] == steps  # one embedder call per window
+    assert mem.recall.pending(scope) == 0

@@ -13,6 +13,7 @@ from memstrata import Memory, Scope
 from memstrata import conversation as conv_ops
 from memstrata.errors import InvalidInput
 from memstrata.recall import index as idx
+from memstrata.recall.catchup import CatchUp
 from memstrata.recall.service import MAX_RESULT, RecallEngine, search_op
 from memstrata.storage.plan import Op, read, write
 from memstrata.testing import FakeEmbedder
@@ -180,6 +181,7 @@ def test_the_term_cap_bounds_what_one_term_reads(mem: Memory) -> None:
     scope = fresh_scope()
     conv = mem.conversations.create(scope)
     _bulk(mem, scope, conv.id, [f"fox {i}" for i in range(50)])
+    CatchUp(mem.core).keywords()  # what a search does first (full-text rows batched)
     dialect = mem.core.engine.dialect
     rows = mem.core.engine.run(read(lambda: idx.term_postings(dialect, scope, "fox", 20)))
     assert len(rows) == 20

@@ -9,10 +9,11 @@ from datetime import datetime
 from memstrata.api._async_base import AsyncSubAPI
 from memstrata.longterm.clocks import parse_instant
 from memstrata.recall import index as idx
+from memstrata.recall import keywords
 from memstrata.recall.catchup import AsyncCatchUp
 from memstrata.recall.search import RecallHit, check_args
 from memstrata.recall.search import search_op as _search_op
-from memstrata.recall.service import EMBED_BATCH, RecallEngine
+from memstrata.recall.service import FLUSH_BATCH, RecallEngine
 from memstrata.types import Scope
 from memstrata.validation import checked_scope as _scope
 
@@ -62,8 +63,10 @@ class AsyncRecall(AsyncSubAPI):
         vectors = await self._recall.avector_index()
         qvec = None
         emb = self._recall.embedder
+        catch_up = AsyncCatchUp(self._core)
+        await catch_up.keywords()  # read-your-writes: full-text rows still waiting
         if vectors is not None and emb is not None:
-            await AsyncCatchUp(self._core).run(s, conversation_id=conversation_id)
+            await catch_up.run(s, conversation_id=conversation_id)
             qvec = (await emb.aembed([query]))[0]
         dialect = self._core.engine.dialect
         params = self._recall.params
@@ -102,7 +105,7 @@ class AsyncRecall(AsyncSubAPI):
         target = emb.identity if reindex else None
         done, after = 0, 0
         while limit is None or done < limit:
-            size = EMBED_BATCH if limit is None else min(EMBED_BATCH, limit - done)
+            size = FLUSH_BATCH if limit is None else min(FLUSH_BATCH, limit - done)
             docs = await self._read(
                 idx.pending,
                 scope=scope,
@@ -138,7 +141,7 @@ class AsyncRecall(AsyncSubAPI):
             batch = await self._read(idx.unindexed, after, 500)
             if not batch:
                 return total
-            await self._write(idx.index_many, dialect, batch)
+            await self._write(keywords.index_batch, dialect, batch)
             total += len(batch)
             after = batch[-1][0].seq
             if progress is not None:

@@ -8,10 +8,11 @@ from datetime import datetime
 from memstrata.api._sync_base import SubAPI
 from memstrata.longterm.clocks import parse_instant
 from memstrata.recall import index as idx
+from memstrata.recall import keywords
 from memstrata.recall.catchup import CatchUp
 from memstrata.recall.search import RecallHit, check_args
 from memstrata.recall.search import search_op as _search_op
-from memstrata.recall.service import EMBED_BATCH, RecallEngine
+from memstrata.recall.service import FLUSH_BATCH, RecallEngine
 from memstrata.types import Scope
 from memstrata.validation import checked_scope as _scope
 
@@ -61,8 +62,10 @@ class Recall(SubAPI):
         vectors = self._recall.vector_index()
         qvec = None
         emb = self._recall.embedder
+        catch_up = CatchUp(self._core)
+        catch_up.keywords()  # read-your-writes: full-text rows still waiting
         if vectors is not None and emb is not None:
-            CatchUp(self._core).run(s, conversation_id=conversation_id)
+            catch_up.run(s, conversation_id=conversation_id)
             qvec = (emb.embed([query]))[0]
         dialect = self._core.engine.dialect
         params = self._recall.params
@@ -101,7 +104,7 @@ class Recall(SubAPI):
         target = emb.identity if reindex else None
         done, after = 0, 0
         while limit is None or done < limit:
-            size = EMBED_BATCH if limit is None else min(EMBED_BATCH, limit - done)
+            size = FLUSH_BATCH if limit is None else min(FLUSH_BATCH, limit - done)
             docs = self._read(
                 idx.pending,
                 scope=scope,
@@ -137,7 +140,7 @@ class Recall(SubAPI):
             batch = self._read(idx.unindexed, after, 500)
             if not batch:
                 return total
-            self._write(idx.index_many, dialect, batch)
+            self._write(keywords.index_batch, dialect, batch)
             total += len(batch)
             after = batch[-1][0].seq
             if progress is not None:

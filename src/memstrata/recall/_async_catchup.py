@@ -13,6 +13,10 @@ behind unqueued).
 A context whose query is the newest user message (the default) reuses that message's
 stored vector instead of embedding its text again; when the message is still waiting,
 it is embedded first and stored, so it is embedded once either way.
+
+On SQLite a read that searches keywords first writes the full-text rows still waiting
+(:meth:`AsyncCatchUp.keywords`, see :mod:`memstrata.recall.keywords`), so it finds a
+message appended a moment ago.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import numpy as np
 
 from memstrata import context as ctx_ops
 from memstrata.recall import index as idx
+from memstrata.recall import keywords as kw
 from memstrata.recall.service import EMBED_BATCH, RecallEngine
 from memstrata.recall.text import document_text
 from memstrata.recall.tier import MAX_QUERY_CHARS
@@ -45,13 +50,16 @@ CATCH_UP_STEPS = 4
 
 
 def _query_message(
-    scope: Scope, conversation_id: str, leaf_id: str | None, embedder: str, dim: int
-) -> Op[tuple[Message | None, bytes | None]]:
+    scope: Scope, conversation_id: str, leaf_id: str | None, embedder: str, dim: int, fts: bool
+) -> Op[tuple[Message | None, bytes | None, bool]]:
+    """The default query message, its stored vector, and (``fts``) whether full-text
+    rows wait (one transaction for the three)."""
+    waiting = (yield from kw.waiting()) if fts else False
     found = yield from ctx_ops.default_query_message(scope, conversation_id, leaf_id)
     if found is None:
-        return None, None
+        return None, None, waiting
     stored = yield from idx.stored_vector(found.conversation_id, found.id, embedder, dim)
-    return found, stored
+    return found, stored, waiting
 
 
 class AsyncCatchUp:
@@ -63,6 +71,21 @@ class AsyncCatchUp:
     @property
     def _recall(self) -> RecallEngine:
         return self._core.recall
+
+    @property
+    def _fts(self) -> bool:
+        return self._core.engine.dialect == "sqlite"
+
+    async def keywords(self, *, waiting: bool | None = None) -> int:
+        """Write the full-text rows still waiting (SQLite; see ``recall.keywords``) before
+        a keyword search; ``waiting`` is what the caller already read. Returns how many."""
+        if not self._fts:
+            return 0
+        if waiting is None:
+            waiting = await self._core.engine.arun(read(kw.waiting))
+        if not waiting:
+            return 0
+        return await self._core.engine.arun(write(kw.flush))
 
     async def run(
         self,
@@ -144,16 +167,24 @@ class AsyncCatchUp:
         vectors = await recall.avector_index()
         emb = recall.embedder
         if vectors is None or emb is None:
+            await self.keywords()
             return query, None, None
         space = vectors.space
         if query is None:
-            message, stored = await self._core.engine.arun(
+            message, stored, waiting = await self._core.engine.arun(
                 read(
                     partial(
-                        _query_message, scope, conversation_id, leaf_id, space.embedder, space.dim
+                        _query_message,
+                        scope,
+                        conversation_id,
+                        leaf_id,
+                        space.embedder,
+                        space.dim,
+                        self._fts,
                     )
                 )
             )
+            await self.keywords(waiting=waiting)
             if message is None:
                 return None, None, None
             query = message.content
@@ -161,6 +192,8 @@ class AsyncCatchUp:
             if qvec is not None:
                 await self.run(scope, conversation_id=conversation_id)
                 return query, qvec, space.embedder
+        else:
+            await self.keywords()
         if not query.strip():
             return query, None, None
         await self.run(scope, conversation_id=conversation_id)

@@ -10,6 +10,7 @@ import numpy as np
 
 from memstrata import context as ctx_ops
 from memstrata.recall import index as idx
+from memstrata.recall import keywords as kw
 from memstrata.recall.service import EMBED_BATCH, RecallEngine
 from memstrata.recall.text import document_text
 from memstrata.recall.tier import MAX_QUERY_CHARS
@@ -30,13 +31,16 @@ CATCH_UP_STEPS = 4
 
 
 def _query_message(
-    scope: Scope, conversation_id: str, leaf_id: str | None, embedder: str, dim: int
-) -> Op[tuple[Message | None, bytes | None]]:
+    scope: Scope, conversation_id: str, leaf_id: str | None, embedder: str, dim: int, fts: bool
+) -> Op[tuple[Message | None, bytes | None, bool]]:
+    """The default query message, its stored vector, and (``fts``) whether full-text
+    rows wait (one transaction for the three)."""
+    waiting = (yield from kw.waiting()) if fts else False
     found = yield from ctx_ops.default_query_message(scope, conversation_id, leaf_id)
     if found is None:
-        return None, None
+        return None, None, waiting
     stored = yield from idx.stored_vector(found.conversation_id, found.id, embedder, dim)
-    return found, stored
+    return found, stored, waiting
 
 
 class CatchUp:
@@ -48,6 +52,21 @@ class CatchUp:
     @property
     def _recall(self) -> RecallEngine:
         return self._core.recall
+
+    @property
+    def _fts(self) -> bool:
+        return self._core.engine.dialect == "sqlite"
+
+    def keywords(self, *, waiting: bool | None = None) -> int:
+        """Write the full-text rows still waiting (SQLite; see ``recall.keywords``) before
+        a keyword search; ``waiting`` is what the caller already read. Returns how many."""
+        if not self._fts:
+            return 0
+        if waiting is None:
+            waiting = self._core.engine.run(read(kw.waiting))
+        if not waiting:
+            return 0
+        return self._core.engine.run(write(kw.flush))
 
     def run(
         self,
@@ -129,16 +148,24 @@ class CatchUp:
         vectors = recall.vector_index()
         emb = recall.embedder
         if vectors is None or emb is None:
+            self.keywords()
             return query, None, None
         space = vectors.space
         if query is None:
-            message, stored = self._core.engine.run(
+            message, stored, waiting = self._core.engine.run(
                 read(
                     partial(
-                        _query_message, scope, conversation_id, leaf_id, space.embedder, space.dim
+                        _query_message,
+                        scope,
+                        conversation_id,
+                        leaf_id,
+                        space.embedder,
+                        space.dim,
+                        self._fts,
                     )
                 )
             )
+            self.keywords(waiting=waiting)
             if message is None:
                 return None, None, None
             query = message.content
@@ -146,6 +173,8 @@ class CatchUp:
             if qvec is not None:
                 self.run(scope, conversation_id=conversation_id)
                 return query, qvec, space.embedder
+        else:
+            self.keywords()
         if not query.strip():
             return query, None, None
         self.run(scope, conversation_id=conversation_id)

@@ -103,10 +103,14 @@ def _ph(n: int) -> str:
 # -- writing -------------------------------------------------------------------------------
 
 
-def index_message(dialect: str, owner: Scope, message: Message) -> Op[bool]:
+def index_message(
+    dialect: str, owner: Scope, message: Message, *, keywords: bool = True
+) -> Op[bool]:
     """Add ``message`` to the keyword index (once); False when it has nothing to index.
 
     ``owner`` is the conversation's scope (with its agent), taken from the writer.
+    ``keywords=False`` writes the ``recall_docs`` row only (SQLite: the full-text row
+    follows in a batch, see :mod:`memstrata.recall.keywords`).
     """
     if message.role not in INDEXED_ROLES:
         return False
@@ -126,8 +130,8 @@ def index_message(dialect: str, owner: Scope, message: Message) -> Op[bool]:
             int(message.occurred_at.timestamp() * 1_000_000),
         ),
     )
-    if not n:
-        return False
+    if not n or not keywords:
+        return bool(n)
     insert = _sql(dialect, "insert_keywords")
     assert insert is not None
     if dialect == "sqlite":

@@ -2,7 +2,8 @@
 at append, the embedding job, and the search operation itself.
 
 Indexing at append runs inside the append's transaction (:meth:`RecallEngine.hook`): the
-keyword index row is cheap, so it commits with the message. Embedding is not cheap,
+keyword index row is cheap, so it commits with the message (on SQLite the full-text rows
+follow in batches, see :mod:`memstrata.recall.keywords`). Embedding is not cheap,
 so it never runs there: the hook queues a debounced ``recall.embed`` job per
 conversation (in the same transaction, so it cannot be lost), and a read first
 embeds a little of what is still waiting, within a time budget
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from memstrata.errors import InvalidInput
 from memstrata.jobs import ops as jobs_ops
 from memstrata.recall import index as idx
+from memstrata.recall import keywords
 from memstrata.recall.fusion import FusionParams
 from memstrata.recall.search import (
     MAX_K,
@@ -42,6 +44,11 @@ from memstrata.usage import MeteredEmbedder
 
 EMBED_JOB = "recall.embed"
 EMBED_BATCH = 64
+#: Messages one step of ``mem.recall.flush`` (and so the embedding job) reads and embeds.
+#: The embedder sorts what it is given by length before cutting batches of 8, so a wider
+#: window pads less: on LoCoMo turns 3% padded tokens at 256 against 11% at 64, and
+#: 12% less CPU per message measured (see docs/benchmarks.md, the issue-18 targets).
+FLUSH_BATCH = 256
 #: An append skips queueing the embedding job while the job this process queued for its
 #: conversation is due more than this far ahead (so it cannot have started yet).
 _QUEUED_MARGIN_US = 200_000
@@ -60,6 +67,7 @@ if TYPE_CHECKING:
 __all__ = [
     "EMBED_BATCH",
     "EMBED_JOB",
+    "FLUSH_BATCH",
     "MAX_K",
     "MAX_RANGE",
     "MAX_RESULT",
@@ -177,7 +185,7 @@ class RecallEngine:
     def hook(self, scope: Scope, message: Message) -> Op[None]:
         """Index a stored message (inside its transaction) and queue its embedding."""
         owner = scope  # appends are checked against the conversation's exact owner
-        added = yield from idx.index_message(self._core.engine.dialect, owner, message)
+        added = yield from keywords.index_at_append(self._core.engine.dialect, owner, message)
         if not added or self.mode != "background" or self.embedder is None:
             return
         yield from self.queue_embedding(owner, message.conversation_id)

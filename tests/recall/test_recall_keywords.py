@@ -1,0 +1,157 @@
+"""Keyword indexing batched across appends (SQLite FTS5, ``recall/keywords.py``): a read
+still finds a message appended a moment ago, on every backend, from any process."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from memstrata import Memory, Scope
+from memstrata.config import Settings
+from memstrata.recall import keywords as kw
+from memstrata.recall.catchup import CatchUp
+from memstrata.recall.tier import render_item
+from memstrata.storage.plan import Query, read
+from memstrata.testing.conformance import fresh_scope
+
+
+@pytest.fixture
+def mem(memory: Memory) -> Memory:
+    memory.core.recall.use(None)  # keywords alone: the full-text index is what is tested
+    memory.core.context.auto_compact = False
+    return memory
+
+
+def _scalar(mem: Memory, sql: str, *params: object) -> int:
+    def op():  # type: ignore[no-untyped-def]
+        rows = yield Query(sql, params)
+        return rows[0][0]
+
+    return int(mem.core.engine.run(read(op)))
+
+
+def _ids(mem: Memory, scope: Scope, query: str) -> list[str]:
+    return [h.message.id for h in mem.recall.search(scope, query, k=5)]
+
+
+def test_search_finds_a_message_appended_a_moment_ago(mem: Memory) -> None:
+    scope = fresh_scope()
+    conv = mem.conversations.create(scope)
+    mem.messages.append(scope, conv.id, role="user", content="I walked the dog today")
+    new = mem.messages.append(scope, conv.id, role="user", content="My aunt grows quinces")
+    assert _ids(mem, scope, "quinces") == [new.id]
+    # Found again (nothing written twice), and the next message too.
+    assert _ids(mem, scope, "quinces") == [new.id]
+    later = mem.messages.append(scope, conv.id, role="assistant", content="Quinces make jelly")
+    assert set(_ids(mem, scope, "quinces")) == {new.id, later.id}
+
+
+def test_context_recalls_a_message_of_another_conversation_appended_just_before(
+    mem: Memory,
+) -> None:
+    scope = fresh_scope()
+    old = mem.conversations.create(scope)
+    fact = mem.messages.append(
+        scope, old.id, role="user", content="My cousin Bertolt keeps bees near Tallinn"
+    )
+    conv = mem.conversations.create(scope)
+    mem.messages.append(scope, conv.id, role="user", content="Where does Bertolt keep his bees?")
+    ctx = mem.context(scope, conv.id, budget=4000)
+    assert any(render_item(fact) in (m["content"] or "") for m in ctx.messages)
+
+
+def test_appends_write_the_full_text_rows_in_batches(mem: Memory) -> None:
+    if mem.core.engine.dialect != "sqlite":
+        pytest.skip("PostgreSQL writes its tsvector in the append's transaction")
+    scope = fresh_scope()
+    conv = mem.conversations.create(scope)
+    ids = [
+        mem.messages.append(scope, conv.id, role="user", content=f"note {i} on walnuts").id
+        for i in range(kw.FLUSH_EVERY + 10)
+    ]
+    fts = _scalar(mem, "SELECT count(*) FROM recall_fts")
+    # The append FLUSH_EVERY seqs past the (empty) index wrote the batch; what waits
+    # stays under one batch.
+    assert 0 < fts < len(ids)
+    assert len(ids) - fts <= kw.FLUSH_EVERY
+    assert mem.core.engine.run(read(kw.waiting))
+    assert len(mem.recall.search(scope, "walnuts", k=200)) == len(ids)
+    assert not mem.core.engine.run(read(kw.waiting))
+    assert _scalar(mem, "SELECT count(*) FROM recall_fts") == len(ids)
+    assert CatchUp(mem.core).keywords() == 0  # nothing left to write
+
+
+def test_a_message_completed_below_the_watermark_is_indexed_at_once(mem: Memory) -> None:
+    scope = fresh_scope()
+    conv = mem.conversations.create(scope)
+    mem.messages.append(scope, conv.id, role="user", content="tell me about trees")
+    pending = mem.messages.append(scope, conv.id, role="assistant", status="pending")
+    other = mem.conversations.create(scope)
+    for i in range(5):
+        mem.messages.append(scope, other.id, role="user", content=f"filler {i} about rivers")
+    assert len(mem.recall.search(scope, "rivers", k=10)) == 5  # flushed past the pending one
+    mem.messages.complete(scope, conv.id, pending.id, content="A sequoia outlives empires")
+    assert _ids(mem, scope, "sequoia") == [pending.id]
+    if mem.core.engine.dialect == "sqlite":
+        assert not mem.core.engine.run(read(kw.waiting))
+
+
+def test_deleting_waiting_messages_leaves_no_index_rows(mem: Memory) -> None:
+    scope = fresh_scope()
+    keep = mem.conversations.create(scope)
+    kept = mem.messages.append(scope, keep.id, role="user", content="I like lighthouses")
+    gone = mem.conversations.create(scope)
+    mem.messages.append(scope, gone.id, role="user", content="lighthouses and ferries")
+    mem.conversations.delete(scope, gone.id)
+    assert _ids(mem, scope, "lighthouses") == [kept.id]
+    assert _ids(mem, scope, "ferries") == []
+    if mem.core.engine.dialect == "sqlite":
+        docs = _scalar(mem, "SELECT count(*) FROM recall_docs")
+        assert _scalar(mem, "SELECT count(*) FROM recall_fts") == docs
+
+
+@pytest.fixture
+def two_processes(tmp_path: Path) -> Iterator[tuple[Memory, Memory]]:
+    """Two memories on one SQLite file, as two processes would open it."""
+    url = f"sqlite:///{tmp_path / 'shared.db'}"
+    a = Memory.open(url, settings=Settings(home=tmp_path, worker="off", recall_embed="off"))
+    b = Memory.open(url, settings=Settings(home=tmp_path, worker="off", recall_embed="off"))
+    try:
+        yield a, b
+    finally:
+        a.close()
+        b.close()
+
+
+def test_another_process_finds_what_one_appended(two_processes: tuple[Memory, Memory]) -> None:
+    a, b = two_processes
+    scope = fresh_scope()
+    conv = a.conversations.create(scope)
+    new = a.messages.append(scope, conv.id, role="user", content="The kiln reached 1200 degrees")
+    assert [h.message.id for h in b.recall.search(scope, "kiln", k=3)] == [new.id]
+
+
+def test_backfill_flushes_what_waits_below_the_messages_it_indexes(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'shared.db'}"
+    on = Memory.open(url, settings=Settings(home=tmp_path, worker="off", recall_embed="off"))
+    off = Memory.open(
+        url,
+        settings=Settings(home=tmp_path, worker="off", recall_embed="off", recall_index=False),
+    )
+    try:
+        scope = fresh_scope()
+        conv = on.conversations.create(scope)
+        on.messages.append(scope, conv.id, role="user", content="first about otters")
+        waiting = on.messages.append(scope, conv.id, role="user", content="second about badgers")
+        assert on.core.engine.run(read(kw.waiting))
+        # Stored without recall, above the row that waits; the backfill indexes it.
+        later = off.messages.append(scope, conv.id, role="user", content="third about herons")
+        assert on.recall.backfill() == 1
+        assert [h.message.id for h in on.recall.search(scope, "herons", k=3)] == [later.id]
+        assert [h.message.id for h in on.recall.search(scope, "badgers", k=3)] == [waiting.id]
+        assert not on.core.engine.run(read(kw.waiting))
+    finally:
+        on.close()
+        off.close()
