@@ -88,11 +88,37 @@ def test_health_counts_planted_problems(memory: Memory) -> None:
     assert report.stale.count == 1
     assert report.stale.examples[0].facts[0].id == ids["User once owned a red bicycle"]
     assert mem.memory.health(A, stale_days=36500).stale.count == 0
-    # No context records here: usage unknown, never "all unused".
+    # Prompt provenance is installed and nothing was recorded: every fact is unused.
+    assert report.usage_known is True
+    assert report.unused.count == 7
+
+
+def test_health_without_usage_counts_says_usage_is_unknown(memory: Memory) -> None:
+    mem = _plain(memory)
+    _plant(mem, A)
+    mem.core.fact_usage = None
+    report = mem.memory.health(A)
+    # No way to count uses: usage unknown, never "all unused".
     assert report.usage_known is False
     assert report.unused.count is None
     assert report.unused.known is False
     assert report.to_dict()["unused"] == {"count": None, "examples": [], "known": False}
+
+
+def test_a_fact_in_a_recorded_context_is_not_unused(memory: Memory) -> None:
+    mem = _plain(memory)
+    ids = _plant(mem, A)
+    conv = mem.conversations.create(A)
+    mem.messages.append(A, conv.id, role="user", content="What do I drink in the morning?")
+    ctx = mem.context(A, conv.id, budget=4000, record=True)
+    assert ctx.context_id is not None
+    record = mem.provenance.record_of(A, conv.id, ctx.context_id)
+    injected = {i.id for i in record.items if i.kind == "fact"}
+    assert injected and injected <= set(ids.values())
+    report = mem.memory.health(A)
+    assert report.usage_known is True
+    assert report.unused.count == 7 - len(injected)
+    assert not {e.facts[0].id for e in report.unused.examples} & injected
 
 
 def test_health_uses_the_usage_hook(memory: Memory) -> None:
