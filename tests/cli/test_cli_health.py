@@ -63,7 +63,7 @@ def test_health_and_consolidate(run, mem) -> None:
     report = json.loads(run("health", "--json", "--stale-days", "1").stdout)
     assert report["duplicates"]["count"] == 1
     assert report["stale_days"] == 1
-    assert report["usage_known"] is False
+    assert report["usage_known"] is True  # prompt provenance counts the uses
     assert report["sizes"]["active"] == 2
 
     dry = run("consolidate")

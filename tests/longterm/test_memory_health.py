@@ -114,7 +114,8 @@ def test_a_fact_in_a_recorded_context_is_not_unused(memory: Memory) -> None:
     assert ctx.context_id is not None
     record = mem.provenance.record_of(A, conv.id, ctx.context_id)
     injected = {i.id for i in record.items if i.kind == "fact"}
-    assert injected and injected <= set(ids.values())
+    assert injected
+    assert injected <= set(ids.values())
     report = mem.memory.health(A)
     assert report.usage_known is True
     assert report.unused.count == 7 - len(injected)

@@ -98,8 +98,8 @@ async def test_health_shows_the_callers_facts_only(client, keys, auth) -> None:
     assert body["sizes"]["active"] == 4
     assert body["duplicates"]["count"] == 1
     assert body["contradictions"]["count"] == 1
-    assert body["usage_known"] is False
-    assert body["unused"]["count"] is None
+    assert body["usage_known"] is True  # prompt provenance counts the uses
+    assert body["unused"]["count"] == 4  # no recorded context holds any of them
     r = await client.post("/v1/memory/consolidate", headers=alice)
     assert CANARY_BOB not in r.text
     # An admin key acts for the user it names, and sees that user's report.
