@@ -27,6 +27,7 @@ from memstrata.api._async_state import (
     AsyncWorking,
 )
 from memstrata.api._async_transfer import AsyncTransfer
+from memstrata.api._async_usage import AsyncUsage
 from memstrata.api.core import Core
 from memstrata.config import Settings
 from memstrata.context import CompactionResult, Context
@@ -45,11 +46,15 @@ from memstrata.storage import sql, tenancy
 from memstrata.storage.records import to_micros
 from memstrata.storage.tenancy import ApiKey, Principal
 from memstrata.types import Conversation, Message, MessagePatch, NewMessage, Page, Scope
+from memstrata.usage import store as usage_ops
 from memstrata.validation import build
 from memstrata.validation import checked_scope as _scope
 
 if TYPE_CHECKING:
     from memstrata.client import AsyncRemoteMemory
+
+#: A queued job's ``blocked`` when its tenant's budget of its purpose is used up today.
+BUDGET_BLOCKED = "budget"
 
 __all__ = [
     "AsyncConversations",
@@ -316,6 +321,26 @@ class AsyncJobs(AsyncSubAPI):
         """Why this process cannot run jobs of ``kind`` now (they wait, queued), or None."""
         return self._core.jobs.blocked(kind)
 
+    async def blocked_reasons(self, jobs: Sequence[Job]) -> dict[str, str]:
+        """Why each waiting (queued) job of ``jobs`` waits, by job id: this process cannot
+        run its kind (e.g. no LLM), or ``"budget"``: its tenant used up today's (UTC)
+        budget of the job's purpose (it runs once the day turns or the budget is raised)."""
+        registry = self._core.jobs
+        queued = [j for j in jobs if j.status is jobs_ops.JobStatus.QUEUED]
+        tenants = sorted({j.tenant for j in queued if registry.purpose(j.kind) is not None})
+        spent: set[tuple[str, str]] = set()
+        if tenants:
+            await self._core.aflush_usage()
+            spent = await self._read(usage_ops.exhausted, tenants, self._core.rt.clock())
+        out: dict[str, str] = {}
+        for job in queued:
+            reason = registry.blocked(job.kind)
+            if reason is None and (job.tenant, registry.purpose(job.kind) or "") in spent:
+                reason = BUDGET_BLOCKED
+            if reason is not None:
+                out[job.id] = reason
+        return out
+
     async def get(self, job_id: str, *, tenant: str | None = None, user: str | None = None) -> Job:
         job = await self._read(jobs_ops.get_job, job_id)
         if (tenant is not None and job.tenant != tenant) or (user is not None and job.user != user):
@@ -393,6 +418,7 @@ class AsyncMemory(AsyncSubAPI):
         self.transfer = AsyncTransfer(core)
         self.retention = AsyncRetention(core)
         self.graphs = AsyncGraphs(core)
+        self.usage = AsyncUsage(core)
 
     @classmethod
     @overload

@@ -12,6 +12,7 @@ from memstrata.recall.search import RecallHit, check_args
 from memstrata.recall.search import search_op as _search_op
 from memstrata.recall.service import EMBED_BATCH, RecallEngine
 from memstrata.types import Scope
+from memstrata.usage import attributed, usage_purpose
 from memstrata.validation import checked_scope as _scope
 
 __all__ = ["AsyncRecall"]
@@ -24,6 +25,7 @@ class AsyncRecall(AsyncSubAPI):
     def _recall(self) -> RecallEngine:
         return self._core.recall
 
+    @attributed
     async def search(
         self,
         scope: Scope,
@@ -57,7 +59,8 @@ class AsyncRecall(AsyncSubAPI):
         emb = self._recall.embedder
         if vectors is not None and emb is not None:
             await AsyncCatchUp(self._core).run(s, conversation_id=conversation_id)
-            qvec = (await emb.aembed([query]))[0]
+            with usage_purpose("query"):
+                qvec = (await emb.aembed([query]))[0]
         dialect = self._core.engine.dialect
         params = self._recall.params
         return await self._read(
@@ -76,6 +79,7 @@ class AsyncRecall(AsyncSubAPI):
             include_other_branches=bool(include_other_branches),
         )
 
+    @attributed
     async def flush(
         self,
         scope: Scope | None = None,

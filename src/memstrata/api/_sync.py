@@ -23,6 +23,7 @@ from memstrata.api._sync_state import (
     Working,
 )
 from memstrata.api._sync_transfer import Transfer
+from memstrata.api._sync_usage import Usage
 from memstrata.api.core import Core
 from memstrata.config import Settings
 from memstrata.context import CompactionResult, Context
@@ -41,11 +42,15 @@ from memstrata.storage import sql, tenancy
 from memstrata.storage.records import to_micros
 from memstrata.storage.tenancy import ApiKey, Principal
 from memstrata.types import Conversation, Message, MessagePatch, NewMessage, Page, Scope
+from memstrata.usage import store as usage_ops
 from memstrata.validation import build
 from memstrata.validation import checked_scope as _scope
 
 if TYPE_CHECKING:
     from memstrata.client import RemoteMemory
+
+#: A queued job's ``blocked`` when its tenant's budget of its purpose is used up today.
+BUDGET_BLOCKED = "budget"
 
 __all__ = [
     "Conversations",
@@ -312,6 +317,26 @@ class Jobs(SubAPI):
         """Why this process cannot run jobs of ``kind`` now (they wait, queued), or None."""
         return self._core.jobs.blocked(kind)
 
+    def blocked_reasons(self, jobs: Sequence[Job]) -> dict[str, str]:
+        """Why each waiting (queued) job of ``jobs`` waits, by job id: this process cannot
+        run its kind (e.g. no LLM), or ``"budget"``: its tenant used up today's (UTC)
+        budget of the job's purpose (it runs once the day turns or the budget is raised)."""
+        registry = self._core.jobs
+        queued = [j for j in jobs if j.status is jobs_ops.JobStatus.QUEUED]
+        tenants = sorted({j.tenant for j in queued if registry.purpose(j.kind) is not None})
+        spent: set[tuple[str, str]] = set()
+        if tenants:
+            self._core.flush_usage()
+            spent = self._read(usage_ops.exhausted, tenants, self._core.rt.clock())
+        out: dict[str, str] = {}
+        for job in queued:
+            reason = registry.blocked(job.kind)
+            if reason is None and (job.tenant, registry.purpose(job.kind) or "") in spent:
+                reason = BUDGET_BLOCKED
+            if reason is not None:
+                out[job.id] = reason
+        return out
+
     def get(self, job_id: str, *, tenant: str | None = None, user: str | None = None) -> Job:
         job = self._read(jobs_ops.get_job, job_id)
         if (tenant is not None and job.tenant != tenant) or (user is not None and job.user != user):
@@ -389,6 +414,7 @@ class Memory(SubAPI):
         self.transfer = Transfer(core)
         self.retention = Retention(core)
         self.graphs = Graphs(core)
+        self.usage = Usage(core)
 
     @classmethod
     @overload

@@ -14,6 +14,7 @@ from memstrata.context.summarize import build_prompt, extractive_summary, summar
 from memstrata.jobs.ops import Job
 from memstrata.recall.catchup import CatchUp
 from memstrata.types import Scope
+from memstrata.usage import attributed
 from memstrata.validation import checked_scope as _scope
 
 __all__ = ["Compaction"]
@@ -32,6 +33,7 @@ class Compaction(SubAPI):
         """Providers, policies, hooks and the LLM of this memory (shared by every facade)."""
         return self._core.context
 
+    @attributed
     def assemble(
         self,
         scope: Scope,
@@ -72,6 +74,7 @@ class Compaction(SubAPI):
             return query, None, None
         return CatchUp(self._core).context_query(scope, conversation_id, leaf_id, query)
 
+    @attributed
     def run(
         self, scope: Scope, conversation_id: str, *, leaf_id: str | None = None
     ) -> CompactionResult:

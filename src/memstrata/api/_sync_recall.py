@@ -11,6 +11,7 @@ from memstrata.recall.search import RecallHit, check_args
 from memstrata.recall.search import search_op as _search_op
 from memstrata.recall.service import EMBED_BATCH, RecallEngine
 from memstrata.types import Scope
+from memstrata.usage import attributed, usage_purpose
 from memstrata.validation import checked_scope as _scope
 
 __all__ = ["Recall"]
@@ -23,6 +24,7 @@ class Recall(SubAPI):
     def _recall(self) -> RecallEngine:
         return self._core.recall
 
+    @attributed
     def search(
         self,
         scope: Scope,
@@ -56,7 +58,8 @@ class Recall(SubAPI):
         emb = self._recall.embedder
         if vectors is not None and emb is not None:
             CatchUp(self._core).run(s, conversation_id=conversation_id)
-            qvec = (emb.embed([query]))[0]
+            with usage_purpose("query"):
+                qvec = (emb.embed([query]))[0]
         dialect = self._core.engine.dialect
         params = self._recall.params
         return self._read(
@@ -75,6 +78,7 @@ class Recall(SubAPI):
             include_other_branches=bool(include_other_branches),
         )
 
+    @attributed
     def flush(
         self,
         scope: Scope | None = None,

@@ -27,6 +27,7 @@ from memstrata.nodes import service as nodes_service
 from memstrata.recall.service import RecallEngine
 from memstrata.retention import job as retention_job
 from memstrata.storage.plan import Op
+from memstrata.usage import store as usage_store
 
 if TYPE_CHECKING:
     from memstrata.api.core import Core
@@ -100,6 +101,11 @@ def _longterm(core: Core) -> None:
     install(core)
 
 
+def _usage(core: Core) -> None:
+    # Usage rows are the tenant's accounting: a deleted user's stay, re-attributed.
+    core.rt.cascade.on_user_delete(usage_store.anonymise_user)
+
+
 FEATURES: tuple[Feature, ...] = (
     Feature("jobs", _jobs),
     Feature("vectors", _vectors),
@@ -110,4 +116,5 @@ FEATURES: tuple[Feature, ...] = (
     Feature("recall", _recall),
     Feature("longterm", _longterm),
     Feature("retention", retention_job.install),
+    Feature("usage", _usage),
 )

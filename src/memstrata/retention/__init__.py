@@ -9,7 +9,9 @@ Kinds and what "old" means for each:
 * ``jobs`` — finished (``done``) more than ``max_age`` ago; dead letters stay until
   retried or their user is deleted;
 * ``checkpoints`` — expired more than ``max_age`` ago;
-* ``snapshots`` — run snapshots not updated for ``max_age``.
+* ``snapshots`` — run snapshots not updated for ``max_age``;
+* ``usage`` — usage rows (model calls, :mod:`memstrata.usage`) made more than ``max_age``
+  ago; with no policy they are kept, like every kind.
 
 A policy names a tenant, or ``*`` for every tenant without its own policy of that kind.
 :mod:`~memstrata.retention.policies` stores them and deletes what is past them,

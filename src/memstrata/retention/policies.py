@@ -26,7 +26,7 @@ __all__ = [
     "set_policy",
 ]
 
-KINDS = ("conversations", "node_memories", "jobs", "checkpoints", "snapshots")
+KINDS = ("conversations", "node_memories", "jobs", "checkpoints", "snapshots", "usage")
 ALL_TENANTS = "*"
 _S = 1_000_000
 
@@ -42,6 +42,8 @@ _SQL: dict[str, tuple[str, str, str, str]] = {
     ),
     # Snapshots carry no tenant: it is their conversation's (see _tenant_sql).
     "snapshots": ("run_snapshots", "conversation_id, run_id", "updated_at", ""),
+    # Usage rows (model calls), by the time of the call; budgets use the daily totals.
+    "usage": ("usage_events", "id", "at", "tenant_id"),
 }
 
 

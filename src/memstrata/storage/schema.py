@@ -27,6 +27,7 @@ from memstrata.storage.tables import (
     WORKER_TABLES,
     render,
 )
+from memstrata.storage.usage_tables import USAGE_TABLES
 
 __all__ = ["MIGRATIONS", "Migration"]
 
@@ -204,6 +205,11 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
             14,
             "messages: ids unique per conversation (an id used elsewhere is free here)",
             _MESSAGE_IDS[dialect],
+        ),
+        Migration(
+            17,
+            "usage: model calls per owner and purpose, daily totals, per-tenant budgets",
+            render(dialect, USAGE_TABLES),
         ),
     )
     for dialect in TYPES
