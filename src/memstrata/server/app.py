@@ -25,6 +25,7 @@ from memstrata.server import (
     routes_state,
     ui,
 )
+from memstrata.server import routes_usage
 from memstrata.server.keycache import KeyCache
 from memstrata.server.limits import BodyLimit
 from memstrata.server.mcp import mount_mcp  # loads the optional mcp SDK only if installed
@@ -99,6 +100,7 @@ def create_app(memory: AsyncMemory | None = None, settings: Settings | None = No
     app.include_router(routes_nodes.router)
     app.include_router(routes_longterm.router)
     app.include_router(routes_me.router)
+    app.include_router(routes_usage.router)
     ui.mount_ui(app)  # the web UI at / and /ui/ (not in the OpenAPI)
     app.state.mcp = mount_mcp(
         app, mem
