@@ -17,7 +17,9 @@ pytestmark = pytest.mark.anyio
 
 
 def _spend(mem: Memory, tenant: str, user: str, purpose: str, tokens: int) -> None:
-    row = UsageRow(tenant, user, "", purpose, "m", "llm", 1, 0, tokens, 1, 1000, mem.core.rt.clock())
+    row = UsageRow(
+        tenant, user, "", purpose, "m", "llm", 1, 0, tokens, 1, 1000, mem.core.rt.clock()
+    )
     mem.core.engine.run(write(lambda: insert_rows([row], [mem.core.rt.make_id()])))
 
 
@@ -35,8 +37,12 @@ async def test_a_user_key_sees_only_itself_an_admin_its_tenant(client, keys, aut
     assert r.status_code == 200, r.text
     body = r.json()
     assert body["group_by"] == "purpose"
-    assert [(i["key"], i["tokens"]) for i in body["items"]] == [("compaction", 11), ("extraction", 101)]
-    assert body["total"]["tokens"] == 112 and body["next_cursor"] is None
+    assert [(i["key"], i["tokens"]) for i in body["items"]] == [
+        ("compaction", 11),
+        ("extraction", 101),
+    ]
+    assert body["total"]["tokens"] == 112
+    assert body["next_cursor"] is None
     r = await client.get("/v1/usage", params={"group_by": "user"}, headers=auth(keys.alice))
     assert [i["key"] for i in r.json()["items"]] == ["alice"]  # just itself
     r = await client.get("/v1/usage", params={"group_by": "user"}, headers=auth(keys.admin))
@@ -45,15 +51,19 @@ async def test_a_user_key_sees_only_itself_an_admin_its_tenant(client, keys, aut
     assert [(i["key"], i["tokens"]) for i in r.json()["items"]] == [("extraction", 1001)]
     r = await client.get("/v1/usage", params={"group_by": "user"}, headers=auth(keys.other_admin))
     assert [i["key"] for i in r.json()["items"]] == ["carol"]
-    r = await client.get("/v1/usage", params={"group_by": "user", "limit": 1}, headers=auth(keys.admin))
+    r = await client.get(
+        "/v1/usage", params={"group_by": "user", "limit": 1}, headers=auth(keys.admin)
+    )
     page = r.json()
-    assert [i["key"] for i in page["items"]] == ["alice"] and page["next_cursor"]
+    assert [i["key"] for i in page["items"]] == ["alice"]
+    assert page["next_cursor"]
     r = await client.get(
         "/v1/usage",
         params={"group_by": "user", "limit": 1, "cursor": page["next_cursor"]},
         headers=auth(keys.admin),
     )
-    assert [i["key"] for i in r.json()["items"]] == ["bob"] and r.json()["next_cursor"] is None
+    assert [i["key"] for i in r.json()["items"]] == ["bob"]
+    assert r.json()["next_cursor"] is None
 
 
 async def test_bad_periods_and_headers(client, keys, auth, problem, spent):
@@ -68,7 +78,8 @@ async def test_bad_periods_and_headers(client, keys, auth, problem, spent):
     r = await client.get(
         "/v1/usage", params={"from": "2020-01-01", "to": "2020-02-01"}, headers=auth(keys.alice)
     )
-    assert r.json()["items"] == [] and r.json()["from"].startswith("2020-01-01")
+    assert r.json()["items"] == []
+    assert r.json()["from"].startswith("2020-01-01")
     problem(await client.get("/v1/usage", headers=auth(keys.alice, user="bob")), 403)
     problem(await client.get("/v1/usage"), 401)
     problem(await client.get("/v1/budgets", headers=auth(keys.alice)), 403)
@@ -95,15 +106,14 @@ def queue(db_url: str, tmp_path):
     mem.close()
 
 
-async def test_a_budget_of_zero_holds_extraction_back_visibly(
-    client, keys, auth, amemory, queue
-):
+async def test_a_budget_of_zero_holds_extraction_back_visibly(client, keys, auth, amemory, queue):
     amemory.longterm.kit.llm = FakeLLM(rule_extractor)  # the server could run it
     r = await client.put(
         "/v1/budgets/extraction", json={"daily_tokens": 0}, headers=auth(keys.admin)
     )
     assert r.status_code == 200, r.text
-    assert r.json()["exhausted"] is True and r.json()["daily_tokens"] == 0
+    assert r.json()["exhausted"] is True
+    assert r.json()["daily_tokens"] == 0
     job = queue.jobs.enqueue(Scope("t1", "alice"), EXTRACT_JOB, key="k1")
     other = queue.jobs.enqueue(Scope("t2", "carol"), EXTRACT_JOB, key="k2")
     r = await client.get("/v1/jobs", headers=auth(keys.alice))

@@ -55,12 +55,16 @@ def test_usage_rows_after_an_extraction_with_the_fake_model(memory: Memory) -> N
     assert len(rows) == 1
     user, purpose, kind, calls, errors, tin, tout, dur, job_id = rows[0]
     assert (user, purpose, kind, calls, errors) == (s.user, "extraction", "llm", 1, 0)
-    assert tin > 100 and tout > 0 and dur >= 0 and job_id
+    assert tin > 100
+    assert tout > 0
+    assert dur >= 0
+    assert job_id
 
     report = memory.usage.report(s.tenant)
     assert report.group_by == "purpose"
     [item] = report.items
-    assert item.key == "extraction" and item.calls == 1
+    assert item.key == "extraction"
+    assert item.calls == 1
     assert item.tokens == tin + tout == report.total.tokens
     by_user = memory.usage.report(s.tenant, group_by="user")
     assert [(i.key, i.calls) for i in by_user.items] == [(s.user, 1)]
@@ -109,12 +113,15 @@ def test_a_budget_of_zero_blocks_extraction_visibly_and_a_raised_one_lets_it_run
     memory.longterm.kit.embedder = None
     s = fresh_scope()
     budget = memory.usage.set_budget(s.tenant, "extraction", 0)
-    assert budget.exhausted and budget.daily_tokens == 0 and budget.used_today == 0
+    assert budget.exhausted
+    assert budget.daily_tokens == 0
+    assert budget.used_today == 0
     cid = _talk(memory, s)
     jid = _extract_job(memory, s, cid)
     assert memory.jobs.run_pending([EXTRACT_JOB]) == 0  # not claimed
     job = memory.jobs.get(jid)
-    assert job.status is JobStatus.QUEUED and job.attempts == 0  # no attempt spent
+    assert job.status is JobStatus.QUEUED
+    assert job.attempts == 0
     assert memory.jobs.blocked_reasons([job]) == {jid: "budget"}
     assert llm.calls == []
     # Another tenant's jobs are not held back by this tenant's budget.
@@ -125,9 +132,12 @@ def test_a_budget_of_zero_blocks_extraction_visibly_and_a_raised_one_lets_it_run
     assert memory.jobs.blocked_reasons([memory.jobs.get(jid)]) == {}
     assert memory.jobs.run_pending([EXTRACT_JOB]) == 1
     job = memory.jobs.get(jid)
-    assert job.status is JobStatus.DONE and job.attempts == 1
+    assert job.status is JobStatus.DONE
+    assert job.attempts == 1
     [b] = memory.usage.budgets(s.tenant)
-    assert b.purpose == "extraction" and 0 < b.used_today < 1_000_000 and not b.exhausted
+    assert b.purpose == "extraction"
+    assert 0 < b.used_today < 1_000_000
+    assert not b.exhausted
 
     # Spent today beyond a lowered budget: held back again, until it is cleared.
     memory.usage.set_budget(s.tenant, "extraction", b.used_today)
@@ -180,9 +190,11 @@ def test_report_period_grouping_and_bad_input(memory: Memory) -> None:
     assert [(i.key, i.tokens) for i in report.items] == [("compaction", 20), ("extraction", 40)]
     assert report.total.tokens == 60
     page = memory.usage.report(s.tenant, start=start, limit=1)
-    assert [i.key for i in page.items] == ["compaction"] and page.next_cursor
+    assert [i.key for i in page.items] == ["compaction"]
+    assert page.next_cursor
     rest = memory.usage.report(s.tenant, start=start, limit=1, cursor=page.next_cursor)
-    assert [i.key for i in rest.items] == ["extraction"] and rest.next_cursor is None
+    assert [i.key for i in rest.items] == ["extraction"]
+    assert rest.next_cursor is None
     for bad in ({"start": "yesterday"}, {"end": "2026-13-01"}, {"group_by": "model"}):
         with pytest.raises(InvalidInput):
             memory.usage.report(s.tenant, **bad)  # type: ignore[arg-type]
@@ -204,7 +216,8 @@ def test_deleting_a_user_keeps_the_tenant_totals_without_the_user(memory: Memory
     _spend_as(memory, s, 7)
     memory.users.delete(s)
     users = [i.key for i in memory.usage.report(s.tenant, group_by="user").items]
-    assert s.user not in users and ANONYMOUS_USER in users
+    assert s.user not in users
+    assert ANONYMOUS_USER in users
     assert memory.usage.report(s.tenant).total.tokens == 22
 
 
@@ -212,5 +225,7 @@ def _spend_as(mem: Memory, scope: Scope, tokens: int) -> None:
     from memstrata.storage.plan import write
     from memstrata.usage.store import UsageRow, insert_rows
 
-    row = UsageRow(scope.tenant, scope.user, "", "chat", "m", "llm", 1, 0, tokens, 0, 1, mem.core.rt.clock())
+    row = UsageRow(
+        scope.tenant, scope.user, "", "chat", "m", "llm", 1, 0, tokens, 0, 1, mem.core.rt.clock()
+    )
     mem.core.engine.run(write(lambda: insert_rows([row], [mem.core.rt.make_id()])))

@@ -64,7 +64,9 @@ def parse_time(value: datetime | date | str | None, name: str) -> datetime | Non
         out = datetime(value.year, value.month, value.day, tzinfo=UTC)
     else:
         try:
-            out = datetime.fromisoformat(value.strip().replace("Z", "+00:00").replace("z", "+00:00"))
+            out = datetime.fromisoformat(
+                value.strip().replace("Z", "+00:00").replace("z", "+00:00")
+            )
         except ValueError:
             raise InvalidInput(
                 f"{name} must be an ISO 8601 time, e.g. 2026-11-25T00:00:00Z", field=name
@@ -95,7 +97,7 @@ class AsyncUsage(AsyncSubAPI):
 
     async def report(
         self,
-        owner: Scope | str,
+        owner: Scope | str | None,
         *,
         user: str | None = None,
         start: datetime | date | str | None = None,
@@ -106,12 +108,17 @@ class AsyncUsage(AsyncSubAPI):
     ) -> UsageReport:
         """Usage of a tenant (``owner`` a tenant name), or of one user (a :class:`Scope`,
         or ``user=``), for calls made in ``[start, end)``: ``end`` defaults to now,
-        ``start`` to 30 days before it. ``group_by`` is ``purpose`` or ``user``."""
+        ``start`` to 30 days before it. ``group_by`` is ``purpose`` or ``user``.
+        ``owner`` None sums every tenant (operators; the CLI without ``--tenant``)."""
+        tenant: str | None
         if isinstance(owner, Scope):
             tenant, user = owner.tenant, owner.user
         else:
             tenant = owner
-            Scope(tenant, user or "x")  # validates the names
+            if tenant is not None:
+                Scope(tenant, user or "x")  # validates the names
+            elif user is not None:
+                raise InvalidInput("a user needs its tenant", field="user")
         group = _group(group_by)
         t1 = parse_time(end, "to") or from_micros(self._core.rt.clock())
         t0 = parse_time(start, "from") or t1 - DEFAULT_SPAN
@@ -123,9 +130,7 @@ class AsyncUsage(AsyncSubAPI):
         await self.flush()
         span: dict[str, Any] = {"tenant": tenant, "user": user}
         span.update(start=to_micros(t0), end=to_micros(t1))
-        rows = await self._read(
-            usage_ops.report, **span, group_by=group, after=after, limit=n + 1
-        )
+        rows = await self._read(usage_ops.report, **span, group_by=group, after=after, limit=n + 1)
         totals = await self._read(usage_ops.total, **span)
         more = len(rows) > n
         return UsageReport(
@@ -161,3 +166,9 @@ class AsyncUsage(AsyncSubAPI):
             Scope(tenant, "x")
         await self.flush()
         return await self._read(usage_ops.list_budgets, tenant, self._core.rt.clock())
+
+    async def held_back(self) -> list[tuple[Budget, int]]:
+        """Budgets used up today, each with how many queued jobs it holds back (doctor)."""
+        await self.flush()
+        purposes = self._core.jobs.purposes()
+        return await self._read(usage_ops.held_back, purposes, self._core.rt.clock())

@@ -94,7 +94,7 @@ class Usage(SubAPI):
 
     def report(
         self,
-        owner: Scope | str,
+        owner: Scope | str | None,
         *,
         user: str | None = None,
         start: datetime | date | str | None = None,
@@ -105,12 +105,17 @@ class Usage(SubAPI):
     ) -> UsageReport:
         """Usage of a tenant (``owner`` a tenant name), or of one user (a :class:`Scope`,
         or ``user=``), for calls made in ``[start, end)``: ``end`` defaults to now,
-        ``start`` to 30 days before it. ``group_by`` is ``purpose`` or ``user``."""
+        ``start`` to 30 days before it. ``group_by`` is ``purpose`` or ``user``.
+        ``owner`` None sums every tenant (operators; the CLI without ``--tenant``)."""
+        tenant: str | None
         if isinstance(owner, Scope):
             tenant, user = owner.tenant, owner.user
         else:
             tenant = owner
-            Scope(tenant, user or "x")  # validates the names
+            if tenant is not None:
+                Scope(tenant, user or "x")  # validates the names
+            elif user is not None:
+                raise InvalidInput("a user needs its tenant", field="user")
         group = _group(group_by)
         t1 = parse_time(end, "to") or from_micros(self._core.rt.clock())
         t0 = parse_time(start, "from") or t1 - DEFAULT_SPAN
@@ -160,3 +165,9 @@ class Usage(SubAPI):
             Scope(tenant, "x")
         self.flush()
         return self._read(usage_ops.list_budgets, tenant, self._core.rt.clock())
+
+    def held_back(self) -> list[tuple[Budget, int]]:
+        """Budgets used up today, each with how many queued jobs it holds back (doctor)."""
+        self.flush()
+        purposes = self._core.jobs.purposes()
+        return self._read(usage_ops.held_back, purposes, self._core.rt.clock())

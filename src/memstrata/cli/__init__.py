@@ -29,6 +29,7 @@ from memstrata.cli import (
     retention,
     serve,
     transfer,
+    usage,
     working,
 )
 
@@ -83,6 +84,7 @@ COMMANDS: tuple[tuple[str, Callable[..., Any]], ...] = (
     ("context", context.context),
     ("profile", longterm.profile),
     ("mcp", mcp.mcp),
+    ("usage", usage.usage),
 )
 GROUPS: tuple[tuple[str, typer.Typer], ...] = (
     ("keys", keys.keys_app),
@@ -93,6 +95,7 @@ GROUPS: tuple[tuple[str, typer.Typer], ...] = (
     ("working", working.working_app),
     ("nodes", nodes.nodes_app),
     ("retention", retention.retention_app),
+    ("budgets", usage.budgets_app),
 )
 
 for _name, _command in COMMANDS:

@@ -23,9 +23,9 @@ from memstrata.server import (
     routes_nodes,
     routes_recall,
     routes_state,
+    routes_usage,
     ui,
 )
-from memstrata.server import routes_usage
 from memstrata.server.keycache import KeyCache
 from memstrata.server.limits import BodyLimit
 from memstrata.server.mcp import mount_mcp  # loads the optional mcp SDK only if installed

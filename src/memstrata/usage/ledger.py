@@ -82,7 +82,16 @@ class UsageLedger:
         named = PURPOSE_ALIASES.get(named, named)
         # An LLM call keeps a row of its own; embedder calls of one key are summed.
         serial = next(self._serial) if kind == "llm" else 0
-        key: _Key = (scope.tenant, scope.user, scope.agent, named, model, kind, scope.job_id, serial)
+        key: _Key = (
+            scope.tenant,
+            scope.user,
+            scope.agent,
+            named,
+            model,
+            kind,
+            scope.job_id,
+            serial,
+        )
         now = self._clock()
         with self._lock:
             acc = self._pending.get(key)
@@ -122,7 +131,21 @@ class UsageLedger:
             if not taken:
                 return 0
             rows = [
-                UsageRow(k[0], k[1], k[2], k[3], k[4], k[5], *v, job_id=k[6])
+                UsageRow(
+                    tenant=k[0],
+                    user=k[1],
+                    agent=k[2],
+                    purpose=k[3],
+                    model=k[4],
+                    kind=k[5],
+                    calls=v[0],
+                    errors=v[1],
+                    input_tokens=v[2],
+                    output_tokens=v[3],
+                    duration_us=v[4],
+                    at=v[5],
+                    job_id=k[6],
+                )
                 for k, v in taken.items()
             ]
             ids = [self._make_id() for _ in rows]
@@ -131,7 +154,9 @@ class UsageLedger:
                     raise RuntimeError("the store is closed")
                 self._engine.run(write(lambda: insert_rows(rows, ids)))
             except Exception:
-                log.warning("usage: could not write %d row(s); kept for later", len(rows), exc_info=True)
+                log.warning(
+                    "usage: could not write %d row(s); kept for later", len(rows), exc_info=True
+                )
                 self._restore(taken)
                 return 0
             return len(rows)
@@ -154,13 +179,12 @@ class UsageLedger:
     def _start(self) -> None:
         if self._thread is not None or self._interval_s <= 0 or self._stop.is_set():
             return
-        with self._lock:
-            if self._thread is not None:
-                return
-            self._thread = threading.Thread(
-                target=self._loop, name="memstrata-usage", daemon=True
-            )
-            self._thread.start()
+        with self._lock:  # two first calls at once: one thread
+            thread = self._thread
+            if thread is None:
+                thread = threading.Thread(target=self._loop, name="memstrata-usage", daemon=True)
+                self._thread = thread
+                thread.start()
 
     def _loop(self) -> None:
         while not self._stop.wait(self._interval_s):

@@ -30,6 +30,7 @@ __all__ = [
     "clear_budget",
     "day_of",
     "exhausted",
+    "held_back",
     "insert_rows",
     "list_budgets",
     "report",
@@ -161,7 +162,7 @@ def insert_rows(rows: Sequence[UsageRow], ids: Sequence[str]) -> Op[None]:
 
 def report(
     *,
-    tenant: str,
+    tenant: str | None,
     user: str | None,
     start: int,
     end: int,
@@ -170,10 +171,14 @@ def report(
     limit: int,
 ) -> Op[list[UsageTotal]]:
     """Totals per ``group_by`` key of ``tenant`` (or of one ``user``) for calls made in
-    ``[start, end)`` (µs), ordered by key, after the key ``after`` (the page cursor)."""
+    ``[start, end)`` (µs), ordered by key, after the key ``after`` (the page cursor).
+    ``tenant`` None: every tenant (operators)."""
     column = {"purpose": "purpose", "user": "user_id"}[group_by]
-    where = ["tenant_id = ?", "at >= ?", "at < ?"]
-    params: list[Any] = [tenant, start, end]
+    where = ["at >= ?", "at < ?"]
+    params: list[Any] = [start, end]
+    if tenant is not None:
+        where.append("tenant_id = ?")
+        params.append(tenant)
     if user is not None:
         where.append("user_id = ?")
         params.append(user)
@@ -266,9 +271,13 @@ def budget_clause(
     )
 
 
-def total(*, tenant: str, user: str | None, start: int, end: int) -> Op[UsageTotal]:
-    """All usage of ``tenant`` (or one ``user``) in ``[start, end)`` in one total."""
-    where, params = "tenant_id = ? AND at >= ? AND at < ?", [tenant, start, end]
+def total(*, tenant: str | None, user: str | None, start: int, end: int) -> Op[UsageTotal]:
+    """All usage of ``tenant`` (or one ``user``; None: every tenant) in ``[start, end)``."""
+    where = "at >= ? AND at < ?"
+    params: list[Any] = [start, end]
+    if tenant is not None:
+        where += " AND tenant_id = ?"
+        params.append(tenant)
     if user is not None:
         where += " AND user_id = ?"
         params.append(user)
@@ -280,3 +289,23 @@ def total(*, tenant: str, user: str | None, start: int, end: int) -> Op[UsageTot
     )
     r = rows[0]
     return UsageTotal("*", int(r[0]), int(r[1]), int(r[2]), int(r[3]), int(r[4]) / 1_000_000)
+
+
+def held_back(purposes: Mapping[str, str], now: int) -> Op[list[tuple[Budget, int]]]:
+    """Each budget used up today with the number of queued jobs it holds back."""
+    budgets = yield from list_budgets(None, now)
+    out: list[tuple[Budget, int]] = []
+    for b in budgets:
+        if not b.exhausted:
+            continue
+        kinds = sorted(k for k, p in purposes.items() if p == b.purpose)
+        waiting = 0
+        if kinds:
+            rows = yield Query(
+                "SELECT count(*) FROM jobs WHERE tenant_id = ? AND status = 'queued' AND kind IN "
+                f"({', '.join('?' * len(kinds))})",
+                (b.tenant, *kinds),
+            )
+            waiting = int(rows[0][0])
+        out.append((b, waiting))
+    return out
