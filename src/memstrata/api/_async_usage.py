@@ -3,8 +3,7 @@ by ``scripts/unasync.py``. What is recorded and when: :mod:`memstrata.usage`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any
 
 from memstrata.api._async_base import AsyncSubAPI
@@ -14,69 +13,13 @@ from memstrata.storage import sql
 from memstrata.storage.records import from_micros, to_micros
 from memstrata.types import Scope
 from memstrata.usage import store as usage_ops
-from memstrata.usage.store import Budget, GroupBy, UsageTotal
+from memstrata.usage.report import UsageReport, parse_time
+from memstrata.usage.store import Budget, GroupBy
 
 __all__ = ["AsyncUsage", "UsageReport", "parse_time"]
 
 #: A report without ``start`` covers this much time before its end.
 DEFAULT_SPAN = timedelta(days=30)
-GROUPS = ("purpose", "user")
-
-
-@dataclass(frozen=True, slots=True)
-class UsageReport:
-    """Usage of a tenant (or one user) in ``[start, end)``, per purpose or per user."""
-
-    start: datetime
-    end: datetime
-    group_by: str
-    items: list[UsageTotal]
-    next_cursor: str | None
-    total: UsageTotal
-
-    def to_dict(self) -> dict[str, Any]:
-        def one(t: UsageTotal) -> dict[str, Any]:
-            return {
-                "key": t.key,
-                "calls": t.calls,
-                "errors": t.errors,
-                "input_tokens": t.input_tokens,
-                "output_tokens": t.output_tokens,
-                "tokens": t.tokens,
-                "duration_s": t.duration_s,
-            }
-
-        return {
-            "from": self.start.isoformat(),
-            "to": self.end.isoformat(),
-            "group_by": self.group_by,
-            "items": [one(t) for t in self.items],
-            "next_cursor": self.next_cursor,
-            "total": one(self.total),
-        }
-
-
-def parse_time(value: datetime | date | str | None, name: str) -> datetime | None:
-    """An ISO 8601 time (or date: its midnight), UTC when it names no offset."""
-    if value is None or isinstance(value, datetime):
-        out = value
-    elif isinstance(value, date):
-        out = datetime(value.year, value.month, value.day, tzinfo=UTC)
-    else:
-        try:
-            out = datetime.fromisoformat(
-                value.strip().replace("Z", "+00:00").replace("z", "+00:00")
-            )
-        except ValueError:
-            raise InvalidInput(
-                f"{name} must be an ISO 8601 time, e.g. 2026-11-25T00:00:00Z", field=name
-            ) from None
-    if out is None:
-        return None
-    out = out if out.tzinfo is not None else out.replace(tzinfo=UTC)
-    if not datetime(1970, 1, 1, tzinfo=UTC) <= out <= datetime(9999, 1, 1, tzinfo=UTC):
-        raise InvalidInput(f"{name} is out of range", field=name)
-    return out
 
 
 def _group(group_by: str) -> GroupBy:

@@ -44,6 +44,7 @@ from memstrata.client._async_state import (
     AsyncRemoteSnapshots,
     AsyncRemoteWorking,
 )
+from memstrata.client._async_usage import AsyncRemoteUsage
 from memstrata.client._values import RemoteContext, RemoteHistory
 from memstrata.client._wire import Identity
 from memstrata.context.kit import CompactionResult
@@ -84,6 +85,7 @@ class AsyncRemoteMemory:
         self.jobs = AsyncRemoteJobs(s)
         self.users = AsyncRemoteUsers(s)
         self.nodes = AsyncRemoteNodes(s)
+        self.usage = AsyncRemoteUsage(s)
 
     @property
     def url(self) -> str:

@@ -33,6 +33,7 @@ from memstrata.client._sync_state import (
     RemoteSnapshots,
     RemoteWorking,
 )
+from memstrata.client._sync_usage import RemoteUsage
 from memstrata.client._values import RemoteContext, RemoteHistory
 from memstrata.client._wire import Identity
 from memstrata.context.kit import CompactionResult
@@ -73,6 +74,7 @@ class RemoteMemory:
         self.jobs = RemoteJobs(s)
         self.users = RemoteUsers(s)
         self.nodes = RemoteNodes(s)
+        self.usage = RemoteUsage(s)
 
     @property
     def url(self) -> str:
