@@ -150,6 +150,7 @@ class MemoryTools:
             (self.remember_conversation, writes),
             (self.get_working_memory, reads),
             (self.update_working_memory, writes),
+            (self.usage, reads),
         ]
         for fn, hints in catalogue:
             server.add_tool(fn, description=inspect.getdoc(fn), annotations=hints)
@@ -388,6 +389,30 @@ class MemoryTools:
                     raise
                 continue  # overwrite: another writer got in between; read again and retry
             return _working(wm)
+
+    # -- usage ---------------------------------------------------------------------------------
+
+    @_reported
+    async def usage(
+        self,
+        ctx: Context,
+        start: Annotated[
+            str | None,
+            Field(description="ISO 8601 start (inclusive); leave out for 30 days before the end."),
+        ] = None,
+        end: Annotated[
+            str | None, Field(description="ISO 8601 end (exclusive); leave out for now.")
+        ] = None,
+        group_by: Annotated[
+            Literal["purpose", "user"], Field(description="Totals per purpose or per user.")
+        ] = "purpose",
+    ) -> Result:
+        """The model calls and tokens spent for this user's memory (extraction, compaction,
+        consolidation, embedding, query) over a period, with the total."""
+        report = await self._mem.usage.report(
+            self._scope_of(ctx), start=start, end=end, group_by=group_by
+        )
+        return report.to_dict()
 
 
 def _parsed(text: str) -> Any:
