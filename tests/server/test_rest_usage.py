@@ -85,13 +85,17 @@ async def test_bad_periods_and_headers(client, keys, auth, problem, spent):
     problem(await client.get("/v1/budgets", headers=auth(keys.alice)), 403)
     problem(
         await client.put(
-            "/v1/budgets/extraction", json={"daily_tokens": 5}, headers=auth(keys.alice)
+            "/v1/budgets",
+            json={"purpose": "extraction", "daily_tokens": 5},
+            headers=auth(keys.alice),
         ),
         403,
     )
     problem(
         await client.put(
-            "/v1/budgets/extraction", json={"daily_tokens": -1}, headers=auth(keys.admin)
+            "/v1/budgets",
+            json={"purpose": "extraction", "daily_tokens": -1},
+            headers=auth(keys.admin),
         ),
         422,
     )
@@ -109,7 +113,7 @@ def queue(db_url: str, tmp_path):
 async def test_a_budget_of_zero_holds_extraction_back_visibly(client, keys, auth, amemory, queue):
     amemory.longterm.kit.llm = FakeLLM(rule_extractor)  # the server could run it
     r = await client.put(
-        "/v1/budgets/extraction", json={"daily_tokens": 0}, headers=auth(keys.admin)
+        "/v1/budgets", json={"purpose": "extraction", "daily_tokens": 0}, headers=auth(keys.admin)
     )
     assert r.status_code == 200, r.text
     assert r.json()["exhausted"] is True
@@ -129,7 +133,9 @@ async def test_a_budget_of_zero_holds_extraction_back_visibly(client, keys, auth
     assert r.json()["items"] == []
 
     r = await client.put(
-        "/v1/budgets/extraction", json={"daily_tokens": 10_000}, headers=auth(keys.admin)
+        "/v1/budgets",
+        json={"purpose": "extraction", "daily_tokens": 10_000},
+        headers=auth(keys.admin),
     )
     assert r.json()["exhausted"] is False
     r = await client.get("/v1/jobs", headers=auth(keys.alice))

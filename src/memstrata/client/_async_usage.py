@@ -76,10 +76,10 @@ class AsyncRemoteUsage:
         check_tenant(await self._s.identity(), tenant)
         return await self._s.call(
             "PUT",
-            f"/v1/budgets/{segment(purpose)}",
+            "/v1/budgets",
             _budget(tenant),
             headers={},
-            json={"daily_tokens": tokens},
+            json={"purpose": purpose, "daily_tokens": tokens},
             idempotent=True,
         )
 

@@ -80,14 +80,14 @@ async def list_budgets(mem: Mem, caller: AdminKey) -> Response:
 
 
 @router.put(
-    "/v1/budgets/{purpose}",
+    "/v1/budgets",
     response_model=BudgetOut,
     responses=_ADMIN_ONLY,
     tags=["admin"],
     summary="Set the tenant's daily token budget of a purpose (0 blocks it)",
 )
-async def put_budget(mem: Mem, caller: AdminKey, purpose: str, body: BudgetIn) -> Response:
-    budget = await mem.usage.set_budget(caller.tenant, purpose, body.daily_tokens)
+async def put_budget(mem: Mem, caller: AdminKey, body: BudgetIn) -> Response:
+    budget = await mem.usage.set_budget(caller.tenant, body.purpose, body.daily_tokens)
     return JSONResponse(budget_dict(budget))
 
 

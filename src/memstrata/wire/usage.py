@@ -51,6 +51,11 @@ class BudgetPage(BaseModel):
 class BudgetIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
+    purpose: str = Field(
+        min_length=1,
+        max_length=64,
+        description="extraction, compaction, consolidation, embedding, query, chat (or another).",
+    )
     daily_tokens: int = Field(ge=0, lt=2**62, description="Tokens per UTC day; 0 blocks.")
 
 
