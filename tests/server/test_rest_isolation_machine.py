@@ -1506,6 +1506,8 @@ class RestIsolation(RuleBasedStateMachine):
             assert (r.json()["purpose"], r.json()["daily_tokens"]) == (purpose, tokens)
             mine[purpose] = tokens
         elif what == "delete":
+            if mine and data.draw(st.booleans(), label="an existing one"):
+                purpose = data.draw(st.sampled_from(sorted(mine)), label="set purpose")
             ok = {204} if purpose in mine else {404}
             self.call(actor, "DELETE", f"/v1/budgets/{purpose}", expect=ok, tenant_wide=True)
             mine.pop(purpose, None)
