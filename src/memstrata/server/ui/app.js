@@ -11,6 +11,7 @@ import { jobsView } from "./views/jobs.js";
 import { nodesView } from "./views/nodes.js";
 import { profileView } from "./views/profile.js";
 import { signInView } from "./views/signin.js";
+import { usageView } from "./views/usage.js";
 import { usersView } from "./views/users.js";
 
 const SECTIONS = [
@@ -19,6 +20,7 @@ const SECTIONS = [
   { path: "/profile", label: "Profile", match: ["/profile"] },
   { path: "/jobs", label: "Jobs", match: ["/jobs"] },
   { path: "/nodes", label: "Node memory", match: ["/nodes"] },
+  { path: "/usage", label: "Usage", match: ["/usage"] },
 ];
 
 // path pattern -> view; ":name" segments become route.params.name.
@@ -31,6 +33,7 @@ const ROUTES = [
   ["/profile", profileView, {}],
   ["/jobs", jobsView, {}],
   ["/nodes", nodesView, {}],
+  ["/usage", usageView, {}],
 ];
 
 const main = document.getElementById("main");
