@@ -691,7 +691,8 @@ def test_usage_and_budgets_over_http(live: Live) -> None:
         assert [(i.key, i.tokens) for i in report.items] == [("ann", 42), ("ben", 7)]
         assert admin.usage.report(Scope("acme", "ben")).total.errors == 1
         budget = admin.usage.set_budget("acme", "extraction", 0)
-        assert budget.exhausted and budget.tenant == "acme"
+        assert budget.exhausted
+        assert budget.tenant == "acme"
         assert [b.purpose for b in admin.usage.budgets()] == ["extraction"]
         assert admin.usage.clear_budget("acme", "extraction") is True
         assert admin.usage.clear_budget("acme", "extraction") is False

@@ -1485,7 +1485,7 @@ class RestIsolation(RuleBasedStateMachine):
             assert keys <= ({*USERS, "-deleted-"} if wide else {user}), (viewer, keys)
 
     @rule(actor=actors, data=st.data())
-    def budgets(self, actor: Actor, data: st.DataObject) -> None:
+    def tenant_budgets(self, actor: Actor, data: st.DataObject) -> None:
         """The tenant's budgets (admin keys only): set, listed and cleared per tenant; the
         same purposes in every tenant, so a list that forgets the tenant is caught."""
         if not actor.via_admin:
@@ -1506,7 +1506,7 @@ class RestIsolation(RuleBasedStateMachine):
             assert (r.json()["purpose"], r.json()["daily_tokens"]) == (purpose, tokens)
             mine[purpose] = tokens
         elif what == "delete":
-            if mine and data.draw(st.booleans(), label="an existing one"):
+            if bool(mine) and data.draw(st.booleans(), label="an existing one"):
                 purpose = data.draw(st.sampled_from(sorted(mine)), label="set purpose")
             ok = {204} if purpose in mine else {404}
             self.call(actor, "DELETE", f"/v1/budgets/{purpose}", expect=ok, tenant_wide=True)

@@ -4,6 +4,7 @@ file by ``scripts/unasync.py``."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import date, datetime
 from typing import Any
 
@@ -21,7 +22,7 @@ def _when(value: datetime | date | str | None) -> str | None:
     return value.isoformat() if isinstance(value, date) else value
 
 
-def _budget(tenant: str) -> Any:
+def _budget(tenant: str) -> Callable[[Any], Budget]:
     def decode(d: dict[str, Any]) -> Budget:
         return Budget(
             tenant,
@@ -61,7 +62,10 @@ class AsyncRemoteUsage:
         # A user key reports on itself (another user is Forbidden here, as on the server).
         headers = owner_headers(me, tenant, user)
         params = query_params(
-            group_by=group_by, limit=limit, cursor=cursor, **{"from": _when(start), "to": _when(end)}
+            group_by=group_by,
+            limit=limit,
+            cursor=cursor,
+            **{"from": _when(start), "to": _when(end)},
         )
         return await self._s.get("/v1/usage", report_from_dict, headers, params)
 

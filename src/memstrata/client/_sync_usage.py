@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import date, datetime
 from typing import Any
 
@@ -19,7 +20,7 @@ def _when(value: datetime | date | str | None) -> str | None:
     return value.isoformat() if isinstance(value, date) else value
 
 
-def _budget(tenant: str) -> Any:
+def _budget(tenant: str) -> Callable[[Any], Budget]:
     def decode(d: dict[str, Any]) -> Budget:
         return Budget(
             tenant,
@@ -59,7 +60,10 @@ class RemoteUsage:
         # A user key reports on itself (another user is Forbidden here, as on the server).
         headers = owner_headers(me, tenant, user)
         params = query_params(
-            group_by=group_by, limit=limit, cursor=cursor, **{"from": _when(start), "to": _when(end)}
+            group_by=group_by,
+            limit=limit,
+            cursor=cursor,
+            **{"from": _when(start), "to": _when(end)},
         )
         return self._s.get("/v1/usage", report_from_dict, headers, params)
 
@@ -74,10 +78,10 @@ class RemoteUsage:
         check_tenant(self._s.identity(), tenant)
         return self._s.call(
             "PUT",
-            f"/v1/budgets/{segment(purpose)}",
+            "/v1/budgets",
             _budget(tenant),
             headers={},
-            json={"daily_tokens": tokens},
+            json={"purpose": purpose, "daily_tokens": tokens},
             idempotent=True,
         )
 
