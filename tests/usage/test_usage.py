@@ -229,3 +229,18 @@ def _spend_as(mem: Memory, scope: Scope, tokens: int) -> None:
         scope.tenant, scope.user, "", "chat", "m", "llm", 1, 0, tokens, 0, 1, mem.core.rt.clock()
     )
     mem.core.engine.run(write(lambda: insert_rows([row], [mem.core.rt.make_id()])))
+
+
+def test_calls_noted_before_a_users_deletion_are_re_attributed(memory: Memory) -> None:
+    s = fresh_scope()
+    memory.conversations.create(s)
+    ledger = memory.core.usage_ledger
+    with usage_scope(s.tenant, s.user, purpose="compaction"):
+        memory.core.usage.record_embed(1, 0.0, True, tokens=5, model="e")
+    memory.users.delete(s)  # flushed first, then re-attributed by the cascade
+    with usage_scope(s.tenant, s.user, purpose="compaction"):
+        memory.core.usage.record_embed(1, 0.0, True, tokens=6, model="e")
+    ledger.forget_user(s.tenant, s.user)  # a call noted after the flush, before the commit
+    memory.usage.flush()
+    assert {r[0] for r in _rows(memory, s.tenant)} == {ANONYMOUS_USER}
+    assert memory.usage.report(s.tenant).total.tokens == 11

@@ -236,7 +236,11 @@ class AsyncUsers(AsyncSubAPI):
         """Delete ``scope.user`` of ``scope.tenant`` and everything it owns; returns the conversations removed."""
         rt = self._core.rt
         s = _scope(scope)
-        return await self._write(ops.delete_user, rt, s.tenant, s.user)
+        # The user's buffered usage rows first, so the cascade re-attributes them too.
+        await self._core.aflush_usage()
+        removed = await self._write(ops.delete_user, rt, s.tenant, s.user)
+        self._core.usage_ledger.forget_user(s.tenant, s.user)  # those noted meanwhile
+        return removed
 
 
 class AsyncKeys(AsyncSubAPI):

@@ -232,7 +232,11 @@ class Users(SubAPI):
         """Delete ``scope.user`` of ``scope.tenant`` and everything it owns; returns the conversations removed."""
         rt = self._core.rt
         s = _scope(scope)
-        return self._write(ops.delete_user, rt, s.tenant, s.user)
+        # The user's buffered usage rows first, so the cascade re-attributes them too.
+        self._core.flush_usage()
+        removed = self._write(ops.delete_user, rt, s.tenant, s.user)
+        self._core.usage_ledger.forget_user(s.tenant, s.user)  # those noted meanwhile
+        return removed
 
 
 class Keys(SubAPI):

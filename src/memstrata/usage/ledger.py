@@ -11,8 +11,11 @@ appended would double the append's cost. The metered wrappers hand each call to
 * when the memory closes, and before a usage report or a budget listing is read.
 
 Embedder calls of one owner, purpose, model and job are summed into one row per
-flush (``calls`` says how many); each LLM call keeps a row of its own. What a crash
-can lose: the calls of the last ``interval_s`` (and of a job that was running), never
+flush (``calls`` says how many); each LLM call keeps a row of its own. A deleted
+user's rows are flushed before the deletion (the cascade re-attributes them), and those
+noted meanwhile are re-attributed here (:meth:`UsageLedger.forget_user`).
+
+What a crash can lose: the calls of the last ``interval_s`` (and of a job that was running), never
 more. A write that fails keeps the rows pending for the next flush (up to
 ``max_pending`` of them; beyond that the oldest are counted in ``dropped`` and logged).
 """
@@ -27,7 +30,7 @@ from collections.abc import Callable
 from memstrata.storage.engine import Engine
 from memstrata.storage.plan import write
 from memstrata.usage.scope import CallScope, current_scope
-from memstrata.usage.store import UsageRow, insert_rows
+from memstrata.usage.store import ANONYMOUS_USER, UsageRow, insert_rows
 
 __all__ = ["PURPOSE_ALIASES", "UsageLedger"]
 
@@ -116,6 +119,21 @@ class UsageLedger:
                 acc[4] += duration_us
                 acc[5] = now
         self._start()
+
+    def forget_user(self, tenant: str, user: str) -> None:
+        """Re-attribute the pending rows of a deleted user, as the cascade did to its
+        stored rows (calls noted between the last flush and the deletion)."""
+        with self._lock:
+            for key in [k for k in self._pending if k[0] == tenant and k[1] == user]:
+                acc = self._pending.pop(key)
+                moved: _Key = (tenant, ANONYMOUS_USER, "", *key[3:])
+                mine = self._pending.get(moved)
+                if mine is None:
+                    self._pending[moved] = acc
+                else:
+                    for i in range(5):
+                        mine[i] += acc[i]
+                    mine[5] = max(mine[5], acc[5])
 
     @property
     def pending(self) -> int:
