@@ -244,3 +244,37 @@ def test_calls_noted_before_a_users_deletion_are_re_attributed(memory: Memory) -
     memory.usage.flush()
     assert {r[0] for r in _rows(memory, s.tenant)} == {ANONYMOUS_USER}
     assert memory.usage.report(s.tenant).total.tokens == 11
+
+
+def test_a_search_records_its_catch_up_and_query_embeddings_for_the_caller(
+    memory: Memory,
+) -> None:
+    from memstrata.testing import FakeEmbedder
+
+    memory.core.recall.use(FakeEmbedder())
+    s = fresh_scope()
+    cid = _talk(memory, s, "I keep bees in the garden.")
+    memory.recall.search(s, "bees", conversation_id=cid)
+    memory.context(s, cid, budget=2000, query="garden bees")
+    memory.usage.flush()
+    rows = _rows(memory, s.tenant)
+    assert rows
+    assert {(r[0], r[2]) for r in rows} == {(s.user, "embed")}  # attributed, none left out
+    by_purpose = {i.key: i for i in memory.usage.report(s).items}
+    assert by_purpose["query"].calls == 2  # the search's query and the context's
+    assert by_purpose["embedding"].calls >= 1  # the messages caught up before searching
+    assert by_purpose["query"].input_tokens > 0
+    assert _rows(memory, "") == []  # nothing unattributed
+
+
+def test_a_kind_registered_with_a_purpose_is_held_back_by_its_budget(memory: Memory) -> None:
+    ran: list[str] = []
+    memory.core.jobs.register("demo.digest", lambda job, m: ran.append(job.id), purpose="digest")
+    s = fresh_scope()
+    memory.usage.set_budget(s.tenant, "digest", 0)
+    job = memory.jobs.enqueue(s, "demo.digest")
+    assert memory.jobs.run_pending(["demo.digest"]) == 0
+    assert memory.jobs.blocked_reasons([job]) == {job.id: "budget"}
+    memory.usage.clear_budget(s.tenant, "digest")
+    assert memory.jobs.run_pending(["demo.digest"]) == 1
+    assert ran == [job.id]
