@@ -83,15 +83,16 @@ def usage_purpose(purpose: str) -> Iterator[None]:
         _SCOPE.reset(token)
 
 
-def _scope_arg(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """How to find the ``scope`` argument of ``fn`` in a call's arguments."""
-    sig = inspect.signature(fn)
+def _scope_arg(fn: Callable[..., Any]) -> Callable[[tuple[Any, ...], dict[str, Any]], Any]:
+    """How to find the ``scope`` argument of ``fn`` in a call's arguments (its position is
+    found once: this runs on every context assembly)."""
+    names = list(inspect.signature(fn).parameters)
+    at = names.index("scope") if "scope" in names else -1
 
     def find(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        try:
-            return sig.bind_partial(*args, **kwargs).arguments.get("scope")
-        except TypeError:
-            return None
+        if 0 <= at < len(args):
+            return args[at]
+        return kwargs.get("scope")
 
     return find
 
