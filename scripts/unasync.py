@@ -29,6 +29,7 @@ NAMES = {
     "aembed": "embed",
     "avector_index": "vector_index",
     "ajob_queued": "job_queued",
+    "aflush_usage": "flush_usage",
     "__aenter__": "__enter__",
     "__aexit__": "__exit__",
     "aclose": "close",

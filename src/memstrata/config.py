@@ -26,6 +26,12 @@ class Settings(BaseSettings):
         description="auto: an in-process worker thread on SQLite, none on PostgreSQL (run `memstrata worker`).",
     )
     worker_poll_seconds: float = Field(default=1.0, gt=0)
+    usage_flush_seconds: float = Field(
+        default=1.0,
+        ge=0,
+        description="How often buffered usage rows (model calls) are written to the store; "
+        "0 writes them only at job ends, reports and close.",
+    )
     blobs: str | None = Field(
         default=None, description="Blob store URL (file:///dir, memory://, s3://bucket/prefix)."
     )

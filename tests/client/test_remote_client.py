@@ -708,3 +708,31 @@ def test_as_of_reads_match_embedded_and_remote(live: Live) -> None:
         for bad in bad_times:
             with pytest.raises(InvalidInput):
                 remote.facts.list(ALICE, **bad)
+
+
+def test_usage_and_budgets_over_http(live: Live) -> None:
+    from memstrata.storage.plan import write
+    from memstrata.usage.store import UsageRow, insert_rows
+
+    now = live.keys.core.rt.clock()
+    rows = [
+        UsageRow("acme", "ann", "", "extraction", "m", "llm", 1, 0, 40, 2, 1000, now),
+        UsageRow("acme", "ben", "", "compaction", "m", "llm", 1, 1, 7, 0, 1000, now),
+    ]
+    live.keys.core.engine.run(write(lambda: insert_rows(rows, ["r1", "r2"])))
+    with connect(live.url, api_key=live.key("acme")) as admin:
+        report = admin.usage.report("acme", group_by="user")
+        assert [(i.key, i.tokens) for i in report.items] == [("ann", 42), ("ben", 7)]
+        assert admin.usage.report(Scope("acme", "ben")).total.errors == 1
+        budget = admin.usage.set_budget("acme", "extraction", 0)
+        assert budget.exhausted
+        assert budget.tenant == "acme"
+        assert [b.purpose for b in admin.usage.budgets()] == ["extraction"]
+        assert admin.usage.clear_budget("acme", "extraction") is True
+        assert admin.usage.clear_budget("acme", "extraction") is False
+    with connect(live.url, api_key=live.key("acme", "ann")) as ann:
+        assert [i.key for i in ann.usage.report("acme", group_by="user").items] == ["ann"]
+        with pytest.raises(Forbidden):
+            ann.usage.report("acme", user="ben")
+        with pytest.raises(Forbidden):
+            ann.usage.set_budget("acme", "extraction", 5)

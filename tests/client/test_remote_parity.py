@@ -39,6 +39,7 @@ LOCAL_ONLY: dict[str, str] = {
     "graphs.put_writes": "LangGraph storage for the in-process savers and store (no REST route)",
     "graphs.search_items": "LangGraph storage for the in-process savers and store (no REST route)",
     "jobs.blocked": "a property of the process that runs jobs",
+    "jobs.blocked_reasons": "the server sends each job's `blocked` (jobs.list, jobs.get)",
     "jobs.enqueue": "job kinds are registered in the server's process",
     "jobs.presence": "operators read it from /readyz (jobs.list carries worker_warning)",
     "jobs.register": "handlers run in the server's process",
@@ -71,6 +72,8 @@ LOCAL_ONLY: dict[str, str] = {
     "provenance.record": "internal step of context(record=True); REST serves record: true",
     "provenance.record_of": "no REST route (a reply's provenance carries its record)",
     "provenance.fact_use_counts": "memory health's counter (no REST route)",
+    "usage.flush": "writes the calling process's buffered usage rows",
+    "usage.held_back": "`memstrata doctor` (operator task)",
 }
 
 #: Methods only the remote client has.

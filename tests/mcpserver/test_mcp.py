@@ -53,6 +53,7 @@ TOOLS = {
     "get_reply_provenance",
     "get_fact_usage",
     "memory_health",
+    "usage",
 }
 WAIT_SECONDS = 60  # upper bound for start-up on a loaded machine, not an expectation
 UNKNOWN_ID = "01900000-0000-7000-8000-000000000000"
@@ -134,6 +135,26 @@ async def test_json_working_memory_takes_json_text(local: tuple[Client, AsyncMem
     bad = await client.call_tool("update_working_memory", {"content": "- go"})
     assert bad.is_error
     assert "content is not JSON" in _text(bad)
+
+
+async def test_usage_reports_only_the_servers_user(local: tuple[Client, AsyncMemory]) -> None:
+    from memstrata.storage.plan import write
+    from memstrata.usage.store import UsageRow, insert_rows
+
+    client, mem = local
+    now = mem.core.rt.clock()
+    rows = [
+        UsageRow("t1", "alice", "", "extraction", "m", "llm", 1, 0, 30, 3, 10, now),
+        UsageRow("t1", "bob", "", "extraction", "m", "llm", 1, 0, 500, 0, 10, now),
+    ]
+    mem.core.engine.run(write(lambda: insert_rows(rows, ["a", "b"])))
+    report = _data(await client.call_tool("usage", {"group_by": "user"}))
+    assert [(i["key"], i["tokens"]) for i in report["items"]] == [("alice", 33)]
+    report = _data(await client.call_tool("usage", {}))
+    assert [(i["key"], i["calls"]) for i in report["items"]] == [("extraction", 1)]
+    bad = await client.call_tool("usage", {"start": "not a time"})
+    assert bad.is_error
+    assert "ISO 8601" in _text(bad)
 
 
 async def test_server_failures_hide_their_internals(

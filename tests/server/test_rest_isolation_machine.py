@@ -130,6 +130,10 @@ COVERED: frozenset[tuple[str, str]] = frozenset(
         ("GET", "/v1/memory/health"),
         ("POST", "/v1/memory/consolidate"),
         ("POST", "/v1/memory/consolidations/{consolidation_id}/revert"),
+        ("GET", "/v1/usage"),
+        ("GET", "/v1/budgets"),
+        ("PUT", "/v1/budgets"),
+        ("DELETE", "/v1/budgets/{purpose}"),
     }
 )
 # Documented paths the machine leaves alone: they take no key and hold no scope's data, so
@@ -261,6 +265,9 @@ class RestIsolation(RuleBasedStateMachine):
         self.replies: dict[str, str] = {}
         self.gone_records: set[str] = set()
         self.requests = 0
+        # Usage rows planted as model calls of a user: (tenant, user, canary number, tokens).
+        self.usage_rows: list[tuple[str, str, int, int]] = []
+        self.budgets: dict[str, dict[str, int]] = {t: {} for t in TENANTS}
 
     def teardown(self) -> None:
         try:
@@ -292,7 +299,9 @@ class RestIsolation(RuleBasedStateMachine):
     def may_see(self, viewer: Viewer, found: re.Match[str], shared: bool) -> bool:
         tenant, user, agent_tag, number = found.groups()
         if int(number) <= self.erased_upto.get((tenant, user), 0):
-            return False  # written before its user was deleted
+            # Written before its user was deleted. Usage rows stay in the tenant's
+            # accounting, re-attributed: only a tenant-wide answer may show them.
+            return viewer[:2] == (tenant, None) and int(number) in self.usage_numbers()
         agent = None if agent_tag == "x" else agent_tag
         if viewer[0] != tenant:
             return False
@@ -1478,7 +1487,9 @@ class RestIsolation(RuleBasedStateMachine):
         actor=user_keys,
         named=st.sampled_from(USERS),
         agent=st.sampled_from(AGENTS),
-        url=st.sampled_from(["/v1/conversations", "/v1/facts", "/v1/working-memory", "/v1/jobs"]),
+        url=st.sampled_from(
+            ["/v1/conversations", "/v1/facts", "/v1/working-memory", "/v1/jobs", "/v1/usage"]
+        ),
     )
     def user_key_overreach(self, actor: Actor, named: str, agent: str | None, url: str) -> None:
         """A user key may neither name a user or an agent nor use the admin routes: 403,
@@ -1491,6 +1502,109 @@ class RestIsolation(RuleBasedStateMachine):
         self.call(actor, "GET", url, expect={403}, extra_headers=extra)
         self.call(actor, "GET", "/v1/users", expect={403})
         self.call(actor, "DELETE", f"/v1/users/{named}", expect={403})
+        self.call(actor, "GET", "/v1/budgets", expect={403})
+
+    # -- usage and budgets -----------------------------------------------------------------
+
+    def usage_numbers(self) -> set[int]:
+        return {n for _, _, n, _ in self.usage_rows}
+
+    @rule(actor=actors, data=st.data())
+    def usage_report(self, actor: Actor, data: st.DataObject) -> None:
+        """A model call made for the actor's user (planted as the ledger writes it, its
+        purpose carrying the user's canary), then ``GET /v1/usage``: a user key sees its own
+        user only, an admin key naming a user that user, an admin key naming none the whole
+        tenant. Usage belongs to the user: an agent header narrows nothing."""
+        from memstrata.storage.plan import write
+        from memstrata.usage.store import UsageRow, insert_rows
+
+        tenant, user = actor.user
+        purpose = self.canary((tenant, user, None))
+        number = int(purpose.rsplit("-", 1)[1])
+        tokens = data.draw(st.integers(1, 1000), label="tokens")
+        engine, rt = self.amemory.core.engine, self.amemory.core.rt
+        row = UsageRow(
+            tenant, user, actor.agent or "", purpose, "m", "llm", 1, 0, tokens, 0, 1, rt.clock()
+        )
+        engine.run(write(lambda: insert_rows([row], [rt.make_id()])))
+        self.usage_rows.append((tenant, user, number, tokens))
+
+        wide = actor.via_admin and data.draw(st.booleans(), label="tenant-wide")
+        group_by = data.draw(st.sampled_from(["purpose", "user"]), label="group_by")
+        params = {"group_by": group_by, "limit": 500}
+        if not actor.via_admin and actor.user in self.dead_keys:
+            self.send(
+                "GET",
+                "/v1/usage",
+                self.headers(actor),
+                expect={401},
+                viewer=actor.scope,
+                shared=False,
+                params=params,
+            )
+            actor = Actor(actor.scope, True)
+        viewer: Viewer = (tenant, None, None) if wide else (tenant, user, None)
+        r = self.send(
+            "GET",
+            "/v1/usage",
+            self.headers(actor, tenant_wide=wide),
+            expect={200},
+            viewer=viewer,
+            shared=False,
+            params=params,
+        )
+        body = r.json()
+        # Model calls the other rules made (embedding, query) are in the answer too: the
+        # planted ones are told apart by their canary purposes.
+        gone = self.erased_upto
+        expected = {
+            f"canary-{te}-{u}-x-{n}": t
+            for te, u, n, t in self.usage_rows
+            if te == tenant and (wide or (u == user and n > gone.get((te, u), 0)))
+        }
+        if group_by == "purpose":
+            planted = {
+                i["key"]: i["input_tokens"] for i in body["items"] if CANARY.fullmatch(i["key"])
+            }
+            assert planted == expected, (viewer, planted, expected)
+        if group_by == "user":
+            keys = {i["key"] for i in body["items"]}
+            assert keys <= ({*USERS, "-deleted-"} if wide else {user}), (viewer, keys)
+
+    @rule(actor=actors, data=st.data())
+    def tenant_budgets(self, actor: Actor, data: st.DataObject) -> None:
+        """The tenant's budgets (admin keys only): set, listed and cleared per tenant; the
+        same purposes in every tenant, so a list that forgets the tenant is caught."""
+        if not actor.via_admin:
+            if actor.user not in self.dead_keys:
+                self.call(actor, "GET", "/v1/budgets", expect={403})
+                body = {"purpose": "extraction", "daily_tokens": 1}
+                self.call(actor, "PUT", "/v1/budgets", expect={403}, json=body)
+                self.call(actor, "DELETE", "/v1/budgets/extraction", expect={403})
+            return
+        tenant = actor.scope[0]
+        mine = self.budgets[tenant]
+        purpose = data.draw(st.sampled_from(["extraction", "compaction", "embedding"]), label="p")
+        what = data.draw(st.sampled_from(["put", "delete", "list"]), label="budget op")
+        if what == "put":
+            tokens = data.draw(st.sampled_from([0, 7, 10**9]), label="budget")
+            body = {"purpose": purpose, "daily_tokens": tokens}
+            r = self.call(actor, "PUT", "/v1/budgets", expect={200}, json=body, tenant_wide=True)
+            assert (r.json()["purpose"], r.json()["daily_tokens"]) == (purpose, tokens)
+            mine[purpose] = tokens
+        elif what == "delete":
+            had = purpose in mine
+            ok = {204} if had else {404}
+            self.call(actor, "DELETE", f"/v1/budgets/{purpose}", expect=ok, tenant_wide=True)
+            mine.pop(purpose, None)
+            if not had:  # set it, then delete it: a granted delete as often as a refused one
+                body = {"purpose": purpose, "daily_tokens": 1}
+                self.call(actor, "PUT", "/v1/budgets", expect={200}, json=body, tenant_wide=True)
+                url = f"/v1/budgets/{purpose}"
+                self.call(actor, "DELETE", url, expect={204}, tenant_wide=True)
+        r = self.call(actor, "GET", "/v1/budgets", expect={200}, tenant_wide=True)
+        listed = {b["purpose"]: b["daily_tokens"] for b in r.json()["items"]}
+        assert listed == mine, (tenant, listed, mine)
 
     # -- prompt provenance -----------------------------------------------------------------
 

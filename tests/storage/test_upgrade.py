@@ -96,7 +96,7 @@ class TestUpgradedDatabase(BackendConformance):
 
 # -- migration 14: message ids per conversation (issue 21, finding 12) ------------------------
 
-_AFTER_13 = {"provenance"}  # features whose tables arrive after migration 13
+_AFTER_13 = {"provenance", "usage"}  # features whose tables arrive after migration 13
 
 
 @pytest.fixture(

@@ -155,6 +155,8 @@ def seed(db: str, home: Path) -> Seeded:
         )
         bob = Scope("acme", "bob")
         mem.conversations.create(bob, title="Bob's notes")
+        # The extractions above are alice's usage; a budget used up from the start.
+        mem.usage.set_budget("acme", "compaction", 0)
 
         return Seeded(
             alice=mem.keys.create("acme", user="alice")[1],
@@ -530,6 +532,30 @@ def test_node_memory_is_read_by_its_address(ui: UI, served: Served):
     ]
     assert expected[-1]["content"] == "intent: brewing-advice"
     ui.shot("nodes")
+
+
+def test_usage_shows_the_api_report_and_an_admin_the_budgets(ui: UI, served: Served):
+    s = served.seeded
+    ui.sign_in(s.alice)
+    ui.go("/usage")
+    ui.page.get_by_test_id("usage").wait_for()
+    report = served.api("GET", "/v1/usage")
+    assert [i["key"] for i in report["items"]] == ["extraction"]  # the seed's two extractions
+    assert ui.attrs("usage-row", "data-key") == ["extraction"]
+    total = ui.page.get_by_test_id("usage-total").locator("td")
+    assert total.nth(1).inner_text() == str(report["total"]["calls"]) == "2"
+    assert total.nth(3).inner_text() == str(report["total"]["input_tokens"])
+    assert ui.page.get_by_test_id("budgets").count() == 0  # budgets are the admin's
+    ui.shot("usage")
+
+    ui.sign_in(s.admin)
+    ui.page.locator("[data-testid=user][data-user=alice]").get_by_test_id("pick-user").click()
+    ui.go("/usage?scope=tenant")
+    ui.page.get_by_test_id("budgets").wait_for()
+    assert ui.attrs("usage-row", "data-key") == ["alice"]
+    assert ui.attrs("budget", "data-purpose") == ["compaction"]
+    assert "used up" in ui.page.get_by_test_id("budget").inner_text()
+    ui.shot("usage-tenant")
 
 
 def test_an_admin_key_picks_the_user_to_inspect(ui: UI, served: Served):

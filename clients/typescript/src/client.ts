@@ -30,6 +30,9 @@ export type FileRef = S["FileRef"];
 export type Role = S["Role"];
 export type Provenance = S["ProvenanceOut"];
 export type FactUse = S["FactUseOut"];
+export type UsageReport = S["UsageReportOut"];
+export type UsageTotal = S["UsageTotalOut"];
+export type Budget = S["BudgetOut"];
 
 /** What `context` answers: the messages to send and a report of how the budget was spent. */
 export interface Context {
@@ -416,6 +419,36 @@ export class Jobs {
 }
 
 /** Admin routes (an admin key only). */
+export interface UsageOptions {
+  /** ISO 8601 start (inclusive); the server's default is 30 days before `to`. */
+  from?: string;
+  /** ISO 8601 end (exclusive); default now. */
+  to?: string;
+  groupBy?: "purpose" | "user";
+  limit?: number;
+  cursor?: string;
+}
+
+/** Model calls and tokens (a user key: its own; an admin key: the tenant), and budgets (admin). */
+export class Usage {
+  constructor(private readonly t: Transport) {}
+  report(opts: UsageOptions = {}): Promise<UsageReport> {
+    const query = { from: opts.from, to: opts.to, group_by: opts.groupBy, limit: opts.limit, cursor: opts.cursor };
+    return this.t.json("GET", "/v1/usage", { query, idempotent: true });
+  }
+  async budgets(): Promise<Budget[]> {
+    const page = await this.t.json<{ items: Budget[] }>("GET", "/v1/budgets", { idempotent: true });
+    return page.items;
+  }
+  /** Tokens per UTC day for `purpose` (0 blocks): its jobs wait as `blocked: "budget"` once used up. */
+  setBudget(purpose: string, dailyTokens: number): Promise<Budget> {
+    return this.t.json("PUT", "/v1/budgets", { body: { purpose, daily_tokens: dailyTokens }, idempotent: true });
+  }
+  async clearBudget(purpose: string): Promise<void> {
+    await this.t.request("DELETE", `/v1/budgets/${seg(purpose)}`);
+  }
+}
+
 export class Users {
   constructor(private readonly t: Transport) {}
   list(opts: ListOptions = {}): Paginated<User> {
@@ -440,6 +473,7 @@ export class MemstrataClient {
   readonly nodes: Nodes;
   readonly jobs: Jobs;
   readonly users: Users;
+  readonly usage: Usage;
 
   constructor(readonly transport: Transport) {
     this.conversations = new Conversations(transport);
@@ -454,6 +488,7 @@ export class MemstrataClient {
     this.nodes = new Nodes(transport);
     this.jobs = new Jobs(transport);
     this.users = new Users(transport);
+    this.usage = new Usage(transport);
   }
 
   get baseUrl(): string {

@@ -107,6 +107,41 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/budgets": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The tenant's daily token budgets, with today's (UTC) use */
+        get: operations["list_budgets_v1_budgets_get"];
+        /** Set the tenant's daily token budget of a purpose (0 blocks it) */
+        put: operations["put_budget_v1_budgets_put"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/budgets/{purpose}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Remove the tenant's budget of a purpose (no limit) */
+        delete: operations["delete_budget_v1_budgets__purpose__delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/checkpoints/{name}/{run_id}": {
         parameters: {
             query?: never;
@@ -610,6 +645,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/usage": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Model calls and tokens over a period, per purpose or per user */
+        get: operations["get_usage_v1_usage_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/users": {
         parameters: {
             query?: never;
@@ -666,6 +718,51 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        /** BudgetIn */
+        BudgetIn: {
+            /**
+             * Daily Tokens
+             * @description Tokens per UTC day; 0 blocks.
+             */
+            daily_tokens: number;
+            /**
+             * Purpose
+             * @description extraction, compaction, consolidation, embedding, query, chat (or another).
+             */
+            purpose: string;
+        };
+        /** BudgetOut */
+        BudgetOut: {
+            /**
+             * Daily Tokens
+             * @description Tokens (input + output) allowed per UTC day; 0 blocks.
+             */
+            daily_tokens: number;
+            /**
+             * Exhausted
+             * @description Jobs of this purpose wait (blocked: budget) until tomorrow (UTC) or a raise.
+             */
+            exhausted: boolean;
+            /** Purpose */
+            purpose: string;
+            /**
+             * Updated At
+             * Format: date-time
+             */
+            updated_at: string;
+            /**
+             * Used Today
+             * @description Tokens of this purpose used today (UTC).
+             */
+            used_today: number;
+        };
+        /** BudgetPage */
+        BudgetPage: {
+            /** Items */
+            items: components["schemas"]["BudgetOut"][];
+            /** Next Cursor */
+            next_cursor?: string | null;
+        };
         /** CheckpointIn */
         CheckpointIn: {
             /** Conversation Id */
@@ -1221,7 +1318,7 @@ export interface components {
             attempts: number;
             /**
              * Blocked
-             * @description Why a queued job cannot run yet (e.g. extraction needs an LLM); it waits.
+             * @description Why a queued job cannot run yet (e.g. extraction needs an LLM; `budget`: its tenant used up today's (UTC) token budget of its purpose); it waits.
              */
             blocked?: string | null;
             /** Conversation Id */
@@ -1742,6 +1839,64 @@ export interface components {
             /** User Files */
             user_files: components["schemas"]["FileRef"][];
         };
+        /** UsageReportOut */
+        UsageReportOut: {
+            /**
+             * From
+             * Format: date-time
+             * @description Start of the period (inclusive).
+             */
+            from: string;
+            /**
+             * Group By
+             * @description purpose or user.
+             */
+            group_by: string;
+            /** Items */
+            items: components["schemas"]["UsageTotalOut"][];
+            /** Next Cursor */
+            next_cursor: string | null;
+            /**
+             * To
+             * Format: date-time
+             * @description End of the period (exclusive).
+             */
+            to: string;
+            /** @description Every group of the period together. */
+            total: components["schemas"]["UsageTotalOut"];
+        };
+        /** UsageTotalOut */
+        UsageTotalOut: {
+            /**
+             * Calls
+             * @description Model calls (an embedder call may embed many texts).
+             */
+            calls: number;
+            /**
+             * Duration S
+             * @description Time spent in the calls.
+             */
+            duration_s: number;
+            /**
+             * Errors
+             * @description Calls that failed.
+             */
+            errors: number;
+            /** Input Tokens */
+            input_tokens: number;
+            /**
+             * Key
+             * @description The purpose or the user of this group ('*' for the total).
+             */
+            key: string;
+            /** Output Tokens */
+            output_tokens: number;
+            /**
+             * Tokens
+             * @description input_tokens + output_tokens.
+             */
+            tokens: number;
+        };
         /** UserOut */
         UserOut: {
             /**
@@ -2104,6 +2259,214 @@ export interface operations {
                 };
             };
             /** @description The blob store cannot be reached; nothing was stored. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    list_budgets_v1_budgets_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BudgetPage"];
+                };
+            };
+            /** @description Missing, unknown or revoked API key. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not an admin key. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The request body is over the size limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Invalid input, or an admin key without the X-Memstrata-User header on a user route. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A backend is unavailable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    put_budget_v1_budgets_put: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BudgetIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BudgetOut"];
+                };
+            };
+            /** @description Missing, unknown or revoked API key. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not an admin key. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The request body is over the size limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A backend is unavailable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    delete_budget_v1_budgets__purpose__delete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                purpose: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Missing, unknown or revoked API key. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not an admin key. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No budget of that purpose. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The request body is over the size limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A backend is unavailable. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -5477,6 +5840,85 @@ export interface operations {
             };
             /** @description No such conversation or leaf in your scope. */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The request body is over the size limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A backend is unavailable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    get_usage_v1_usage_get: {
+        parameters: {
+            query?: {
+                /** @description ISO 8601 start (inclusive); default 30 days before `to`. */
+                from?: string | null;
+                /** @description ISO 8601 end (exclusive); default now. */
+                to?: string | null;
+                /** @description purpose (default) or user. */
+                group_by?: string;
+                /** @description Items per page (default 50, at most 500). */
+                limit?: number | null;
+                /** @description The `next_cursor` of the previous page; omit for the first page. */
+                cursor?: string | null;
+            };
+            header?: {
+                /** @description Admin keys: one user's usage. */
+                "X-Memstrata-User"?: string | null;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UsageReportOut"];
+                };
+            };
+            /** @description Missing, unknown or revoked API key. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The key may not do this (a user key on an admin route, or with admin headers). */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -6,7 +6,7 @@ lives here, so the sync and async APIs cannot drift apart.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime
 from types import TracebackType
@@ -17,6 +17,7 @@ from memstrata import provenance
 from memstrata.api._async_base import AsyncSubAPI
 from memstrata.api._async_context import AsyncCompaction
 from memstrata.api._async_graph import AsyncGraphs
+from memstrata.api._async_jobs import AsyncJobs
 from memstrata.api._async_longterm import AsyncFacts, AsyncLongTerm
 from memstrata.api._async_memory import AsyncMemoryMaintenance
 from memstrata.api._async_nodes import AsyncNodes
@@ -31,21 +32,16 @@ from memstrata.api._async_state import (
     AsyncWorking,
 )
 from memstrata.api._async_transfer import AsyncTransfer
+from memstrata.api._async_usage import AsyncUsage
 from memstrata.api.core import Core
 from memstrata.config import Settings
 from memstrata.context import CompactionResult, Context
 from memstrata.conversation.history import History
 from memstrata.embeddings.port import Embedder
-from memstrata.errors import InvalidInput, NotFound
-from memstrata.jobs import ops as jobs_ops
-from memstrata.jobs import presence as presence_ops
-from memstrata.jobs.ops import Job
-from memstrata.jobs.presence import Presence
-from memstrata.jobs.worker import Handler
+from memstrata.errors import InvalidInput
 from memstrata.remote import remote_client
-from memstrata.runtime import page_limit
 from memstrata.scoped import Scoped
-from memstrata.storage import sql, tenancy
+from memstrata.storage import tenancy
 from memstrata.storage.records import to_micros
 from memstrata.storage.tenancy import ApiKey, Principal
 from memstrata.types import Conversation, Message, MessagePatch, NewMessage, Page, Scope
@@ -248,7 +244,11 @@ class AsyncUsers(AsyncSubAPI):
         """Delete ``scope.user`` of ``scope.tenant`` and everything it owns; returns the conversations removed."""
         rt = self._core.rt
         s = _scope(scope)
-        return await self._write(ops.delete_user, rt, s.tenant, s.user)
+        # The user's buffered usage rows first, so the cascade re-attributes them too.
+        await self._core.aflush_usage()
+        removed = await self._write(ops.delete_user, rt, s.tenant, s.user)
+        self._core.usage_ledger.forget_user(s.tenant, s.user)  # those noted meanwhile
+        return removed
 
 
 class AsyncKeys(AsyncSubAPI):
@@ -293,100 +293,6 @@ class AsyncKeys(AsyncSubAPI):
         return await self._write(tenancy.rotate_key, key_id, now, until)
 
 
-class AsyncJobs(AsyncSubAPI):
-    """The durable background queue shared by every feature (see :mod:`memstrata.jobs.ops`)."""
-
-    def register(self, kind: str, handler: Handler[Any], *, lease_s: float = 60.0) -> None:
-        """Run ``handler(job, memory)`` for jobs of ``kind``; it must be idempotent."""
-        self._core.jobs.register(kind, handler, lease_s=lease_s)
-
-    async def enqueue(
-        self,
-        scope: Scope,
-        kind: str,
-        *,
-        key: str | None = None,
-        payload: dict[str, Any] | None = None,
-        flags: dict[str, bool] | None = None,
-        conversation_id: str | None = None,
-        delay_s: float = 0.0,
-        max_wait_s: float | None = None,
-        max_attempts: int = 5,
-    ) -> Job:
-        """Queue a job; with a ``key``, merge into the queued job of the same kind and key."""
-        s = _scope(scope)
-        return await self._enqueue(
-            kind,
-            tenant=s.tenant,
-            user=s.user,
-            agent=s.agent,
-            key=key,
-            conversation_id=conversation_id,
-            payload=payload,
-            flags=flags,
-            delay_s=delay_s,
-            max_wait_s=max_wait_s if max_wait_s is not None else max(delay_s * 10, delay_s),
-            max_attempts=max_attempts,
-        )
-
-    def blocked(self, kind: str) -> str | None:
-        """Why this process cannot run jobs of ``kind`` now (they wait, queued), or None."""
-        return self._core.jobs.blocked(kind)
-
-    async def get(self, job_id: str, *, tenant: str | None = None, user: str | None = None) -> Job:
-        job = await self._read(jobs_ops.get_job, job_id)
-        if (tenant is not None and job.tenant != tenant) or (user is not None and job.user != user):
-            raise NotFound(f"job {job_id} not found", kind="job")
-        return job
-
-    async def list(
-        self,
-        *,
-        tenant: str | None = None,
-        user: str | None = None,
-        status: str | None = None,
-        limit: int | None = None,
-        cursor: str | None = None,
-    ) -> Page[Job]:
-        """Newest first, optionally only one tenant's (or user's) jobs in one status."""
-        st = jobs_ops.parse_status(status)
-        n = page_limit(self._core.rt, limit)
-        before = sql.seq_cursor(cursor)
-        rows = await self._read(
-            jobs_ops.list_jobs,
-            tenant=tenant,
-            user=user,
-            status=st,
-            before_created=before,
-            limit=n + 1,
-        )
-        items = [job for job, _ in rows[:n]]
-        return Page(items, sql.encode_cursor(rows[n - 1][1]) if len(rows) > n else None)
-
-    async def retry(self, job_id: str, *, tenant: str | None = None) -> Job:
-        """Send a dead job back to the queue."""
-        now = self._core.rt.clock()
-        job = await self._write(jobs_ops.retry, job_id, now, tenant)
-        await self._core.ajob_queued()
-        return job
-
-    async def stats(self) -> dict[str, Any]:
-        now = self._core.rt.clock()
-        return await self._read(jobs_ops.queue_stats, now)
-
-    async def presence(self, *, tenant: str | None = None, user: str | None = None) -> Presence:
-        """Due jobs (all, a tenant's or a user's) and whether any worker runs them:
-        ``.warning`` is one line for people when jobs are due and no worker was seen lately."""
-        now = self._core.rt.clock()
-        return await self._read(presence_ops.presence, now, tenant=tenant, user=user)
-
-    async def run_pending(
-        self, kinds: Sequence[str] | None = None, max_jobs: int | None = None
-    ) -> int:
-        """Run every ready job now, in this process; returns how many ran (tests, flushes)."""
-        return await self._core.arun_pending(kinds, max_jobs)
-
-
 class AsyncMemory(AsyncSubAPI):
     """One memory store. Open with :meth:`open`; close with :meth:`close` or ``async with``."""
 
@@ -412,6 +318,7 @@ class AsyncMemory(AsyncSubAPI):
         self.graphs = AsyncGraphs(core)
         self.provenance = AsyncProvenance(core)
         self.memory = AsyncMemoryMaintenance(core)
+        self.usage = AsyncUsage(core)
 
     @classmethod
     @overload

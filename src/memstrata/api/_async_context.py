@@ -22,6 +22,7 @@ from memstrata.jobs.ops import Job
 from memstrata.longterm.clocks import parse_instant
 from memstrata.recall.catchup import AsyncCatchUp
 from memstrata.types import Scope
+from memstrata.usage import attributed
 from memstrata.validation import checked_scope as _scope
 
 __all__ = ["AsyncCompaction"]
@@ -40,6 +41,7 @@ class AsyncCompaction(AsyncSubAPI):
         """Providers, policies, hooks and the LLM of this memory (shared by every facade)."""
         return self._core.context
 
+    @attributed
     async def assemble(
         self,
         scope: Scope,
@@ -83,6 +85,7 @@ class AsyncCompaction(AsyncSubAPI):
             return query, None, None
         return await AsyncCatchUp(self._core).context_query(scope, conversation_id, leaf_id, query)
 
+    @attributed
     async def run(
         self, scope: Scope, conversation_id: str, *, leaf_id: str | None = None
     ) -> CompactionResult:

@@ -38,6 +38,7 @@ from memstrata.longterm.prompt import build_messages, repair_messages
 from memstrata.longterm.scrub import mentions_upload, scrub_uploads
 from memstrata.longterm.service import EXTRACT_JOB, LongTermKit, job_key
 from memstrata.types import Page, Scope
+from memstrata.usage import attributed
 from memstrata.validation import checked_scope as _scope
 
 __all__ = ["AsyncFacts", "AsyncLongTerm"]
@@ -159,6 +160,7 @@ class AsyncLongTerm(AsyncSubAPI):
         await self._core.ajob_queued()
         return job
 
+    @attributed
     async def flush(
         self,
         scope: Scope,

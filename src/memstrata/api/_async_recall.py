@@ -15,6 +15,7 @@ from memstrata.recall.search import RecallHit, check_args
 from memstrata.recall.search import search_op as _search_op
 from memstrata.recall.service import FLUSH_BATCH, RecallEngine
 from memstrata.types import Scope
+from memstrata.usage import attributed, usage_purpose
 from memstrata.validation import checked_scope as _scope
 
 __all__ = ["AsyncRecall"]
@@ -27,6 +28,7 @@ class AsyncRecall(AsyncSubAPI):
     def _recall(self) -> RecallEngine:
         return self._core.recall
 
+    @attributed
     async def search(
         self,
         scope: Scope,
@@ -67,7 +69,8 @@ class AsyncRecall(AsyncSubAPI):
         await catch_up.keywords()  # read-your-writes: full-text rows still waiting
         if vectors is not None and emb is not None:
             await catch_up.run(s, conversation_id=conversation_id)
-            qvec = (await emb.aembed([query]))[0]
+            with usage_purpose("query"):
+                qvec = (await emb.aembed([query]))[0]
         dialect = self._core.engine.dialect
         params = self._recall.params
         return await self._read(
@@ -87,6 +90,7 @@ class AsyncRecall(AsyncSubAPI):
             created_by=before,
         )
 
+    @attributed
     async def flush(
         self,
         scope: Scope | None = None,

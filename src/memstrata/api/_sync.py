@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime
 from types import TracebackType
@@ -13,6 +13,7 @@ from memstrata import provenance
 from memstrata.api._sync_base import SubAPI
 from memstrata.api._sync_context import Compaction
 from memstrata.api._sync_graph import Graphs
+from memstrata.api._sync_jobs import Jobs
 from memstrata.api._sync_longterm import Facts, LongTerm
 from memstrata.api._sync_memory import MemoryMaintenance
 from memstrata.api._sync_nodes import Nodes
@@ -27,21 +28,16 @@ from memstrata.api._sync_state import (
     Working,
 )
 from memstrata.api._sync_transfer import Transfer
+from memstrata.api._sync_usage import Usage
 from memstrata.api.core import Core
 from memstrata.config import Settings
 from memstrata.context import CompactionResult, Context
 from memstrata.conversation.history import History
 from memstrata.embeddings.port import Embedder
-from memstrata.errors import InvalidInput, NotFound
-from memstrata.jobs import ops as jobs_ops
-from memstrata.jobs import presence as presence_ops
-from memstrata.jobs.ops import Job
-from memstrata.jobs.presence import Presence
-from memstrata.jobs.worker import Handler
+from memstrata.errors import InvalidInput
 from memstrata.remote import remote_client
-from memstrata.runtime import page_limit
 from memstrata.scoped import Scoped
-from memstrata.storage import sql, tenancy
+from memstrata.storage import tenancy
 from memstrata.storage.records import to_micros
 from memstrata.storage.tenancy import ApiKey, Principal
 from memstrata.types import Conversation, Message, MessagePatch, NewMessage, Page, Scope
@@ -244,7 +240,11 @@ class Users(SubAPI):
         """Delete ``scope.user`` of ``scope.tenant`` and everything it owns; returns the conversations removed."""
         rt = self._core.rt
         s = _scope(scope)
-        return self._write(ops.delete_user, rt, s.tenant, s.user)
+        # The user's buffered usage rows first, so the cascade re-attributes them too.
+        self._core.flush_usage()
+        removed = self._write(ops.delete_user, rt, s.tenant, s.user)
+        self._core.usage_ledger.forget_user(s.tenant, s.user)  # those noted meanwhile
+        return removed
 
 
 class Keys(SubAPI):
@@ -289,100 +289,6 @@ class Keys(SubAPI):
         return self._write(tenancy.rotate_key, key_id, now, until)
 
 
-class Jobs(SubAPI):
-    """The durable background queue shared by every feature (see :mod:`memstrata.jobs.ops`)."""
-
-    def register(self, kind: str, handler: Handler[Any], *, lease_s: float = 60.0) -> None:
-        """Run ``handler(job, memory)`` for jobs of ``kind``; it must be idempotent."""
-        self._core.jobs.register(kind, handler, lease_s=lease_s)
-
-    def enqueue(
-        self,
-        scope: Scope,
-        kind: str,
-        *,
-        key: str | None = None,
-        payload: dict[str, Any] | None = None,
-        flags: dict[str, bool] | None = None,
-        conversation_id: str | None = None,
-        delay_s: float = 0.0,
-        max_wait_s: float | None = None,
-        max_attempts: int = 5,
-    ) -> Job:
-        """Queue a job; with a ``key``, merge into the queued job of the same kind and key."""
-        s = _scope(scope)
-        return self._enqueue(
-            kind,
-            tenant=s.tenant,
-            user=s.user,
-            agent=s.agent,
-            key=key,
-            conversation_id=conversation_id,
-            payload=payload,
-            flags=flags,
-            delay_s=delay_s,
-            max_wait_s=max_wait_s if max_wait_s is not None else max(delay_s * 10, delay_s),
-            max_attempts=max_attempts,
-        )
-
-    def blocked(self, kind: str) -> str | None:
-        """Why this process cannot run jobs of ``kind`` now (they wait, queued), or None."""
-        return self._core.jobs.blocked(kind)
-
-    def get(self, job_id: str, *, tenant: str | None = None, user: str | None = None) -> Job:
-        job = self._read(jobs_ops.get_job, job_id)
-        if (tenant is not None and job.tenant != tenant) or (user is not None and job.user != user):
-            raise NotFound(f"job {job_id} not found", kind="job")
-        return job
-
-    def list(
-        self,
-        *,
-        tenant: str | None = None,
-        user: str | None = None,
-        status: str | None = None,
-        limit: int | None = None,
-        cursor: str | None = None,
-    ) -> Page[Job]:
-        """Newest first, optionally only one tenant's (or user's) jobs in one status."""
-        st = jobs_ops.parse_status(status)
-        n = page_limit(self._core.rt, limit)
-        before = sql.seq_cursor(cursor)
-        rows = self._read(
-            jobs_ops.list_jobs,
-            tenant=tenant,
-            user=user,
-            status=st,
-            before_created=before,
-            limit=n + 1,
-        )
-        items = [job for job, _ in rows[:n]]
-        return Page(items, sql.encode_cursor(rows[n - 1][1]) if len(rows) > n else None)
-
-    def retry(self, job_id: str, *, tenant: str | None = None) -> Job:
-        """Send a dead job back to the queue."""
-        now = self._core.rt.clock()
-        job = self._write(jobs_ops.retry, job_id, now, tenant)
-        self._core.job_queued()
-        return job
-
-    def stats(self) -> dict[str, Any]:
-        now = self._core.rt.clock()
-        return self._read(jobs_ops.queue_stats, now)
-
-    def presence(self, *, tenant: str | None = None, user: str | None = None) -> Presence:
-        """Due jobs (all, a tenant's or a user's) and whether any worker runs them:
-        ``.warning`` is one line for people when jobs are due and no worker was seen lately."""
-        now = self._core.rt.clock()
-        return self._read(presence_ops.presence, now, tenant=tenant, user=user)
-
-    def run_pending(
-        self, kinds: Sequence[str] | None = None, max_jobs: int | None = None
-    ) -> int:
-        """Run every ready job now, in this process; returns how many ran (tests, flushes)."""
-        return self._core.run_pending(kinds, max_jobs)
-
-
 class Memory(SubAPI):
     """One memory store. Open with :meth:`open`; close with :meth:`close` or ``with``."""
 
@@ -408,6 +314,7 @@ class Memory(SubAPI):
         self.graphs = Graphs(core)
         self.provenance = Provenance(core)
         self.memory = MemoryMaintenance(core)
+        self.usage = Usage(core)
 
     @classmethod
     @overload

@@ -16,6 +16,7 @@ from memstrata.jobs.ops import Job
 from memstrata.longterm.clocks import parse_instant
 from memstrata.recall.catchup import CatchUp
 from memstrata.types import Scope
+from memstrata.usage import attributed
 from memstrata.validation import checked_scope as _scope
 
 __all__ = ["Compaction"]
@@ -34,6 +35,7 @@ class Compaction(SubAPI):
         """Providers, policies, hooks and the LLM of this memory (shared by every facade)."""
         return self._core.context
 
+    @attributed
     def assemble(
         self,
         scope: Scope,
@@ -77,6 +79,7 @@ class Compaction(SubAPI):
             return query, None, None
         return CatchUp(self._core).context_query(scope, conversation_id, leaf_id, query)
 
+    @attributed
     def run(
         self, scope: Scope, conversation_id: str, *, leaf_id: str | None = None
     ) -> CompactionResult:

@@ -32,6 +32,7 @@ from memstrata.longterm.prompt import build_messages, repair_messages
 from memstrata.longterm.scrub import mentions_upload, scrub_uploads
 from memstrata.longterm.service import EXTRACT_JOB, LongTermKit, job_key
 from memstrata.types import Page, Scope
+from memstrata.usage import attributed
 from memstrata.validation import checked_scope as _scope
 
 __all__ = ["Facts", "LongTerm"]
@@ -153,6 +154,7 @@ class LongTerm(SubAPI):
         self._core.job_queued()
         return job
 
+    @attributed
     def flush(
         self,
         scope: Scope,

@@ -14,6 +14,7 @@ from memstrata.recall.search import RecallHit, check_args
 from memstrata.recall.search import search_op as _search_op
 from memstrata.recall.service import FLUSH_BATCH, RecallEngine
 from memstrata.types import Scope
+from memstrata.usage import attributed, usage_purpose
 from memstrata.validation import checked_scope as _scope
 
 __all__ = ["Recall"]
@@ -26,6 +27,7 @@ class Recall(SubAPI):
     def _recall(self) -> RecallEngine:
         return self._core.recall
 
+    @attributed
     def search(
         self,
         scope: Scope,
@@ -66,7 +68,8 @@ class Recall(SubAPI):
         catch_up.keywords()  # read-your-writes: full-text rows still waiting
         if vectors is not None and emb is not None:
             catch_up.run(s, conversation_id=conversation_id)
-            qvec = (emb.embed([query]))[0]
+            with usage_purpose("query"):
+                qvec = (emb.embed([query]))[0]
         dialect = self._core.engine.dialect
         params = self._recall.params
         return self._read(
@@ -86,6 +89,7 @@ class Recall(SubAPI):
             created_by=before,
         )
 
+    @attributed
     def flush(
         self,
         scope: Scope | None = None,

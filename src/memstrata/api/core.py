@@ -25,7 +25,7 @@ from memstrata.storage.engine import Engine
 from memstrata.storage.plan import Op, Query, read
 from memstrata.tokens import get_tokenizer
 from memstrata.types import Scope
-from memstrata.usage import MeteredLLM, UsageMeter
+from memstrata.usage import MeteredLLM, UsageLedger, UsageMeter
 from memstrata.validation import build, checked_scope
 
 if TYPE_CHECKING:
@@ -80,7 +80,14 @@ class Core:
         self._worker: Worker[Any] | None = None
         self._worker_lock = threading.Lock()
         self.requested_embedder = embedder  # None: the recall feature reads the settings
-        self.usage = UsageMeter()
+        # Model calls reach the store through the ledger, in batches (memstrata.usage).
+        self.usage_ledger = UsageLedger(
+            engine,
+            make_id=runtime.make_id,
+            clock=runtime.clock,
+            interval_s=settings.usage_flush_seconds,
+        )
+        self.usage = UsageMeter(self.usage_ledger, runtime.tokenizer)
         self.redactor = Redactor.build(
             [k.strip() for k in settings.redact.split(",") if k.strip()], settings.redact_patterns
         )
@@ -92,7 +99,7 @@ class Core:
     def wrap_llm(self, llm: LLM) -> LLM:
         """A model as features call it: redacted (when configured), then metered."""
         inner: LLM = llm if self.redactor is None else RedactingLLM(llm, self.redactor)
-        return MeteredLLM(inner, self.usage, self.rt.tokenizer)
+        return MeteredLLM(inner, self.usage, self.rt.tokenizer, model=self.settings.llm_model)
 
     @classmethod
     def open(
@@ -180,6 +187,7 @@ class Core:
                     Core.sync_facade(self),
                     poll_s=self.settings.worker_poll_seconds,
                     wakeup=self.wakeup,
+                    after_job=self.usage_ledger.flush,
                 )
             return self._worker
 
@@ -220,6 +228,14 @@ class Core:
         if self._worker is not None:
             self._worker.stop()
         self.wakeup.close()
+        self.usage_ledger.close()  # the calls still buffered, before the store closes
+
+    def flush_usage(self) -> int:
+        """Write the buffered usage rows now (a report then sees this process's calls)."""
+        return self.usage_ledger.flush()
+
+    async def aflush_usage(self) -> int:
+        return await anyio.to_thread.run_sync(self.usage_ledger.flush)
 
     def close(self) -> None:
         self._stop_worker()

@@ -28,6 +28,7 @@ from memstrata.provenance import feature as provenance_feature
 from memstrata.recall.service import RecallEngine
 from memstrata.retention import job as retention_job
 from memstrata.storage.plan import Op
+from memstrata.usage import store as usage_store
 
 if TYPE_CHECKING:
     from memstrata.api.core import Core
@@ -107,6 +108,11 @@ def _memory_health(core: Core) -> None:
     consolidate.install(core)
 
 
+def _usage(core: Core) -> None:
+    # Usage rows are the tenant's accounting: a deleted user's stay, re-attributed.
+    core.rt.cascade.on_user_delete(usage_store.anonymise_user)
+
+
 FEATURES: tuple[Feature, ...] = (
     Feature("jobs", _jobs),
     Feature("vectors", _vectors),
@@ -119,4 +125,5 @@ FEATURES: tuple[Feature, ...] = (
     Feature("retention", retention_job.install),
     Feature("provenance", provenance_feature.install),
     Feature("memory-health", _memory_health),
+    Feature("usage", _usage),
 )

@@ -31,6 +31,7 @@ from memstrata.cli import (
     retention,
     serve,
     transfer,
+    usage,
     working,
 )
 
@@ -88,6 +89,7 @@ COMMANDS: tuple[tuple[str, Callable[..., Any]], ...] = (
     ("provenance", provenance.provenance),
     ("health", health.health),
     ("consolidate", health.consolidate),
+    ("usage", usage.usage),
 )
 GROUPS: tuple[tuple[str, typer.Typer], ...] = (
     ("keys", keys.keys_app),
@@ -98,6 +100,7 @@ GROUPS: tuple[tuple[str, typer.Typer], ...] = (
     ("working", working.working_app),
     ("nodes", nodes.nodes_app),
     ("retention", retention.retention_app),
+    ("budgets", usage.budgets_app),
 )
 
 for _name, _command in COMMANDS:

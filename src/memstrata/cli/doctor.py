@@ -219,6 +219,44 @@ def _worker_rows(report: dict[str, Any]) -> list[tuple[str, str, str]]:
     return [("workers", "ok", detail)]
 
 
+def _budgets(mem: Memory) -> dict[str, Any]:
+    held = [
+        {
+            "tenant": b.tenant,
+            "purpose": b.purpose,
+            "daily_tokens": b.daily_tokens,
+            "used_today": b.used_today,
+            "waiting_jobs": n,
+        }
+        for b, n in mem.usage.held_back()
+    ]
+    return {"used_up": held}
+
+
+def _check_budgets(db: str | None) -> dict[str, Any]:
+    """Budgets used up today: a warning naming the jobs they hold back (they wait, resume
+    the next UTC day or when raised)."""
+    info: dict[str, Any] = {"ok": False}
+    if not _probe(db, info, _budgets):
+        return info
+    info["ok"] = True
+    info["warnings"] = [
+        f"{h['tenant']}: {h['purpose']} budget used up today ({h['used_today']}/"
+        f"{h['daily_tokens']} tokens); {h['waiting_jobs']} job(s) wait as blocked: budget"
+        for h in info["used_up"]
+    ]
+    return info
+
+
+def _budget_rows(report: dict[str, Any]) -> list[tuple[str, str, str]]:
+    info = report["budgets"]
+    if not info["ok"]:
+        return [("budgets", "FAILED", info.get("error", ""))]
+    if info["warnings"]:
+        return [("budgets", "warning", "; ".join(info["warnings"]))]
+    return [("budgets", "ok", "no budget used up today")]
+
+
 def _diagnose(db: str | None) -> dict[str, Any]:
     from memstrata import __version__
 
@@ -236,6 +274,7 @@ def _diagnose(db: str | None) -> dict[str, Any]:
         "embedder": _check_embedder(),
         "longterm": dict(unopened) if problem else _check_longterm(db),
         "workers": dict(unopened) if problem else _check_workers(db),
+        "budgets": dict(unopened) if problem else _check_budgets(db),
     }
     report["ok"] = all(
         part["ok"] for part in report.values() if isinstance(part, dict) and "ok" in part
@@ -276,6 +315,8 @@ def _print_diagnosis(report: dict[str, Any]) -> None:
     table.add_row("embedder", status, "; ".join([detail, *embedder["warnings"]]))
     table.add_row(*_longterm_row(report["longterm"]))
     for extra in _worker_rows(report):
+        table.add_row(*extra)
+    for extra in _budget_rows(report):
         table.add_row(*extra)
     # Details hold paths, URLs and install commands ("memstrata[embed]"): text, never markup.
     Console(highlight=False).print(table)

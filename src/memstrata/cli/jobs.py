@@ -77,10 +77,12 @@ def worker(
             mem.close()
 
 
-def _job_dict(mem: Memory, job: Job) -> dict[str, Any]:
+def _job_dict(mem: Memory, job: Job, blocked: dict[str, str] | None = None) -> dict[str, Any]:
     out = {"tenant": job.tenant, **job.to_dict()}
-    # Whether a worker configured like this command could run it (e.g. it has no LLM).
-    out["blocked"] = mem.jobs.blocked(job.kind) if job.status is JobStatus.QUEUED else None
+    # Whether a worker configured like this command could run it (e.g. it has no LLM), or
+    # the tenant's budget of its purpose is used up today ("budget").
+    reasons = mem.jobs.blocked_reasons([job]) if blocked is None else blocked
+    out["blocked"] = reasons.get(job.id) if job.status is JobStatus.QUEUED else None
     return out
 
 
@@ -109,7 +111,8 @@ def jobs_list(
     """List jobs, newest first, with why a queued one cannot run here (``blocked``)."""
     with errors(), open_memory(db) as mem:
         page = mem.jobs.list(tenant=tenant, user=user, status=status, limit=limit, cursor=cursor)
-        jobs = [_job_dict(mem, j) for j in page.items]
+        waiting = mem.jobs.blocked_reasons(page.items)
+        jobs = [_job_dict(mem, j, waiting) for j in page.items]
     if as_json:
         dump({"items": jobs, "next_cursor": page.next_cursor})
         return

@@ -47,6 +47,7 @@ from memstrata.client._async_state import (
     AsyncRemoteSnapshots,
     AsyncRemoteWorking,
 )
+from memstrata.client._async_usage import AsyncRemoteUsage
 from memstrata.client._values import RemoteContext, RemoteHistory
 from memstrata.client._wire import Identity, iso_time
 from memstrata.context.kit import CompactionResult
@@ -89,6 +90,7 @@ class AsyncRemoteMemory:
         self.nodes = AsyncRemoteNodes(s)
         self.provenance = AsyncRemoteProvenance(s)
         self.memory = AsyncRemoteMemoryMaintenance(s)
+        self.usage = AsyncRemoteUsage(s)
 
     @property
     def url(self) -> str:

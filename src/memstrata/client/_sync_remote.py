@@ -36,6 +36,7 @@ from memstrata.client._sync_state import (
     RemoteSnapshots,
     RemoteWorking,
 )
+from memstrata.client._sync_usage import RemoteUsage
 from memstrata.client._values import RemoteContext, RemoteHistory
 from memstrata.client._wire import Identity, iso_time
 from memstrata.context.kit import CompactionResult
@@ -78,6 +79,7 @@ class RemoteMemory:
         self.nodes = RemoteNodes(s)
         self.provenance = RemoteProvenance(s)
         self.memory = RemoteMemoryMaintenance(s)
+        self.usage = RemoteUsage(s)
 
     @property
     def url(self) -> str:

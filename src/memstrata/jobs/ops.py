@@ -33,6 +33,7 @@ from memstrata.logs import current_request_id
 from memstrata.storage.plan import Exec, Op, Query, Row
 from memstrata.storage.records import dump_json, from_micros
 from memstrata.storage.sql import placeholders
+from memstrata.usage.store import budget_clause
 
 __all__ = [
     "Job",
@@ -271,11 +272,15 @@ def claim(
     now: int,
     lease_s: float | Mapping[str, float],
     limit: int = 1,
+    purposes: Mapping[str, str] | None = None,
 ) -> Op[list[Job]]:
     """Lease up to ``limit`` ready jobs (queued and due, or running with an expired lease).
 
     ``lease_s`` is one lease for every kind, or a lease per kind: a short job must not
     inherit a long job's lease, or a crashed worker would hold it for that long.
+    ``purposes`` maps job kinds to usage purposes: a job whose tenant has used up
+    today's budget of its purpose is not claimed (it stays queued, no attempt counted,
+    and is claimed once the day turns or the budget is raised).
     """
     kind_sql = ""
     params: list[Any] = [now, now]
@@ -284,12 +289,17 @@ def claim(
             return []
         kind_sql = f" AND j.kind IN ({placeholders(len(kinds))})"
         params.extend(kinds)
+    budget_sql = ""
+    if purposes:
+        clause, budget_params = budget_clause(purposes, now)
+        budget_sql = f" AND NOT {clause}"
+        params.extend(budget_params)
     params.append(now)
     params.append(limit)
     rows = yield Query(
         "SELECT j.id, j.attempts, j.max_attempts, j.kind FROM jobs j WHERE "
         "((j.status = 'queued' AND j.run_after <= ?) OR (j.status = 'running' AND j.lease_until < ?))"
-        f"{kind_sql} AND NOT EXISTS (SELECT 1 FROM jobs r WHERE r.kind = j.kind "
+        f"{kind_sql}{budget_sql} AND NOT EXISTS (SELECT 1 FROM jobs r WHERE r.kind = j.kind "
         "AND r.dedupe_key = j.dedupe_key AND r.id <> j.id AND r.status = 'running' AND r.lease_until >= ?) "
         "ORDER BY j.run_after LIMIT ?",
         params,

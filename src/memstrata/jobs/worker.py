@@ -27,6 +27,8 @@ from memstrata.logs import bound_request_id
 from memstrata.storage.engine import Engine
 from memstrata.storage.plan import write
 from memstrata.storage.sql import now_micros
+from memstrata.usage.scope import usage_scope
+from memstrata.usage.store import JOB_PURPOSES
 
 __all__ = ["Handler", "JobRegistry", "LocalWakeup", "Wakeup", "Worker"]
 
@@ -41,6 +43,7 @@ class _Entry(Generic[C]):
     handler: Handler[C]
     lease_s: float
     blocked: Callable[[], str | None] | None = None
+    purpose: str | None = None
 
 
 class JobRegistry(Generic[C]):
@@ -57,13 +60,17 @@ class JobRegistry(Generic[C]):
         *,
         lease_s: float = 60.0,
         blocked: Callable[[], str | None] | None = None,
+        purpose: str | None = None,
     ) -> None:
         """``blocked`` says why this process cannot run the kind now (e.g. no LLM), or
-        None: blocked jobs are not claimed here; they stay queued and visible."""
+        None: blocked jobs are not claimed here; they stay queued and visible.
+        ``purpose`` names the usage purpose its model calls spend (default: the kind's
+        in :data:`~memstrata.usage.store.JOB_PURPOSES`): a tenant's budget of that
+        purpose holds its jobs back once used up for the day."""
         if lease_s <= 0:
             raise InvalidInput("lease_s must be > 0", field="lease_s")
         with self._lock:
-            self._entries[kind] = _Entry(handler, lease_s, blocked)
+            self._entries[kind] = _Entry(handler, lease_s, blocked, purpose)
 
     def get(self, kind: str) -> _Entry[C] | None:
         return self._entries.get(kind)
@@ -80,6 +87,18 @@ class JobRegistry(Generic[C]):
 
     def kinds(self) -> list[str]:
         return sorted(self._entries)
+
+    def purpose(self, kind: str) -> str | None:
+        """The usage purpose of jobs of ``kind`` (None: no budget applies to it)."""
+        entry = self._entries.get(kind)
+        if entry is not None and entry.purpose is not None:
+            return entry.purpose
+        return JOB_PURPOSES.get(kind)
+
+    def purposes(self, kinds: Sequence[str] | None = None) -> dict[str, str]:
+        """``{kind: purpose}`` of the kinds (of ``kinds``) that have a purpose."""
+        names = self.kinds() if kinds is None else kinds
+        return {k: p for k in names if (p := self.purpose(k)) is not None}
 
 
 class Wakeup(Protocol):
@@ -162,8 +181,12 @@ class Worker(Generic[C]):
         poll_s: float = 1.0,
         wakeup: Wakeup | None = None,
         backoff: Callable[[int], int] = ops.backoff_micros,
+        after_job: Callable[[], object] | None = None,
     ) -> None:
+        """``after_job`` runs when a handler returns or raises, before the job is marked
+        (the usage ledger writes the job's model calls there)."""
         self._engine = engine
+        self._after_job = after_job
         self._registry = registry
         self._context = context
         self.name = name or f"{socket.gethostname()}:{os.getpid()}:{id(self):x}"
@@ -186,9 +209,16 @@ class Worker(Generic[C]):
         # Each kind is claimed with its own lease: a dead worker's job must come back after
         # its kind's lease, not after the longest lease of any kind this process handles.
         leases = {k: e.lease_s for k in known if (e := self._registry.get(k)) is not None}
+        purposes = self._registry.purposes(known)
         jobs = self._engine.run(
             write(
-                lambda: ops.claim(kinds=known, worker=self.name, now=now_micros(), lease_s=leases)
+                lambda: ops.claim(
+                    kinds=known,
+                    worker=self.name,
+                    now=now_micros(),
+                    lease_s=leases,
+                    purposes=purposes,
+                )
             )
         )
         return jobs[0] if jobs else None
@@ -211,8 +241,21 @@ class Worker(Generic[C]):
         }
         log.info("job %s (%s) started", job.id, job.kind, extra=extra)
         try:
-            with _LeaseKeeper(self._engine, job, entry.lease_s):
-                entry.handler(job, self._context)
+            try:
+                with (
+                    _LeaseKeeper(self._engine, job, entry.lease_s),
+                    usage_scope(
+                        job.tenant,
+                        job.user,
+                        job.agent,
+                        purpose=self._registry.purpose(job.kind),
+                        job_id=job.id,
+                    ),
+                ):
+                    entry.handler(job, self._context)
+            finally:
+                if self._after_job is not None:
+                    self._after_job()
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=5)}"
             backoff = self._backoff(job.attempts)

@@ -162,6 +162,7 @@ class MemoryTools:
             (self.get_reply_provenance, reads),
             (self.get_fact_usage, reads),
             (self.memory_health, reads),
+            (self.usage, reads),
         ]
         for fn, hints in catalogue:
             server.add_tool(fn, description=inspect.getdoc(fn), annotations=hints)
@@ -485,6 +486,30 @@ class MemoryTools:
         """Check the user's long-term memory: near-duplicate, contradicting, stale and
         unused facts (counts and examples), and its sizes."""
         report = await self._mem.memory.health(self._scope_of(ctx), stale_days=stale_days)
+        return report.to_dict()
+
+    # -- usage ---------------------------------------------------------------------------------
+
+    @_reported
+    async def usage(
+        self,
+        ctx: Context,
+        start: Annotated[
+            str | None,
+            Field(description="ISO 8601 start (inclusive); leave out for 30 days before the end."),
+        ] = None,
+        end: Annotated[
+            str | None, Field(description="ISO 8601 end (exclusive); leave out for now.")
+        ] = None,
+        group_by: Annotated[
+            Literal["purpose", "user"], Field(description="Totals per purpose or per user.")
+        ] = "purpose",
+    ) -> Result:
+        """The model calls and tokens spent for this user's memory (extraction, compaction,
+        consolidation, embedding, query) over a period, with the total."""
+        report = await self._mem.usage.report(
+            self._scope_of(ctx), start=start, end=end, group_by=group_by
+        )
         return report.to_dict()
 
 

@@ -35,6 +35,7 @@ from memstrata.recall.text import document_text
 from memstrata.recall.tier import MAX_QUERY_CHARS
 from memstrata.storage.plan import Op, read, write
 from memstrata.types import Message, Scope
+from memstrata.usage import usage_purpose
 
 if TYPE_CHECKING:
     from memstrata.api.core import Core
@@ -197,7 +198,8 @@ class AsyncCatchUp:
         if not query.strip():
             return query, None, None
         await self.run(scope, conversation_id=conversation_id)
-        qvec = (await emb.aembed([query[:MAX_QUERY_CHARS]]))[0]
+        with usage_purpose("query"):  # the query's vector; messages' vectors are indexing
+            qvec = (await emb.aembed([query[:MAX_QUERY_CHARS]]))[0]
         return query, qvec, space.embedder
 
     async def _message_vector(

@@ -16,6 +16,7 @@ from memstrata.recall.text import document_text
 from memstrata.recall.tier import MAX_QUERY_CHARS
 from memstrata.storage.plan import Op, read, write
 from memstrata.types import Message, Scope
+from memstrata.usage import usage_purpose
 
 if TYPE_CHECKING:
     from memstrata.api.core import Core
@@ -178,7 +179,8 @@ class CatchUp:
         if not query.strip():
             return query, None, None
         self.run(scope, conversation_id=conversation_id)
-        qvec = (emb.embed([query[:MAX_QUERY_CHARS]]))[0]
+        with usage_purpose("query"):  # the query's vector; messages' vectors are indexing
+            qvec = (emb.embed([query[:MAX_QUERY_CHARS]]))[0]
         return query, qvec, space.embedder
 
     def _message_vector(

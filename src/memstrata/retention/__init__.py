@@ -13,6 +13,8 @@ Kinds and what "old" means for each:
 * ``context_records`` — prompt provenance records made more than ``max_age`` ago (with no
   policy they are kept as long as their conversation; their conversation's own
   retention and every deletion cascade remove them too).
+* ``usage`` — usage rows (model calls, :mod:`memstrata.usage`) made more than ``max_age``
+  ago; with no policy they are kept, like every kind.
 
 A policy names a tenant, or ``*`` for every tenant without its own policy of that kind.
 :mod:`~memstrata.retention.policies` stores them and deletes what is past them,

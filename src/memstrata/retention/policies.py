@@ -33,6 +33,7 @@ KINDS = (
     "checkpoints",
     "snapshots",
     "context_records",
+    "usage",
 )
 ALL_TENANTS = "*"
 _S = 1_000_000
@@ -51,6 +52,8 @@ _SQL: dict[str, tuple[str, str, str, str]] = {
     "snapshots": ("run_snapshots", "conversation_id, run_id", "updated_at", ""),
     # Prompt provenance: records by the time they were made (their items go with them).
     "context_records": ("context_records", "id", "created_at", "tenant_id"),
+    # Usage rows (model calls), by the time of the call; budgets use the daily totals.
+    "usage": ("usage_events", "id", "at", "tenant_id"),
 }
 
 

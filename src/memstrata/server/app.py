@@ -25,6 +25,7 @@ from memstrata.server import (
     routes_provenance,
     routes_recall,
     routes_state,
+    routes_usage,
     ui,
 )
 from memstrata.server.keycache import KeyCache
@@ -103,6 +104,7 @@ def create_app(memory: AsyncMemory | None = None, settings: Settings | None = No
     app.include_router(routes_me.router)
     app.include_router(routes_provenance.router)
     app.include_router(routes_memory.router)
+    app.include_router(routes_usage.router)
     ui.mount_ui(app)  # the web UI at / and /ui/ (not in the OpenAPI)
     app.state.mcp = mount_mcp(
         app, mem

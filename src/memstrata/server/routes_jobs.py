@@ -48,10 +48,15 @@ Owner = Annotated[tuple[str, str | None], Depends(job_owner)]
 _TRACEBACK = "\nTraceback (most recent call last):"
 
 
-def _render(mem: AsyncMemory, caller: Principal) -> Callable[[Job], dict[str, Any]]:
+def _render(
+    mem: AsyncMemory, caller: Principal, blocked: dict[str, str] | None = None
+) -> Callable[[Job], dict[str, Any]]:
     def render(job: Job) -> dict[str, Any]:
         out = JobOut.encode(job)
-        out["blocked"] = mem.jobs.blocked(job.kind) if job.status is JobStatus.QUEUED else None
+        if blocked is not None:  # this process's reasons and the tenant's budgets
+            out["blocked"] = blocked.get(job.id)
+        else:
+            out["blocked"] = mem.jobs.blocked(job.kind) if job.status is JobStatus.QUEUED else None
         if not caller.admin and out["last_error"]:
             # The traceback names server files: operators (admin keys) see it, users do not.
             out["last_error"] = out["last_error"].split(_TRACEBACK, 1)[0]
@@ -74,7 +79,8 @@ async def list_jobs(
 ) -> Response:
     tenant, user = owner
     page = await mem.jobs.list(tenant=tenant, user=user, status=status, limit=limit, cursor=cursor)
-    body = page_body(page, _render(mem, caller))
+    blocked = await mem.jobs.blocked_reasons(page.items)
+    body = page_body(page, _render(mem, caller, blocked))
     # Queued jobs wait silently when no worker runs: say so beside them.
     body["worker_warning"] = (await mem.jobs.presence(tenant=tenant, user=user)).warning
     return JSONResponse(body)
@@ -83,7 +89,8 @@ async def list_jobs(
 @router.get("/{jid}", response_model=JobOut, responses=_NOT_FOUND, summary="One job")
 async def get_job(mem: Mem, owner: Owner, caller: Caller, jid: str) -> Response:
     tenant, user = owner
-    return JSONResponse(_render(mem, caller)(await mem.jobs.get(jid, tenant=tenant, user=user)))
+    job = await mem.jobs.get(jid, tenant=tenant, user=user)
+    return JSONResponse(_render(mem, caller, await mem.jobs.blocked_reasons([job]))(job))
 
 
 @router.post(

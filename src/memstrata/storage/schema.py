@@ -28,6 +28,7 @@ from memstrata.storage.tables import (
     WORKER_TABLES,
     render,
 )
+from memstrata.storage.usage_tables import USAGE_TABLES
 
 __all__ = ["MIGRATIONS", "Migration"]
 
@@ -246,6 +247,11 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
             16,
             "provenance: recorded context assemblies and the ids of what they injected",
             render(dialect, PROVENANCE_TABLES),
+        ),
+        Migration(
+            17,
+            "usage: model calls per owner and purpose, daily totals, per-tenant budgets",
+            render(dialect, USAGE_TABLES),
         ),
     )
     for dialect in TYPES

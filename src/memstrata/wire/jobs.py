@@ -41,7 +41,8 @@ class JobOut(Wire):
     request_id: Annotated[SkipJsonSchema[str | None], Field()] = None
     blocked: str | None = Field(
         default=None,
-        description="Why a queued job cannot run yet (e.g. extraction needs an LLM); it waits.",
+        description="Why a queued job cannot run yet (e.g. extraction needs an LLM; `budget`: "
+        "its tenant used up today's (UTC) token budget of its purpose); it waits.",
     )
 
 

@@ -12,6 +12,7 @@ import { jobsView } from "./views/jobs.js";
 import { nodesView } from "./views/nodes.js";
 import { profileView } from "./views/profile.js";
 import { signInView } from "./views/signin.js";
+import { usageView } from "./views/usage.js";
 import { usersView } from "./views/users.js";
 
 const SECTIONS = [
@@ -21,6 +22,7 @@ const SECTIONS = [
   { path: "/health", label: "Health", match: ["/health"] },
   { path: "/jobs", label: "Jobs", match: ["/jobs"] },
   { path: "/nodes", label: "Node memory", match: ["/nodes"] },
+  { path: "/usage", label: "Usage", match: ["/usage"] },
 ];
 
 // path pattern -> view; ":name" segments become route.params.name.
@@ -34,6 +36,7 @@ const ROUTES = [
   ["/health", healthView, {}],
   ["/jobs", jobsView, {}],
   ["/nodes", nodesView, {}],
+  ["/usage", usageView, {}],
 ];
 
 const main = document.getElementById("main");
