@@ -257,3 +257,28 @@ def test_the_tier_still_finds_a_fact_when_its_other_words_are_everywhere(mem: Me
     mem.messages.append(scope, conv.id, role="user", content="Tell me about the weather today")
     ctx = mem.context(scope, conv.id, budget=4000)
     _check_report(ctx)  # whatever the tier finds, the report still adds up
+
+
+def test_recalled_messages_come_in_time_order_under_their_dates(mem: Memory) -> None:
+    scope = fresh_scope()
+    conv = mem.conversations.create(scope, title="long ago")
+    said = [
+        (datetime(2023, 5, 2, tzinfo=UTC), "Ottilie sold one goat in Reykjavik"),
+        (datetime(2022, 1, 9, tzinfo=UTC), "Ottilie keeps three goats named after planets"),
+        (datetime(2022, 1, 9, 1, tzinfo=UTC), "The goats of Ottilie are named Mars and Venus"),
+    ]
+    for when, text in said:
+        mem.messages.append(scope, conv.id, role="user", content=text, occurred_at=when)
+    cid, _ = _today(mem, scope, "What are the goats of Ottilie named after? Planets?")
+    ctx = mem.context(scope, cid, budget=4000)
+    lines = _recall_block(ctx).splitlines()[1:-1]
+    # Oldest first, whatever the ranking; each day's heading once, before its messages.
+    assert lines == [
+        "[2022-01-09]",
+        "user: Ottilie keeps three goats named after planets",
+        "user: The goats of Ottilie are named Mars and Venus",
+        "[2023-05-02]",
+        "user: Ottilie sold one goat in Reykjavik",
+    ]
+    assert ctx.report.tiers["recall"].items == 3
+    _check_report(ctx)
