@@ -2,9 +2,10 @@
 query that are not already in the context.
 
 It runs after the recent window is chosen (``after_window``), so the window's
-messages are left out rather than repeated, and searches exactly like
+messages are left out rather than repeated, and searches like
 ``mem.recall.search`` (keyword ops, the vector op with the query vector the facade
-embedded before the transaction, and recall's fusion), over all of the user's
+embedded before the transaction, and recall's fusion with the tier's own weights
+and candidate counts, :data:`TIER_FUSION`), over all of the user's
 conversations. Each item is one message, rendered as ``speaker: content`` under a
 heading with its date (``[2023-05-08]``, written once per run of messages of that day:
 the date of every line at a fraction of its cost). The tier fills the room it is
@@ -72,8 +73,8 @@ def heading_of(message: Message) -> str:
 class RecallTier:
     """Tier provider ``recall`` (registered by :meth:`RecallEngine.install`).
 
-    ``k`` is how many messages it offers at most (best first); the budget may
-    grant fewer, whole messages only. Only candidates that clear ``gate`` are offered;
+    ``k`` is how many messages it offers at most (those that fit its room in time
+    order, then the rest best first); the budget may grant fewer, whole messages only. Only candidates that clear ``gate`` are offered;
     within the conversation being answered only ancestors of its leaf outside the
     window and the summary in use; of regeneration siblings only the best. Each item
     names the active facts that came from its message (``covered_by``), so the
