@@ -114,3 +114,16 @@ def test_score_context_counts_evidence_and_off_evidence_tokens() -> None:
     assert s.evidence_recall == 0.5
     assert s.recalled_tokens == 30
     assert s.off_evidence_tokens == 10  # L3: neither evidence nor an evidence session
+
+
+def test_a_date_heading_counts_with_the_line_under_it() -> None:
+    messages = [
+        {
+            "role": "system",
+            "content": "<recalled-messages>\n[2023-05-08]\nL1\n[2023-06-01]\nL3\n</recalled-messages>",
+        },
+    ]
+    turns = {"L1": "D1:1", "L3": "D2:1"}
+    s = cq.score_context(messages, 40, ["L1"], turns.get, ["D1:1"], lambda text: 10)
+    assert s.evidence_recall == 1.0
+    assert s.off_evidence_tokens == 20  # L3 and its heading; L1's heading goes with L1

@@ -273,3 +273,39 @@ def test_compaction_is_due_past_the_threshold_and_the_window(
     assert books.compaction_due(leaf, covered, 0.8, 20, model_window=128_000) is due
     # The smaller of the model's window and the budget sets the threshold.
     assert books.compaction_due(leaf, None, 0.8, 20, model_window=100) is (depth + 1 > 20)
+
+
+def test_items_with_a_heading_are_listed_under_it_once_per_run() -> None:
+    items = [
+        item("a", heading="[d1]"),
+        item("b", heading="[d1]"),
+        item("c", heading="[d2]"),
+        item("d"),
+    ]
+    assert block("recall", items) == (
+        "<recalled-messages>\n[d1]\nw w\nw w\n[d2]\nw w\nw w\n</recalled-messages>"
+    )
+    # Whatever subset is granted, every item stays under its own heading.
+    assert block("recall", [items[1], items[2]]) == (
+        "<recalled-messages>\n[d1]\nw w\n[d2]\nw w\n</recalled-messages>"
+    )
+
+
+def test_a_heading_costs_once_per_run_when_granting() -> None:
+    # Block 6 + heading 1 + 2 + 2 = 11: both items of one day fit, a third day's item
+    # would need its heading too.
+    books = Budget.open(100, TOK, {"recall": TierPolicy(1, cap=EMPTY_BLOCK + 6)}, None)
+    offered = {
+        "recall": [
+            item("a", heading="[d1]"),
+            item("b", heading="[d1]"),
+            item("c", heading="[d2]"),
+        ]
+    }
+    books.note_asks(offered)
+    books.hold(offered, late=[])
+    chosen = books.grant(offered)
+    assert [i.id for i in chosen["recall"]] == ["a", "b"]
+    assert books.tiers["recall"].granted == EMPTY_BLOCK + 5
+    assert books.tiers["recall"].granted == TOK.count_message(block("recall", chosen["recall"]))
+    assert [d["id"] for d in books.report.dropped] == ["c"]

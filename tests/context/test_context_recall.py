@@ -83,7 +83,10 @@ def test_an_old_fact_from_another_conversation_is_recalled(mem: Memory) -> None:
     ctx = mem.context(scope, cid, budget=4000)  # query: the newest user message
     block = _recall_block(ctx)
     assert render_item(fact) in block.splitlines()
-    assert block.splitlines()[1].startswith("[2023-03-14] user: ")  # best first, dated
+    # Dated: a heading with the day, the messages of that day under it.
+    lines = block.splitlines()
+    assert lines[1] == "[2023-03-14]"
+    assert lines[2].startswith("user: ")
     recall = ctx.report.tiers["recall"]
     assert 1 <= recall.items <= 8
     assert 0 < recall.granted <= recall.asked
@@ -170,14 +173,17 @@ def test_report_adds_up_and_stays_within_budget(mem: Memory) -> None:
     scope = fresh_scope()
     for i in range(12):
         _old_fact(mem, scope, f"Fact {i}: Ottilie's goat number {i} likes carrots and hay")
-    cid, _ = _today(mem, scope, "What do Ottilie's goats like to eat?")
+    cid, _ = _today(mem, scope, "Which goat of Ottilie likes carrots and hay?")
     for budget in (120, 300, 700, 2000, 8000):
         ctx = mem.context(scope, cid, budget=budget)
         _check_report(ctx)
         recall = ctx.report.tiers["recall"]
         assert recall.items <= mem.core.recall.tier.k
         lines = _recall_block(ctx).splitlines()[1:-1]
-        assert len(lines) == recall.items
+        # One line per item, plus a heading per day.
+        assert len([x for x in lines if not x.startswith("[")]) == recall.items
+        if budget >= 700:
+            assert recall.items > 3
     mem.core.recall.tier.k = 3
     few = mem.context(scope, cid, budget=8000)
     assert few.report.tiers["recall"].items == 3
@@ -253,3 +259,28 @@ def test_the_tier_still_finds_a_fact_when_its_other_words_are_everywhere(mem: Me
     mem.messages.append(scope, conv.id, role="user", content="Tell me about the weather today")
     ctx = mem.context(scope, conv.id, budget=4000)
     _check_report(ctx)  # whatever the tier finds, the report still adds up
+
+
+def test_recalled_messages_come_in_time_order_under_their_dates(mem: Memory) -> None:
+    scope = fresh_scope()
+    conv = mem.conversations.create(scope, title="long ago")
+    said = [
+        (datetime(2023, 5, 2, tzinfo=UTC), "Ottilie sold one goat in Reykjavik"),
+        (datetime(2022, 1, 9, tzinfo=UTC), "Ottilie keeps three goats named after planets"),
+        (datetime(2022, 1, 9, 1, tzinfo=UTC), "The goats of Ottilie are named Mars and Venus"),
+    ]
+    for when, text in said:
+        mem.messages.append(scope, conv.id, role="user", content=text, occurred_at=when)
+    cid, _ = _today(mem, scope, "What are the goats of Ottilie named after? Planets?")
+    ctx = mem.context(scope, cid, budget=4000)
+    lines = _recall_block(ctx).splitlines()[1:-1]
+    # Oldest first, whatever the ranking; each day's heading once, before its messages.
+    assert lines == [
+        "[2022-01-09]",
+        "user: Ottilie keeps three goats named after planets",
+        "user: The goats of Ottilie are named Mars and Venus",
+        "[2023-05-02]",
+        "user: Ottilie sold one goat in Reykjavik",
+    ]
+    assert ctx.report.tiers["recall"].items == 3
+    _check_report(ctx)

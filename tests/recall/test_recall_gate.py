@@ -193,10 +193,26 @@ def _no_room() -> TierPolicy:
 
 def test_the_gate_needs_a_strong_best_match_then_admits_companions() -> None:
     gate = RelevanceGate()
-    assert gate.admit([]) == []
-    assert gate.admit([1.0, 0.9]) == [False, False]  # no candidate reaches the floor
-    assert gate.admit([1.3, 0.3, 0.1]) == [True, True, False]
+    assert gate.admit([], 0.0, None) == []
+    # No candidate is close enough: nothing goes in.
+    assert gate.admit([1.0, 0.9], 0.3, 0.4) == [False, False]
+    # A strong best match: every companion with evidence of its own joins.
+    assert gate.admit([1.3, 0.3, 0.1], 0.3, 0.7) == [True, True, False]
     assert gate.evidence(0.0, None) == 0.0
     assert gate.evidence(0.5, None) == pytest.approx(1.0)
-    assert gate.evidence(0.0, 0.5) == pytest.approx(1.0)
-    assert gate.evidence(0.0, 0.1) == 0.0
+
+
+def test_a_weak_best_match_brings_only_a_few_messages() -> None:
+    gate = RelevanceGate()
+    # Between the floor and full strength: at most weak_k messages, best first.
+    strength = (gate.floor + gate.full) / 2
+    admitted = gate.admit([1.0] * 20, 0.0, strength)
+    assert admitted == [True] * gate.weak_k + [False] * (20 - gate.weak_k)
+    assert gate.limit(0.0, gate.full) is None
+    assert gate.limit(0.0, gate.floor - 0.01) == 0
+    # The keyword coverage adds to the strength ...
+    assert gate.limit(0.5, gate.full - 0.05) is None
+    # ... and a message matching most of the query is strong on its own, also without
+    # an embedder (keyword recall only).
+    assert gate.limit(gate.keyword_floor, None) is None
+    assert gate.limit(gate.keyword_floor - 0.01, None) == 0

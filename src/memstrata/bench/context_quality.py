@@ -18,6 +18,7 @@ tunes memstrata to the data: the memory is opened with its defaults.
 
 from __future__ import annotations
 
+import re
 import tempfile
 import time
 from collections import defaultdict
@@ -43,6 +44,8 @@ __all__ = ["BUDGETS", "QuestionScore", "print_result", "run", "score_context"]
 BUDGETS = (1000, 2000, 4000)
 HEADLINE_BUDGET = 2000
 _TAG = "<recalled-messages>"
+#: The recall tier's date heading (``[2023-05-08]``): not a message of its own.
+_HEADING = re.compile(r"\[\d{4}-\d\d-\d\d\]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,10 +77,15 @@ def score_context(
     found = sum(1 for t in evidence_texts if " ".join(t.split()) in text)
     sessions = {e.split(":")[0] for e in evidence}
     off = 0
+    heading = 0  # a date heading counts with the first message line under it
     for line in _recall_lines(messages):
+        if _HEADING.fullmatch(line):
+            heading = count(line + "\n")
+            continue
         dia = line_turn(line)
         if dia is None or (dia not in evidence and dia.split(":")[0] not in sessions):
-            off += count(line + "\n")
+            off += count(line + "\n") + heading
+        heading = 0
     return QuestionScore(found / max(len(evidence_texts), 1), recalled_tokens, off)
 
 

@@ -25,13 +25,31 @@ from memstrata.types import Message
 if TYPE_CHECKING:
     from memstrata.context.summaries import Summary
 
-__all__ = ["Budget", "block"]
+__all__ = ["Budget", "block", "heading_cost"]
 
 
 def block(tier: str, items: Sequence[TierItem]) -> str:
-    """The system message that injects a tier's items."""
+    """The system message that injects a tier's items. An item whose provenance names a
+    ``heading`` (e.g. the date of a recalled message) is put under that heading, written
+    once for a run of items that share it: whatever subset is granted reads right."""
     tag = BLOCK_TAGS[tier]
-    return f"<{tag}>\n" + "".join(i.text + "\n" for i in items) + f"</{tag}>"
+    lines: list[str] = []
+    last: object = None
+    for i in items:
+        heading = i.provenance.get("heading")
+        if heading is not None and heading != last:
+            lines.append(f"{heading}\n")
+        last = heading
+        lines.append(i.text + "\n")
+    return f"<{tag}>\n" + "".join(lines) + f"</{tag}>"
+
+
+def heading_cost(item: TierItem, previous: TierItem | None, tok: Tokenizer) -> int:
+    """The tokens of the heading :func:`block` writes before ``item`` after ``previous``."""
+    heading = item.provenance.get("heading")
+    if heading is None or (previous is not None and previous.provenance.get("heading") == heading):
+        return 0
+    return tok.count_text(f"{heading}\n")
 
 
 @dataclass(slots=True)
@@ -199,9 +217,10 @@ def _select(
     chosen: list[TierItem] = []
     used = overhead
     for item in items:
-        if used + item.tokens <= allow:
+        cost = item.tokens + heading_cost(item, chosen[-1] if chosen else None, tok)
+        if used + cost <= allow:
             chosen.append(item)
-            used += item.tokens
+            used += cost
         else:
             dropped.append(_drop(tier, item, "over budget"))
     # Counted exactly on the final text; BPE across joins can differ from the item sums.

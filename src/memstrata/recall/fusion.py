@@ -28,12 +28,13 @@ K = TypeVar("K", str, tuple[str, str])
 @dataclass(frozen=True, slots=True)
 class FusionParams:
     # A small k trusts the top of each list more than the classic 60: with two good
-    # rankers, agreement near the top is the strongest signal.
-    rrf_k: float = 10.0
-    keyword_weight: float = 1.3
+    # rankers, agreement near the top is the strongest signal. (Search's defaults, chosen
+    # with ``memstrata bench locomo``; the context's recall tier has its own.)
+    rrf_k: float = 12.0
+    keyword_weight: float = 1.4
     vector_weight: float = 1.0
     #: Multiplier for time-mentioning candidates of a time question.
-    time_boost: float = 0.3
+    time_boost: float = 0.4
     #: Share of a neighbour's fused score a candidate receives.
     neighbour_share: float = 0.4
     #: Share of its segment's best fused score a candidate receives.

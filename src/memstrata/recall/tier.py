@@ -2,20 +2,27 @@
 query that are not already in the context.
 
 It runs after the recent window is chosen (``after_window``), so the window's
-messages are left out rather than repeated, and searches exactly like
+messages are left out rather than repeated, and searches like
 ``mem.recall.search`` (keyword ops, the vector op with the query vector the facade
-embedded before the transaction, and recall's fusion), over all of the user's
-conversations. Each item is one message, rendered as ``[date] role: content``.
+embedded before the transaction, and recall's fusion with the tier's own weights
+and candidate counts, :data:`TIER_FUSION`), over all of the user's
+conversations. Each item is one message, rendered as ``speaker: content`` under a
+heading with its date (``[2023-05-08]``, written once per run of messages of that day:
+the date of every line at a fraction of its cost). The tier fills the room it is
+offered itself, best first, then hands the chosen messages over in time order (oldest
+first), followed by the rest of its candidates.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from memstrata.context.budget import block, heading_cost
 from memstrata.context.tiers import TierItem, TierRequest
 from memstrata.errors import InvalidInput
 from memstrata.recall import index as idx
-from memstrata.recall.fusion import fuse
+from memstrata.recall.fusion import FusionParams, fuse
 from memstrata.recall.gate import RelevanceGate
 from memstrata.recall.index import key_of
 from memstrata.recall.search import MAX_K, LazyRule, candidates_op
@@ -27,10 +34,18 @@ from memstrata.types import Message, Status
 if TYPE_CHECKING:
     from memstrata.recall.service import RecallEngine
 
-__all__ = ["BELOW_FLOOR", "DEFAULT_K", "RecallTier", "render_item"]
+__all__ = ["BELOW_FLOOR", "DEFAULT_K", "TIER_FUSION", "RecallTier", "heading_of", "render_item"]
 
-DEFAULT_K = 60
-CANDIDATES = 100
+DEFAULT_K = 100
+#: Keyword and vector candidates each (``mem.recall.search`` takes 100): a context holds
+#: ~50 messages at 2k tokens, and the deeper lists feed the neighbour and segment shares.
+CANDIDATES = 200
+#: The tier's fusion: a budget of ~50 lines rewards depth (a flatter rank curve, more
+#: weight to a message's own ranks than to its segment's) where search's top ten reward
+#: the head. Chosen with ``memstrata bench context-quality`` (docs/benchmarks.md).
+TIER_FUSION = FusionParams(
+    rrf_k=20.0, keyword_weight=1.3, time_boost=0.3, neighbour_share=0.4, segment_share=0.4
+)
 MAX_TERMS = 12
 MAX_DF = 200
 #: Longest query text searched (the rest of a long message adds little but cost).
@@ -42,20 +57,24 @@ REPORTED_BELOW = 3
 
 
 def render_item(message: Message) -> str:
-    """One line per message: its date, its speaker (the one a client named in its
-    metadata, else its role) and content (line breaks folded)."""
-    when = message.occurred_at.date().isoformat()
+    """One line per message: its speaker (the one a client named in its metadata, else
+    its role) and content (line breaks folded). Its date is its heading."""
     content = " ".join(message.content.split())
     speaker = speaker_of(message)
     who = message.role.value if speaker is None else speaker
-    return f"[{when}] {who}: {content}"
+    return f"{who}: {content}"
+
+
+def heading_of(message: Message) -> str:
+    """The heading a recalled message is listed under: the day it was said."""
+    return f"[{message.occurred_at.date().isoformat()}]"
 
 
 class RecallTier:
     """Tier provider ``recall`` (registered by :meth:`RecallEngine.install`).
 
-    ``k`` is how many messages it offers at most (best first); the budget may
-    grant fewer, whole messages only. Only candidates that clear ``gate`` are offered;
+    ``k`` is how many messages it offers at most (those that fit its room in time
+    order, then the rest best first); the budget may grant fewer, whole messages only. Only candidates that clear ``gate`` are offered;
     within the conversation being answered only ancestors of its leaf outside the
     window and the summary in use; of regeneration siblings only the best. Each item
     names the active facts that came from its message (``covered_by``), so the
@@ -75,6 +94,7 @@ class RecallTier:
         #: A term held by this many of the caller's messages or more is left out.
         self.max_df = MAX_DF
         self.gate = RelevanceGate()
+        self.fusion = TIER_FUSION
 
     @property
     def k(self) -> int:
@@ -118,9 +138,10 @@ class RecallTier:
             drop_common=True,
             created_by=request.as_of,
         )
-        ranked = fuse(found.candidates, temporal=info.temporal, params=self._engine.params)
+        ranked = fuse(found.candidates, temporal=info.temporal, params=self.fusion)
         considered: list[tuple[Message, float, float]] = []
         siblings: set[tuple[str, str | None, str]] = set()
+        best_coverage, best_similarity = 0.0, None
         for c in ranked:
             m = found.messages[(c.conversation_id, c.id)]
             in_window = m.conversation_id == request.conversation_id and m.id in request.window_ids
@@ -135,8 +156,11 @@ class RecallTier:
                 siblings.add(family)
             sim = found.similarity.get(key_of(m))
             coverage = found.coverage.get(key_of(m), 0.0)
+            best_coverage = max(best_coverage, coverage)
+            if sim is not None:
+                best_similarity = sim if best_similarity is None else max(best_similarity, sim)
             considered.append((m, c.score, self.gate.evidence(coverage, sim)))
-        admitted = self.gate.admit([e for _, _, e in considered])
+        admitted = self.gate.admit([e for _, _, e in considered], best_coverage, best_similarity)
         chosen = [c for c, ok in zip(considered, admitted, strict=True) if ok][: self.k]
         below = [] if chosen else considered[:REPORTED_BELOW]
         facts = yield from idx.facts_from(request.scope, [m for m, _, _ in chosen])
@@ -146,12 +170,14 @@ class RecallTier:
                 render_item(m),
                 message_id=m.id,
                 conversation_id=m.conversation_id,
+                heading=heading_of(m),
                 score=round(score, 6),
                 evidence=round(evidence, 3),
                 **({"covered_by": facts[key_of(m)]} if key_of(m) in facts else {}),
             )
             for m, score, evidence in chosen
         ]
+        items = in_time_order(items, [m for m, _, _ in chosen], request)
         if not items:
             # Nothing cleared the floor: the assembler reports these, never injects them.
             items = [
@@ -160,6 +186,7 @@ class RecallTier:
                     render_item(m),
                     message_id=m.id,
                     conversation_id=m.conversation_id,
+                    heading=heading_of(m),
                     score=round(score, 6),
                     evidence=round(evidence, 3),
                     rejected=BELOW_FLOOR,
@@ -167,3 +194,26 @@ class RecallTier:
                 for m, score, evidence in below
             ]
         return items
+
+
+def in_time_order(
+    items: Sequence[TierItem], messages: Sequence[Message], request: TierRequest
+) -> list[TierItem]:
+    """The items that fit the room the tier is offered (best first, each date's heading
+    counted once), in time order, then the rest best first (the budget reports them)."""
+    tok = request.tokenizer
+    used = tok.count_message(block("recall", []))
+    fits: list[tuple[Message, TierItem]] = []
+    rest: list[TierItem] = []
+    days: set[object] = set()
+    for m, item in zip(messages, items, strict=True):
+        heading = item.provenance["heading"]
+        cost = item.tokens + (0 if heading in days else heading_cost(item, None, tok))
+        if used + cost <= request.allowance:
+            used += cost
+            days.add(heading)
+            fits.append((m, item))
+        else:
+            rest.append(item)
+    fits.sort(key=lambda pair: (pair[0].occurred_at, pair[0].seq))
+    return [item for _, item in fits] + rest
