@@ -363,6 +363,9 @@ DERIVED: dict[str, str] = {
     "graph_writes": "LangGraph pending writes: not exported yet",
     "graph_items": "LangGraph store items belong to a tenant, not a user: not exported",
     "graph_item_vectors": "made with the store items",
+    "usage_events": "the tenant's accounting of model calls, not a user's memory",
+    "usage_daily": "daily totals of usage_events, for budgets",
+    "usage_budgets": "the operator's settings, not a user's data",
 }
 
 
