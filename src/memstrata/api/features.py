@@ -24,9 +24,11 @@ from memstrata.jobs import ops as jobs_ops
 from memstrata.llm import llm_from_settings
 from memstrata.nodes import ops as nodes_ops
 from memstrata.nodes import service as nodes_service
+from memstrata.nodes.layout import NodeKey
 from memstrata.recall.service import RecallEngine
 from memstrata.retention import job as retention_job
-from memstrata.storage.plan import Op
+from memstrata.storage.plan import Op, Query
+from memstrata.storage.sql import placeholders
 
 if TYPE_CHECKING:
     from memstrata.api.core import Core
@@ -78,8 +80,19 @@ def _context(core: Core) -> None:
     core.jobs.register(COMPACT_JOB, compact_job)
 
 
+def _node_blob_prefixes(ids: Sequence[str]) -> Op[list[str]]:
+    """The blob prefixes of the node memories of conversations (for deletion receipts)."""
+    rows = yield Query(
+        "SELECT tenant_id, app_id, conversation_id, node_id, generation FROM node_memories "
+        f"WHERE conversation_id IN ({placeholders(len(ids))})",
+        list(ids),
+    )
+    return [NodeKey(t, a, c, n).prefix(str(g)) for t, a, c, n, g in rows]
+
+
 def _nodes(core: Core) -> None:
     core.rt.cascade.on_conversation_delete(nodes_ops.cascade_step(core.rt))
+    core.rt.cascade.on_conversation_blobs(_node_blob_prefixes)
     core.jobs.register(nodes_ops.PURGE_JOB, nodes_service.purge_job)
     core.jobs.register(nodes_ops.COMPACT_JOB, nodes_service.compact_job, lease_s=120.0)
 

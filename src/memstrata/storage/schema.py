@@ -19,6 +19,7 @@ from memstrata.storage.tables import (
     NODE_TURN_TABLES,
     RECALL_KEYWORDS,
     RECALL_TABLES,
+    RECEIPT_TABLES,
     RETENTION_TABLES,
     STATE_TABLES,
     TYPES,
@@ -204,6 +205,11 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
             14,
             "messages: ids unique per conversation (an id used elsewhere is free here)",
             _MESSAGE_IDS[dialect],
+        ),
+        Migration(
+            18,
+            "deletion receipts: what each deletion removed and what its verification found",
+            render(dialect, RECEIPT_TABLES),
         ),
     )
     for dialect in TYPES

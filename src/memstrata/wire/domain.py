@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from memstrata.encoding import register
 from memstrata.wire import context, conversations, jobs, longterm, nodes, recall, state
+from memstrata.wire import receipts as receipt_wire
 from memstrata.wire._codec import Wire
 
 __all__: list[str] = []
@@ -29,6 +30,7 @@ CANONICAL: tuple[type[Wire], ...] = (
     state.CheckpointOut,
     state.SnapshotOut,
     state.WorkingMemoryOut,
+    receipt_wire.ReceiptOut,
 )
 
 for _model in CANONICAL:

@@ -1,0 +1,94 @@
+"""``mem.receipts``: deletion receipts (see :mod:`memstrata.receipts`).
+
+Each deletion of the facade (``mem.users.delete``, ``mem.conversations.delete``,
+``mem.messages.delete``, ``mem.facts.delete``) writes its receipt in its own transaction
+and then, through :func:`settle`, purges the blob prefixes it made unreachable and runs
+the verification scan, storing the result on the receipt before returning it.
+"""
+
+from __future__ import annotations
+
+from memstrata.api._async_base import AsyncSubAPI
+from memstrata.api.core import Core
+from memstrata.errors import MemstrataError
+from memstrata.nodes.service import blobs_for
+from memstrata.receipts import Receipt, verify
+from memstrata.receipts import blobs as receipt_blobs
+from memstrata.receipts import ops as receipt_ops
+from memstrata.receipts.ops import Deletion
+from memstrata.storage.plan import read, write
+from memstrata.types import Scope
+from memstrata.validation import checked_scope as _scope
+
+__all__ = ["LOCAL_ACTOR", "AsyncReceipts", "settle"]
+
+#: The actor a receipt names when the deletion came through the Python API directly.
+LOCAL_ACTOR = "python"
+
+
+async def settle(core: Core, deletion: Deletion) -> Receipt:
+    """After a deletion committed: purge its blob prefixes, then scan the store for anything
+    of it left, and store both on its receipt."""
+    _, receipt, prefixes = deletion
+    counts: dict[str, int] = {}
+    found: list[str] = []
+    more: dict[str, int] = {}
+    if prefixes:
+        try:
+            counts = await blobs_for(core).arun(receipt_blobs.purge(prefixes))
+        except MemstrataError as exc:  # the deletion's purge job still runs later
+            found.append(f"blobs: not purged now ({exc.code}); the queued purge job will")
+        else:
+            more["jobs"] = await core.engine.arun(
+                write(lambda: receipt_ops.drop_purge_jobs(prefixes))
+            )
+    return await _verify(core, receipt, counts, more, found, prefixes)
+
+
+async def _verify(
+    core: Core,
+    receipt: Receipt,
+    counts: dict[str, int],
+    more: dict[str, int],
+    found: list[str],
+    prefixes: list[str],
+) -> Receipt:
+    subject = verify.Subject(receipt.kind, receipt.tenant, receipt.user, receipt.subject_ids)
+    keeps = frozenset(core.rt.cascade.keeps_ids)
+    found += await core.engine.arun(read(lambda: verify.scan(core.engine.dialect, subject, keeps)))
+    if subject.conversation_ids and receipt.kind != "message":
+        try:
+            found += await blobs_for(core).arun(
+                receipt_blobs.leftovers(receipt.tenant, prefixes, subject.conversation_ids)
+            )
+        except MemstrataError as exc:
+            found.append(f"blobs: not scanned ({exc.code})")
+    now = core.rt.clock()
+    return await core.engine.arun(
+        write(lambda: receipt_ops.set_verification(receipt, counts, more, not found, found, now))
+    )
+
+
+class AsyncReceipts(AsyncSubAPI):
+    """Read deletion receipts, and run a receipt's verification scan again."""
+
+    async def get(self, owner: Scope | str, receipt_id: str) -> Receipt:
+        """A receipt: ``owner`` a scope reads the receipts of that user's own deletions
+        (not the user's deletion itself, which only the tenant's admins read); a tenant
+        name reads any receipt of the tenant. NotFound for another tenant's or user's."""
+        tenant, user = self._owner(owner)
+        return await self._read(receipt_ops.get, tenant, user, receipt_id)
+
+    async def verify(self, owner: Scope | str, receipt_id: str) -> Receipt:
+        """Run the receipt's verification scan again (e.g. after a restore from a backup)
+        and store its result."""
+        tenant, user = self._owner(owner)
+        receipt = await self._read(receipt_ops.get, tenant, user, receipt_id)
+        return await _verify(self._core, receipt, dict(receipt.blobs), {}, [], [])
+
+    @staticmethod
+    def _owner(owner: Scope | str) -> tuple[str, str | None]:
+        if isinstance(owner, str):
+            return _scope(Scope(owner, "admin")).tenant, None
+        s = _scope(owner)
+        return s.tenant, s.user
