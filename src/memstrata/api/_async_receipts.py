@@ -72,12 +72,13 @@ async def _verify(
 class AsyncReceipts(AsyncSubAPI):
     """Read deletion receipts, and run a receipt's verification scan again."""
 
-    async def get(self, owner: Scope | str, receipt_id: str) -> Receipt:
+    async def get(self, owner: Scope | str, receipt_id: str, *, admin: bool = False) -> Receipt:
         """A receipt: ``owner`` a scope reads the receipts of that user's own deletions
-        (not the user's deletion itself, which only the tenant's admins read); a tenant
-        name reads any receipt of the tenant. NotFound for another tenant's or user's."""
+        (not the user's deletion itself, which only the tenant's admins read: ``admin=True``
+        reads every receipt of the user); a tenant name reads any receipt of the tenant.
+        NotFound for another tenant's or user's."""
         tenant, user = self._owner(owner)
-        return await self._read(receipt_ops.get, tenant, user, receipt_id)
+        return await self._read(receipt_ops.get, tenant, user, receipt_id, admin=admin)
 
     async def verify(self, owner: Scope | str, receipt_id: str) -> Receipt:
         """Run the receipt's verification scan again (e.g. after a restore from a backup)

@@ -164,15 +164,16 @@ def delete_fact(rt: Runtime, scope: Scope, fact_id: str, rid: str, actor: str) -
     return None, receipt, []
 
 
-def get(tenant: str, user: str | None, rid: str) -> Op[Receipt]:
+def get(tenant: str, user: str | None, rid: str, *, admin: bool = False) -> Op[Receipt]:
     """A receipt of ``tenant``: any of them for its admins (``user`` None), else one of the
-    user's own deletions while the user exists. NotFound otherwise, whoever holds it."""
+    user's own deletions while the user exists (``admin``: the user's, deleted or not).
+    NotFound otherwise, whoever holds it."""
     if not rid or len(rid) > 128 or "\x00" in rid:  # no receipt has such an id
         raise NotFound(f"receipt {rid!r} not found", kind="receipt")
     sql = f"SELECT {_COLUMNS} FROM deletion_receipts WHERE id = ? AND tenant_id = ?"
     params: tuple[str, ...] = (rid, tenant)
     if user is not None:
-        sql += " AND user_id = ? AND owner_visible = 1"
+        sql += " AND user_id = ?" if admin else " AND user_id = ? AND owner_visible = 1"
         params += (user,)
     rows = yield Query(sql, params)
     if not rows:

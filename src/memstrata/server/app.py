@@ -22,6 +22,7 @@ from memstrata.server import (
     routes_messages,
     routes_nodes,
     routes_recall,
+    routes_receipts,
     routes_state,
     ui,
 )
@@ -99,6 +100,7 @@ def create_app(memory: AsyncMemory | None = None, settings: Settings | None = No
     app.include_router(routes_nodes.router)
     app.include_router(routes_longterm.router)
     app.include_router(routes_me.router)
+    app.include_router(routes_receipts.router)
     ui.mount_ui(app)  # the web UI at / and /ui/ (not in the OpenAPI)
     app.state.mcp = mount_mcp(
         app, mem
