@@ -30,6 +30,7 @@ from memstrata.client._async_longterm import (
     AsyncRemoteLongTerm,
     AsyncRemoteUsers,
 )
+from memstrata.client._async_receipts import AsyncRemoteReceipts
 from memstrata.client._async_session import (
     NO_MESSAGE_CAP_PARAM,
     NO_TOKEN_LIMIT,
@@ -84,6 +85,7 @@ class AsyncRemoteMemory:
         self.jobs = AsyncRemoteJobs(s)
         self.users = AsyncRemoteUsers(s)
         self.nodes = AsyncRemoteNodes(s)
+        self.receipts = AsyncRemoteReceipts(s)
 
     @property
     def url(self) -> str:

@@ -19,6 +19,7 @@ from memstrata.client._sync_longterm import (
     RemoteLongTerm,
     RemoteUsers,
 )
+from memstrata.client._sync_receipts import RemoteReceipts
 from memstrata.client._sync_session import (
     NO_MESSAGE_CAP_PARAM,
     NO_TOKEN_LIMIT,
@@ -73,6 +74,7 @@ class RemoteMemory:
         self.jobs = RemoteJobs(s)
         self.users = RemoteUsers(s)
         self.nodes = RemoteNodes(s)
+        self.receipts = RemoteReceipts(s)
 
     @property
     def url(self) -> str:
