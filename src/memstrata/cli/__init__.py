@@ -26,6 +26,7 @@ from memstrata.cli import (
     mcp,
     nodes,
     recall,
+    receipts,
     retention,
     serve,
     transfer,
@@ -93,6 +94,7 @@ GROUPS: tuple[tuple[str, typer.Typer], ...] = (
     ("working", working.working_app),
     ("nodes", nodes.nodes_app),
     ("retention", retention.retention_app),
+    ("receipts", receipts.receipts_app),
 )
 
 for _name, _command in COMMANDS:
