@@ -277,3 +277,26 @@ def test_rows_removed_by_a_cascade_step_added_later_are_counted(memory: Memory) 
 
 def test_the_scan_skips_only_receipts_and_migrations() -> None:
     assert frozenset({"deletion_receipts", "schema_migrations"}) == SKIPPED
+
+
+def test_receipts_follow_retention_a_year_by_default(memory: Memory) -> None:
+    scope = Scope(T, "kept-a-year")
+    r = memory.facts.delete(scope, memory.facts.add(scope, "x").id)
+    assert memory.retention.apply()["receipts"] == 0  # young: kept
+    now = memory.core.rt.clock()
+    memory.core.rt.clock = lambda: now + 366 * 86400 * 1_000_000
+    assert memory.retention.apply(dry_run=True)["receipts"] == 1
+    assert memory.retention.apply()["receipts"] == 1
+    with pytest.raises(NotFound):
+        memory.receipts.get(T, r.id)
+
+
+def test_a_receipts_policy_is_honoured(memory: Memory) -> None:
+    scope = Scope(T, "short-lived")
+    r = memory.facts.delete(scope, memory.facts.add(scope, "x").id)
+    memory.retention.set(T, "receipts", 3600)
+    now = memory.core.rt.clock()
+    memory.core.rt.clock = lambda: now + 2 * 3600 * 1_000_000
+    assert memory.retention.apply()["receipts"] == 1
+    with pytest.raises(NotFound):
+        memory.receipts.get(T, r.id)

@@ -9,7 +9,9 @@ Kinds and what "old" means for each:
 * ``jobs`` — finished (``done``) more than ``max_age`` ago; dead letters stay until
   retried or their user is deleted;
 * ``checkpoints`` — expired more than ``max_age`` ago;
-* ``snapshots`` — run snapshots not updated for ``max_age``.
+* ``snapshots`` — run snapshots not updated for ``max_age``;
+* ``receipts`` — deletion receipts written more than ``max_age`` ago (365 days when no
+  policy of this kind exists: receipts hold ids and counts, never content).
 
 A policy names a tenant, or ``*`` for every tenant without its own policy of that kind.
 :mod:`~memstrata.retention.policies` stores them and deletes what is past them,

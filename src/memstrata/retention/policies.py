@@ -14,6 +14,7 @@ from memstrata.storage.records import from_micros
 
 __all__ = [
     "ALL_TENANTS",
+    "DEFAULT_MAX_AGE_S",
     "KINDS",
     "Policy",
     "candidates",
@@ -26,7 +27,10 @@ __all__ = [
     "set_policy",
 ]
 
-KINDS = ("conversations", "node_memories", "jobs", "checkpoints", "snapshots")
+KINDS = ("conversations", "node_memories", "jobs", "checkpoints", "snapshots", "receipts")
+#: Kinds kept for a bounded time even without a policy: deletion receipts hold ids and
+#: counts only, and are kept a year unless a policy says otherwise.
+DEFAULT_MAX_AGE_S: dict[str, float] = {"receipts": 365 * 86400.0}
 ALL_TENANTS = "*"
 _S = 1_000_000
 
@@ -42,6 +46,7 @@ _SQL: dict[str, tuple[str, str, str, str]] = {
     ),
     # Snapshots carry no tenant: it is their conversation's (see _tenant_sql).
     "snapshots": ("run_snapshots", "conversation_id, run_id", "updated_at", ""),
+    "receipts": ("deletion_receipts", "id", "created_at", "tenant_id"),
 }
 
 
