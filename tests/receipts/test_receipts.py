@@ -300,3 +300,27 @@ def test_a_receipts_policy_is_honoured(memory: Memory) -> None:
     assert memory.retention.apply()["receipts"] == 1
     with pytest.raises(NotFound):
         memory.receipts.get(T, r.id)
+
+
+def test_a_message_of_the_same_id_elsewhere_is_not_a_leftover(memory: Memory) -> None:
+    """Message ids are unique per conversation: deleting one leaves another conversation's
+    message of the same id alone, and the scan does not mistake it for a leftover."""
+    scope = Scope(T, "same-ids")
+    mid = "0196f1c2-7e8a-7b2c-9d3e-4f5a6b7c8d9e"
+    first = memory.conversations.create(scope).id
+    second = memory.conversations.create(scope).id
+    for cid in (first, second):
+        memory.messages.append(scope, cid, id=mid, role="user", content="same id")
+    r = memory.messages.delete(scope, first, mid)
+    assert r.verified is True, r.findings
+    assert [m.id for m in memory.history(scope, second).messages] == [mid]
+    # A leftover in the deleted message's own conversation is still found.
+
+    def plant() -> Op[None]:
+        yield Exec(
+            "UPDATE conversations SET metadata = ? WHERE id = ?", (f'{{"m": "{mid}"}}', first)
+        )
+
+    memory.core.engine.run(write(plant))
+    again = memory.receipts.verify(scope, r.id)
+    assert again.findings == ["conversations.metadata: 1 rows contain a deleted id"]

@@ -29,7 +29,7 @@ __all__ = ["SKIPPED", "Subject", "scan", "table_columns"]
 SKIPPED = frozenset({"deletion_receipts", "schema_migrations"})
 
 # Ids shorter than this are too likely to occur inside unrelated values to search as
-# substrings (a client may name a message "m1"); they get the exact checks only.
+# substrings (a user named "u1" would match "u10"); they get the exact checks only.
 _DISTINCT = 16
 _CHUNK = 20  # needles per substring query
 
@@ -143,14 +143,35 @@ def _exact(subject: Subject, table: str, columns: Collection[str]) -> Op[list[st
     return [f"{table}.{c}: {n} rows name a deleted id" for c, n in counts.items() if n]
 
 
-def _anywhere(table: str, columns: Sequence[str], needles: Sequence[str]) -> Op[list[str]]:
+def _within(
+    subject: Subject, table: str, columns: Collection[str]
+) -> tuple[str, list[object]] | None:
+    """The rows of ``table`` the anywhere-search reads: all of them, except for a message
+    deletion. Message ids are unique per conversation only (another conversation may hold
+    a message of the same id), so that search keeps to the deleted messages' conversation,
+    in the tables that name one."""
+    if subject.kind != "message":
+        return "", []
+    cid = subject.subject_ids[0]
+    if "conversation_id" in columns:
+        return "conversation_id = ? AND ", [cid]
+    if table == "conversations":
+        return "id = ? AND ", [cid]
+    return None
+
+
+def _anywhere(
+    table: str, columns: Sequence[str], needles: Sequence[str], within: tuple[str, list[object]]
+) -> Op[list[str]]:
     """Rows of ``table`` holding a deleted id anywhere (a column read as text)."""
     found: list[str] = []
+    prefix, first = within
     for column in columns:
         for start in range(0, len(needles), _CHUNK):
             chunk = needles[start : start + _CHUNK]
             where = " OR ".join(f"CAST(\"{column}\" AS TEXT) LIKE ? ESCAPE '\\'" for _ in chunk)
-            n = yield from _count(table, where, [f"%{_escape(x)}%" for x in chunk])
+            params = [*first, *(f"%{_escape(x)}%" for x in chunk)]
+            n = yield from _count(table, f"{prefix}({where})", params)
             if n:
                 found.append(f"{table}.{column}: {n} rows contain a deleted id")
                 break
@@ -166,6 +187,7 @@ def scan(dialect: str, subject: Subject, keeps_ids: Collection[str] = ()) -> Op[
         if table in SKIPPED or table in keeps_ids:
             continue
         found += yield from _exact(subject, table, columns)
-        if needles:
-            found += yield from _anywhere(table, columns, needles)
+        within = _within(subject, table, columns)
+        if needles and within is not None:
+            found += yield from _anywhere(table, columns, needles, within)
     return found
