@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 import uuid
+from collections.abc import Sequence
 
 import pytest
 
@@ -257,7 +258,7 @@ def test_rows_removed_by_a_cascade_step_added_later_are_counted(memory: Memory) 
 
     memory.core.engine.run(write(add_table))
 
-    def step(ids: list[str]) -> Op[None]:
+    def step(ids: Sequence[str]) -> Op[None]:
         marks = ", ".join("?" * len(ids))
         yield Exec(f"DELETE FROM later_rows WHERE conversation_id IN ({marks})", ids)
 

@@ -1377,7 +1377,7 @@ class RestIsolation(RuleBasedStateMachine):
         """A deletion receipt, read by the user whose data it was (its key, or the admin
         naming it), by a stranger, or by an admin tenant-wide; or a receipt that never was."""
         rid = str(uuid.uuid4())
-        if self.receipts and data.draw(st.booleans(), label="a known receipt"):
+        if bool(self.receipts) and data.draw(st.booleans(), label="a known receipt"):
             rid = data.draw(st.sampled_from(list(self.receipts)), label="rid")
             owner = self.receipts[rid][0]
             if data.draw(st.booleans(), label="its user reads"):

@@ -54,7 +54,7 @@ async def _receipt(client, h, response) -> dict:
 async def test_every_deletion_has_a_receipt_with_counts_and_no_content(client, keys, auth):
     h = auth(keys.alice)
     canary = f"CANARY{uuid.uuid4().hex}"
-    cid, (q, a) = await _conversation(client, h, canary)
+    cid, (_, a) = await _conversation(client, h, canary)
     fact = await client.post("/v1/facts", json={"content": f"likes {canary}"}, headers=h)
     fid = fact.json()["id"]
 
