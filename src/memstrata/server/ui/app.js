@@ -10,6 +10,7 @@ import { factsView } from "./views/facts.js";
 import { jobsView } from "./views/jobs.js";
 import { nodesView } from "./views/nodes.js";
 import { profileView } from "./views/profile.js";
+import { receiptsView } from "./views/receipts.js";
 import { signInView } from "./views/signin.js";
 import { usersView } from "./views/users.js";
 
@@ -19,6 +20,7 @@ const SECTIONS = [
   { path: "/profile", label: "Profile", match: ["/profile"] },
   { path: "/jobs", label: "Jobs", match: ["/jobs"] },
   { path: "/nodes", label: "Node memory", match: ["/nodes"] },
+  { path: "/receipts", label: "Receipts", match: ["/receipts"] },
 ];
 
 // path pattern -> view; ":name" segments become route.params.name.
@@ -31,6 +33,7 @@ const ROUTES = [
   ["/profile", profileView, {}],
   ["/jobs", jobsView, {}],
   ["/nodes", nodesView, {}],
+  ["/receipts", receiptsView, {}],
 ];
 
 const main = document.getElementById("main");
