@@ -325,3 +325,24 @@ def test_a_message_of_the_same_id_elsewhere_is_not_a_leftover(memory: Memory) ->
     memory.core.engine.run(write(plant))
     again = memory.receipts.verify(scope, r.id)
     assert again.findings == ["conversations.metadata: 1 rows contain a deleted id"]
+
+
+def test_on_a_large_store_the_scan_runs_as_a_job(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memstrata.api import _sync_receipts
+
+    monkeypatch.setattr(_sync_receipts, "INLINE_SCAN_MAX_MESSAGES", 0)
+    scope = Scope(T, "large-store")
+    kept = memory.conversations.create(scope).id
+    memory.messages.append(scope, kept, role="user", content="the store is not empty")
+    cid = memory.conversations.create(scope).id
+    memory.messages.append(scope, cid, role="user", content="one")
+    r = memory.conversations.delete(scope, cid)
+    assert (r.verified, r.verified_at, r.tables["messages"]) == (None, None, 1)
+    assert memory.receipts.get(scope, r.id).verified is None
+    assert memory.jobs.run_pending(["receipts.verify"]) == 1
+    done = memory.receipts.get(scope, r.id)
+    assert done.verified is True
+    assert done.verified_at is not None
+    assert done.tables == r.tables

@@ -3,7 +3,9 @@
 Each deletion of the facade (``mem.users.delete``, ``mem.conversations.delete``,
 ``mem.messages.delete``, ``mem.facts.delete``) writes its receipt in its own transaction
 and then, through :func:`settle`, purges the blob prefixes it made unreachable and runs
-the verification scan, storing the result on the receipt before returning it.
+the verification scan, storing the result on the receipt before returning it. The scan
+reads every table, so on a store past :data:`INLINE_SCAN_MAX_MESSAGES` messages it runs as
+a ``receipts.verify`` job instead, and the receipt answers ``verified: null`` until then.
 """
 
 from __future__ import annotations
@@ -15,15 +17,19 @@ from memstrata.nodes.service import blobs_for
 from memstrata.receipts import Receipt, verify
 from memstrata.receipts import blobs as receipt_blobs
 from memstrata.receipts import ops as receipt_ops
+from memstrata.receipts.job import VERIFY_JOB
 from memstrata.receipts.ops import Deletion
 from memstrata.storage.plan import read, write
 from memstrata.types import Scope
 from memstrata.validation import checked_scope as _scope
 
-__all__ = ["LOCAL_ACTOR", "AsyncReceipts", "settle"]
+__all__ = ["INLINE_SCAN_MAX_MESSAGES", "LOCAL_ACTOR", "VERIFY_JOB", "AsyncReceipts", "settle"]
 
 #: The actor a receipt names when the deletion came through the Python API directly.
 LOCAL_ACTOR = "python"
+#: Up to this many messages stored (the newest message's server order, read from an
+#: index), the scan runs inside the deleting call; past it, as a job.
+INLINE_SCAN_MAX_MESSAGES = 10_000
 
 
 async def settle(core: Core, deletion: Deletion) -> Receipt:
@@ -42,6 +48,8 @@ async def settle(core: Core, deletion: Deletion) -> Receipt:
             more["jobs"] = await core.engine.arun(
                 write(lambda: receipt_ops.drop_purge_jobs(prefixes))
             )
+    if await core.engine.arun(read(receipt_ops.store_size)) > INLINE_SCAN_MAX_MESSAGES:
+        return await AsyncReceipts(core).verify_later(receipt, counts, more, found)
     return await _verify(core, receipt, counts, more, found, prefixes)
 
 
@@ -86,6 +94,27 @@ class AsyncReceipts(AsyncSubAPI):
         tenant, user = self._owner(owner)
         receipt = await self._read(receipt_ops.get, tenant, user, receipt_id)
         return await _verify(self._core, receipt, dict(receipt.blobs), {}, [], [])
+
+    async def verify_later(
+        self, receipt: Receipt, blobs: dict[str, int], more: dict[str, int], found: list[str]
+    ) -> Receipt:
+        """Store what is known now (blob counts, rows removed after the deletion) with the
+        verdict pending, and queue the scan (a job outside every cascade: it outlives the
+        user and conversation it is about)."""
+        now = self._core.rt.clock()
+        pending = await self._write(
+            receipt_ops.set_verification, receipt, blobs, more, None, found, now
+        )
+        await self._enqueue(
+            VERIFY_JOB,
+            tenant=receipt.tenant,
+            user=None,
+            agent=None,
+            key=receipt.id,
+            payload={"receipt_id": receipt.id},
+            max_wait_s=0.0,
+        )
+        return pending
 
     @staticmethod
     def _owner(owner: Scope | str) -> tuple[str, str | None]:

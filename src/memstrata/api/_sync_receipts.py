@@ -9,15 +9,19 @@ from memstrata.nodes.service import blobs_for
 from memstrata.receipts import Receipt, verify
 from memstrata.receipts import blobs as receipt_blobs
 from memstrata.receipts import ops as receipt_ops
+from memstrata.receipts.job import VERIFY_JOB
 from memstrata.receipts.ops import Deletion
 from memstrata.storage.plan import read, write
 from memstrata.types import Scope
 from memstrata.validation import checked_scope as _scope
 
-__all__ = ["LOCAL_ACTOR", "Receipts", "settle"]
+__all__ = ["INLINE_SCAN_MAX_MESSAGES", "LOCAL_ACTOR", "VERIFY_JOB", "Receipts", "settle"]
 
 #: The actor a receipt names when the deletion came through the Python API directly.
 LOCAL_ACTOR = "python"
+#: Up to this many messages stored (the newest message's server order, read from an
+#: index), the scan runs inside the deleting call; past it, as a job.
+INLINE_SCAN_MAX_MESSAGES = 10_000
 
 
 def settle(core: Core, deletion: Deletion) -> Receipt:
@@ -36,6 +40,8 @@ def settle(core: Core, deletion: Deletion) -> Receipt:
             more["jobs"] = core.engine.run(
                 write(lambda: receipt_ops.drop_purge_jobs(prefixes))
             )
+    if core.engine.run(read(receipt_ops.store_size)) > INLINE_SCAN_MAX_MESSAGES:
+        return Receipts(core).verify_later(receipt, counts, more, found)
     return _verify(core, receipt, counts, more, found, prefixes)
 
 
@@ -80,6 +86,27 @@ class Receipts(SubAPI):
         tenant, user = self._owner(owner)
         receipt = self._read(receipt_ops.get, tenant, user, receipt_id)
         return _verify(self._core, receipt, dict(receipt.blobs), {}, [], [])
+
+    def verify_later(
+        self, receipt: Receipt, blobs: dict[str, int], more: dict[str, int], found: list[str]
+    ) -> Receipt:
+        """Store what is known now (blob counts, rows removed after the deletion) with the
+        verdict pending, and queue the scan (a job outside every cascade: it outlives the
+        user and conversation it is about)."""
+        now = self._core.rt.clock()
+        pending = self._write(
+            receipt_ops.set_verification, receipt, blobs, more, None, found, now
+        )
+        self._enqueue(
+            VERIFY_JOB,
+            tenant=receipt.tenant,
+            user=None,
+            agent=None,
+            key=receipt.id,
+            payload={"receipt_id": receipt.id},
+            max_wait_s=0.0,
+        )
+        return pending
 
     @staticmethod
     def _owner(owner: Scope | str) -> tuple[str, str | None]:

@@ -26,6 +26,7 @@ from memstrata.nodes import ops as nodes_ops
 from memstrata.nodes import service as nodes_service
 from memstrata.nodes.layout import NodeKey
 from memstrata.recall.service import RecallEngine
+from memstrata.receipts import job as receipts_job
 from memstrata.retention import job as retention_job
 from memstrata.storage.plan import Op, Query
 from memstrata.storage.sql import placeholders
@@ -123,4 +124,5 @@ FEATURES: tuple[Feature, ...] = (
     Feature("recall", _recall),
     Feature("longterm", _longterm),
     Feature("retention", retention_job.install),
+    Feature("receipts", receipts_job.install),
 )

@@ -32,6 +32,7 @@ __all__ = [
     "drop_purge_jobs",
     "get",
     "set_verification",
+    "store_size",
 ]
 
 _COLUMNS = (
@@ -185,12 +186,12 @@ def set_verification(
     receipt: Receipt,
     blobs: dict[str, int],
     more_rows: dict[str, int],
-    verified: bool,
+    verified: bool | None,
     findings: Sequence[str],
     now: int,
 ) -> Op[Receipt]:
     """Store the blob counts, rows removed after the deletion's transaction (its purge jobs)
-    and the scan's result on the receipt."""
+    and the scan's result on the receipt (``verified`` None: the scan is still to run)."""
     tables = dict(receipt.tables)
     for table, n in more_rows.items():
         if n:
@@ -202,8 +203,8 @@ def set_verification(
         (
             json.dumps(dict(sorted(tables.items()))),
             json.dumps(dict(sorted(blobs.items()))),
-            int(verified),
-            now,
+            None if verified is None else int(verified),
+            None if verified is None else now,
             json.dumps(list(findings)),
             rid,
         ),
@@ -212,6 +213,13 @@ def set_verification(
     if not rows:  # removed by retention in between: nothing to report on
         raise NotFound(f"receipt {rid} not found", kind="receipt")
     return _to_receipt(rows[0])
+
+
+def store_size() -> Op[int]:
+    """About how many messages the store has held (the newest server order: one index
+    read), which decides whether a verification scan runs inline or as a job."""
+    rows = yield Query("SELECT max(seq) FROM messages")
+    return int(rows[0][0] or 0)
 
 
 def drop_purge_jobs(prefixes: Sequence[str]) -> Op[int]:
