@@ -346,3 +346,17 @@ def test_on_a_large_store_the_scan_runs_as_a_job(
     assert done.verified is True
     assert done.verified_at is not None
     assert done.tables == r.tables
+
+
+def test_a_node_memory_cleared_before_the_deletion_leaves_nothing(memory: Memory) -> None:
+    """A clear leaves its blobs to a purge job whose payload names the conversation; the
+    conversation's deletion purges them now and drops that job too."""
+    scope = Scope(T, "cleared-node")
+    cid = memory.conversations.create(scope).id
+    first = memory.messages.append(scope, cid, role="user", content="hi")
+    memory.nodes.add_turn(scope, "app", cid, "node", message_id=first.id, user_content="q")
+    memory.nodes.delete(scope, "app", cid, "node")  # cleared: its purge job waits
+    r = memory.conversations.delete(scope, cid)
+    assert r.verified is True, r.findings
+    assert r.tables["jobs"] >= 1
+    assert sum(r.blobs.values()) >= 1

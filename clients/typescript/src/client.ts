@@ -28,6 +28,12 @@ export type NodeHistory = S["NodeHistoryOut"];
 export type ToolCall = S["ToolCall"];
 export type FileRef = S["FileRef"];
 export type Role = S["Role"];
+export type Receipt = S["ReceiptOut"];
+
+/** The receipt id a deletion names in its `X-Memstrata-Receipt` header. */
+function receiptId(answer: { headers: Headers }): string {
+  return answer.headers.get("x-memstrata-receipt") ?? "";
+}
 
 /** What `context` answers: the messages to send and a report of how the budget was spent. */
 export interface Context {
@@ -157,8 +163,9 @@ export class Conversations {
   setActiveLeaf(cid: string, leafId: string): Promise<Conversation> {
     return this.update(cid, { active_leaf_id: leafId });
   }
-  async delete(cid: string): Promise<void> {
-    await this.t.request("DELETE", conv(cid));
+  /** Delete a conversation; returns its deletion receipt's id (`client.receipts.get`). */
+  async delete(cid: string): Promise<string> {
+    return receiptId(await this.t.request("DELETE", conv(cid)));
   }
 }
 
@@ -192,8 +199,8 @@ export class Messages {
     });
   }
   /** `DELETE /v1/conversations/{cid}/messages/{mid}`: 404 in another conversation or scope. */
-  async delete(cid: string, mid: string): Promise<void> {
-    await this.t.request("DELETE", `${conv(cid)}/messages/${seg(mid)}`);
+  async delete(cid: string, mid: string): Promise<string> {
+    return receiptId(await this.t.request("DELETE", `${conv(cid)}/messages/${seg(mid)}`));
   }
 }
 
@@ -252,8 +259,8 @@ export class Facts {
   edit(fid: string, changes: S["FactPatch"]): Promise<Fact> {
     return this.t.json("PATCH", `/v1/facts/${seg(fid)}`, { body: changes });
   }
-  async delete(fid: string): Promise<void> {
-    await this.t.request("DELETE", `/v1/facts/${seg(fid)}`);
+  async delete(fid: string): Promise<string> {
+    return receiptId(await this.t.request("DELETE", `/v1/facts/${seg(fid)}`));
   }
   async history(fid: string): Promise<FactEvent[]> {
     return (await this.t.json<{ items: FactEvent[] }>("GET", `/v1/facts/${seg(fid)}/history`)).items;
@@ -392,9 +399,17 @@ export class Users {
   list(opts: ListOptions = {}): Paginated<User> {
     return list(this.t, "/v1/users", {}, opts);
   }
-  /** Delete a user and everything of theirs. */
-  async delete(user: string): Promise<void> {
-    await this.t.request("DELETE", `/v1/users/${seg(user)}`);
+  /** Delete a user and everything of theirs; returns the deletion receipt's id. */
+  async delete(user: string): Promise<string> {
+    return receiptId(await this.t.request("DELETE", `/v1/users/${seg(user)}`));
+  }
+}
+
+/** Deletion receipts: what a deletion removed, and what the scan after it found. */
+export class Receipts {
+  constructor(private readonly t: Transport) {}
+  get(rid: string): Promise<Receipt> {
+    return this.t.json("GET", `/v1/receipts/${seg(rid)}`);
   }
 }
 
@@ -411,6 +426,7 @@ export class MemstrataClient {
   readonly nodes: Nodes;
   readonly jobs: Jobs;
   readonly users: Users;
+  readonly receipts: Receipts;
 
   constructor(readonly transport: Transport) {
     this.conversations = new Conversations(transport);
@@ -425,6 +441,7 @@ export class MemstrataClient {
     this.nodes = new Nodes(transport);
     this.jobs = new Jobs(transport);
     this.users = new Users(transport);
+    this.receipts = new Receipts(transport);
   }
 
   get baseUrl(): string {

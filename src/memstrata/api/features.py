@@ -12,6 +12,7 @@ A new feature writes one ``install(core)`` in its own package and adds one entry
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -82,13 +83,22 @@ def _context(core: Core) -> None:
 
 
 def _node_blob_prefixes(ids: Sequence[str]) -> Op[list[str]]:
-    """The blob prefixes of the node memories of conversations (for deletion receipts)."""
+    """The blob prefixes of the node memories of conversations (for deletion receipts): the
+    readable generations, and those earlier clears left to a purge job (its payload names
+    the conversation until the receipt purges the prefix and drops the job)."""
     rows = yield Query(
         "SELECT tenant_id, app_id, conversation_id, node_id, generation FROM node_memories "
         f"WHERE conversation_id IN ({placeholders(len(ids))})",
         list(ids),
     )
-    return [NodeKey(t, a, c, n).prefix(str(g)) for t, a, c, n, g in rows]
+    prefixes = [NodeKey(t, a, c, n).prefix(str(g)) for t, a, c, n, g in rows]
+    wanted = set(ids)
+    jobs = yield Query("SELECT payload FROM jobs WHERE kind = ?", (nodes_ops.PURGE_JOB,))
+    for (payload,) in jobs:
+        prefix = json.loads(payload).get("prefix") if payload else None
+        if isinstance(prefix, str) and set(prefix.split("/")[3:4]) & wanted:
+            prefixes.append(prefix)
+    return sorted(set(prefixes))
 
 
 def _nodes(core: Core) -> None:
