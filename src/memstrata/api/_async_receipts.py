@@ -49,7 +49,7 @@ async def settle(core: Core, deletion: Deletion) -> Receipt:
                 write(lambda: receipt_ops.drop_purge_jobs(prefixes))
             )
     if await core.engine.arun(read(receipt_ops.store_size)) > INLINE_SCAN_MAX_MESSAGES:
-        return await AsyncReceipts(core).verify_later(receipt, counts, more, found)
+        return await AsyncReceipts(core)._verify_later(receipt, counts, more, found)
     return await _verify(core, receipt, counts, more, found, prefixes)
 
 
@@ -95,7 +95,7 @@ class AsyncReceipts(AsyncSubAPI):
         receipt = await self._read(receipt_ops.get, tenant, user, receipt_id)
         return await _verify(self._core, receipt, dict(receipt.blobs), {}, [], [])
 
-    async def verify_later(
+    async def _verify_later(
         self, receipt: Receipt, blobs: dict[str, int], more: dict[str, int], found: list[str]
     ) -> Receipt:
         """Store what is known now (blob counts, rows removed after the deletion) with the

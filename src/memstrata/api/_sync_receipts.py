@@ -41,7 +41,7 @@ def settle(core: Core, deletion: Deletion) -> Receipt:
                 write(lambda: receipt_ops.drop_purge_jobs(prefixes))
             )
     if core.engine.run(read(receipt_ops.store_size)) > INLINE_SCAN_MAX_MESSAGES:
-        return Receipts(core).verify_later(receipt, counts, more, found)
+        return Receipts(core)._verify_later(receipt, counts, more, found)
     return _verify(core, receipt, counts, more, found, prefixes)
 
 
@@ -87,7 +87,7 @@ class Receipts(SubAPI):
         receipt = self._read(receipt_ops.get, tenant, user, receipt_id)
         return _verify(self._core, receipt, dict(receipt.blobs), {}, [], [])
 
-    def verify_later(
+    def _verify_later(
         self, receipt: Receipt, blobs: dict[str, int], more: dict[str, int], found: list[str]
     ) -> Receipt:
         """Store what is known now (blob counts, rows removed after the deletion) with the
