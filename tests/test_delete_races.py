@@ -37,8 +37,9 @@ def mem(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Memory]:
 
 # -- the scan --------------------------------------------------------------------------------
 
-# Tables that may keep an id on purpose after a delete (none today).
-KEEPS_IDS: frozenset[str] = frozenset({"schema_migrations"})
+# Tables that may keep an id on purpose after a delete: deletion receipts name what they
+# deleted (ids, never content; tests/receipts searches them for the canary).
+KEEPS_IDS: frozenset[str] = frozenset({"schema_migrations", "deletion_receipts"})
 
 
 def _columns(mem: Memory) -> list[tuple[str, str]]:

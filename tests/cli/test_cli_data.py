@@ -155,7 +155,20 @@ def test_conversations_show_lists_the_leaves(run):
 
 def test_conversations_delete(run, mem):
     cid, *_ = _branched(run)
-    assert run("conversations", "delete", cid).stdout.strip() == f"deleted conversation {cid}"
+    first, second = run("conversations", "delete", cid).stdout.strip().splitlines()
+    assert first == f"deleted conversation {cid}"
+    assert second.startswith("receipt ")
+    assert second.endswith("rows removed; verified: nothing left)")
+    rid = second.split()[1]
+    shown = run("receipts", "show", rid).stdout
+    assert f"conversation of {LOCAL.tenant}/{LOCAL.user}" in shown
+    assert "by        cli" in shown
+    assert "messages" in shown
+    assert "verified  yes" in shown
+    data = json.loads(run("receipts", "show", rid, "--json").stdout)
+    assert (data["kind"], data["subject_ids"], data["verified"]) == ("conversation", [cid], True)
+    assert data["tables"]["messages"] > 0
+    _fails(run("receipts", "show", rid, "--tenant", "other", code=1), "not found")
     assert mem.conversations.list(LOCAL).items == []
     _fails(run("conversations", "delete", cid, code=1), cid, "not found")
 

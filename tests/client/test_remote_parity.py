@@ -59,6 +59,7 @@ LOCAL_ONLY: dict[str, str] = {
     "nodes.gc": "`memstrata gc --node-memory` (operator task)",
     "nodes.open": "a local handle on the blob store",
     "recall.backfill": "`memstrata reindex` (operator task)",
+    "receipts.verify": "re-runs a receipt's scan in the calling process (no REST route)",
     "recall.flush": "embeds in the calling process",
     "recall.pending": "`memstrata reindex` (operator task)",
     "retention.apply": "`memstrata retention` (operator task, no REST route)",

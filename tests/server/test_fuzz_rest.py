@@ -5,8 +5,9 @@ to the ASGI app with a user key. Two properties must hold for every answer: the 
 never fails (no 5xx), and every 4xx is an RFC 9457 problem (``application/problem+json``
 with ``type``, ``title``, ``status``, ``detail`` and memstrata's ``code``).
 
-A seeded conversation, message and fact let path parameters sometimes name real data,
-so the fuzzer reaches past the 404 of an unknown id into the handlers themselves.
+A seeded conversation, message, fact and deletion receipt let path parameters sometimes
+name real data, so the fuzzer reaches past the 404 of an unknown id into the handlers
+themselves.
 
 schemathesis only generates finite numbers and shallow values, so about half of the JSON
 object bodies get one top-level value replaced by what JSON parsers disagree on: ``NaN``,
@@ -85,7 +86,14 @@ def seed_store(db_url: str) -> Seed:
         mem.longterm.kit.embedder = None
         mem.facts.add(alice, "Alice keeps a parrot!")
         merged = mem.memory.consolidate(alice, dry_run=False)
-        ids = {"cid": conv.id, "mid": first.id, "fid": fact.id, "consolidation_id": merged.id}
+        receipt = mem.facts.delete(alice, mem.facts.add(alice, "alice had a cat").id)
+        ids = {
+            "cid": conv.id,
+            "mid": first.id,
+            "fid": fact.id,
+            "consolidation_id": merged.id,
+            "rid": receipt.id,
+        }
         return Seed(secret, ids)
     finally:
         mem.close()

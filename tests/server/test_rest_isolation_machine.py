@@ -25,6 +25,11 @@ Deleting a user (``DELETE /v1/users/{user}``) takes every scope of the user with
 ids answer 404 from then on, its key 401, and no canary written before the deletion may
 appear in any later answer, even to the same user recreated by a later write.
 
+Deletion receipts (``GET /v1/receipts/{rid}``, named by every deletion's
+``X-Memstrata-Receipt``) are per user, like jobs: the user's key reads those of its own
+deletions (any agent scope's) until the user is deleted, never the user's deletion; an admin
+key reads any of its tenant's, or naming a user, that user's; every other reader gets 404.
+
 ``test_every_route_is_driven`` ties the machine to the OpenAPI document: a new route fails
 it until the machine drives it.
 """
@@ -134,6 +139,7 @@ COVERED: frozenset[tuple[str, str]] = frozenset(
         ("GET", "/v1/budgets"),
         ("PUT", "/v1/budgets"),
         ("DELETE", "/v1/budgets/{purpose}"),
+        ("GET", "/v1/receipts/{rid}"),
     }
 )
 # Documented paths the machine leaves alone: they take no key and hold no scope's data, so
@@ -268,6 +274,10 @@ class RestIsolation(RuleBasedStateMachine):
         # Usage rows planted as model calls of a user: (tenant, user, canary number, tokens).
         self.usage_rows: list[tuple[str, str, int, int]] = []
         self.budgets: dict[str, dict[str, int]] = {t: {} for t in TENANTS}
+        # Deletion receipts: id -> (whose data, kind, subject ids); those of a deleted user
+        # (its deletion's included) are for admins only from then on.
+        self.receipts: dict[str, tuple[UserId, str, list[str]]] = {}
+        self.hidden_receipts: set[str] = set()
 
     def teardown(self) -> None:
         try:
@@ -338,7 +348,28 @@ class RestIsolation(RuleBasedStateMachine):
             actor = Actor(actor.scope, True)
         viewer: Viewer = (actor.scope[0], None, None) if tenant_wide else actor.scope
         sent = {**self.headers(actor, tenant_wide=tenant_wide), **extra}
-        return self.send(method, url, sent, expect=expect, viewer=viewer, shared=shared, **kwargs)
+        r = self.send(method, url, sent, expect=expect, viewer=viewer, shared=shared, **kwargs)
+        if method == "DELETE" and r.status_code == 204:
+            self.note_receipt(actor, url, r)
+        return r
+
+    def note_receipt(self, actor: Actor, url: str, r: testclient.httpx.Response) -> None:
+        """The receipt a deletion names: every deletion of a user, conversation, message or
+        fact has one (checkpoints and node memories have none)."""
+        path = urlsplit(url).path.split("/")[2:]  # after /v1
+        if path[0] == "users":
+            owner, kind = (actor.scope[0], path[1]), "user"
+        elif path[0] == "facts":
+            owner, kind = actor.user, "fact"
+        elif path[0] == "conversations":
+            owner, kind = actor.user, "message" if len(path) == 4 else "conversation"
+        else:
+            assert "X-Memstrata-Receipt" not in r.headers, url
+            return
+        rid = r.headers["X-Memstrata-Receipt"]
+        assert rid not in self.receipts
+        subjects = [p for p in path[1:] if p != "messages"]
+        self.receipts[rid] = (owner, kind, subjects)
 
     def send(
         self,
@@ -491,6 +522,7 @@ class RestIsolation(RuleBasedStateMachine):
         self.user_working = {o for o in self.user_working if o[:2] != user}
         self.checkpoints = {k: v for k, v in self.checkpoints.items() if k[0][:2] != user}
         self.user_rows[user[0]].discard(user[1])
+        self.hidden_receipts |= {r for r, (u, _, _) in self.receipts.items() if u == user}
         self.dead_keys.add(user)
         self.erased_upto[user] = next(self.counter)
 
@@ -1435,6 +1467,38 @@ class RestIsolation(RuleBasedStateMachine):
         user = None if admin else actor.scope[1]
         want = {"tenant": actor.scope[0], "user": user, "agent": None, "admin": admin}
         assert r.json() == want, r.text
+
+    @rule(actor=actors, data=st.data(), tenant_wide=st.booleans())
+    def read_receipt(self, actor: Actor, data: st.DataObject, tenant_wide: bool) -> None:
+        """A deletion receipt, read by the user whose data it was (its key, or the admin
+        naming it), by a stranger, or by an admin tenant-wide; or a receipt that never was."""
+        rid = str(uuid.uuid4())
+        if bool(self.receipts) and data.draw(st.booleans(), label="a known receipt"):
+            rid = data.draw(st.sampled_from(list(self.receipts)), label="rid")
+            owner = self.receipts[rid][0]
+            if data.draw(st.booleans(), label="its user reads"):
+                agent = data.draw(st.sampled_from(AGENTS), label="agent")
+                actor = Actor((*owner, agent), actor.via_admin or agent is not None)
+        tenant_wide = tenant_wide and actor.via_admin
+        admin = actor.via_admin or actor.user in self.dead_keys
+        known = self.receipts.get(rid)
+        if known is None:
+            ok = False
+        elif tenant_wide:
+            ok = known[0][0] == actor.scope[0]
+        elif admin:
+            ok = known[0] == actor.user
+        else:
+            ok = known[0] == actor.user and known[1] != "user" and rid not in self.hidden_receipts
+        url = f"/v1/receipts/{rid}"
+        r = self.call(actor, "GET", url, expect={200} if ok else {404}, tenant_wide=tenant_wide)
+        if r.status_code == 200:
+            assert known is not None
+            body = r.json()
+            assert (body["tenant"], body["user"]) == known[0], body
+            assert body["kind"] == known[1], body
+            assert body["subject_ids"][: len(known[2])] == known[2], (body, known)
+            assert body["verified"] is True, (body["kind"], body["findings"])
 
     @rule(actor=admins, limit=st.sampled_from([1, 2, 500]))
     def list_users(self, actor: Actor, limit: int) -> None:

@@ -572,6 +572,24 @@ def test_an_admin_key_picks_the_user_to_inspect(ui: UI, served: Served):
     assert ui.page.evaluate("sessionStorage.length") == 0
 
 
+def test_a_deletion_receipt_is_read_by_its_id(ui: UI, served: Served):
+    fact = served.api("POST", "/v1/facts", json={"content": "User keeps bees"})
+    headers = {"Authorization": f"Bearer {served.seeded.alice}"}
+    with httpx.Client(base_url=served.base, trust_env=False, timeout=60) as c:
+        rid = c.delete(f"/v1/facts/{fact['id']}", headers=headers).headers["X-Memstrata-Receipt"]
+    ui.sign_in(served.seeded.alice)
+    ui.go("/receipts")
+    ui.page.get_by_test_id("receipt-id").fill(rid)
+    ui.page.get_by_test_id("receipt-read").click()
+    ui.page.get_by_test_id("receipt").wait_for()
+    assert ui.page.get_by_test_id("receipt-kind").inner_text() == "fact of acme/alice"
+    assert "verified: nothing left" in ui.page.get_by_test_id("receipt-verified").inner_text()
+    assert "facts" in ui.attrs("receipt-count", "data-where")
+    assert "bees" not in ui.page.get_by_test_id("receipt-result").inner_text()
+    assert _query(ui.page)["rid"] == [rid]
+    ui.shot("receipt")
+
+
 def test_only_the_page_and_its_files_are_the_ui(served: Served):
     with httpx.Client(base_url=served.base, trust_env=False, timeout=30) as c:
         page = c.get("/")

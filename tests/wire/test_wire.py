@@ -36,6 +36,7 @@ from memstrata.longterm.model import (
 )
 from memstrata.nodes.layout import Turn
 from memstrata.recall.service import RecallHit
+from memstrata.receipts import Receipt
 from memstrata.server.responses import JSONResponse
 from memstrata.state import Checkpoint, Iteration, PlanDoc, RunSnapshot, WorkingMemory
 from memstrata.types import Conversation, FileRef, Message, Role, Scope, Status, ToolCall
@@ -54,6 +55,7 @@ from memstrata.wire.longterm import FactEventOut, FactOut, ProfileSectionOut
 from memstrata.wire.memory import ConsolidationOut, ConsolidationRevertOut, MemoryHealthOut
 from memstrata.wire.nodes import TurnOut
 from memstrata.wire.recall import HitOut
+from memstrata.wire.receipts import ReceiptOut
 from memstrata.wire.state import (
     CheckpointOut,
     IterationOut,
@@ -191,6 +193,26 @@ CASES: list[tuple[type[Wire], Any, dict[str, Any] | None]] = [
         HistoryOut,
         History("m1", [_message(), _message("m2", tool_call_id=None)], 9, True, False, "o200k"),
         None,
+    ),
+    (ReceiptOut, Receipt("r1", "t", "u", None, "fact", ["f1"], "python", T0, {"facts": 1}, {}), {}),
+    (
+        ReceiptOut,
+        Receipt(
+            "r2",
+            "t",
+            "u",
+            "a",
+            "user",
+            ["u", "c1"],
+            "key k1",
+            T0,
+            {"messages": 3, "users": 1},
+            {"node_memory/t/app/c1/n/g/": 2},
+            False,
+            T1,
+            ["jobs.payload: 1 rows contain a deleted id"],
+        ),
+        {},
     ),
 ]
 # Memory health and consolidation.

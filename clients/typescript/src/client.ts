@@ -33,6 +33,12 @@ export type FactUse = S["FactUseOut"];
 export type UsageReport = S["UsageReportOut"];
 export type UsageTotal = S["UsageTotalOut"];
 export type Budget = S["BudgetOut"];
+export type Receipt = S["ReceiptOut"];
+
+/** The receipt id a deletion names in its `X-Memstrata-Receipt` header. */
+function receiptId(answer: { headers: Headers }): string {
+  return answer.headers.get("x-memstrata-receipt") ?? "";
+}
 
 /** What `context` answers: the messages to send and a report of how the budget was spent. */
 export interface Context {
@@ -162,8 +168,9 @@ export class Conversations {
   setActiveLeaf(cid: string, leafId: string): Promise<Conversation> {
     return this.update(cid, { active_leaf_id: leafId });
   }
-  async delete(cid: string): Promise<void> {
-    await this.t.request("DELETE", conv(cid));
+  /** Delete a conversation; returns its deletion receipt's id (`client.receipts.get`). */
+  async delete(cid: string): Promise<string> {
+    return receiptId(await this.t.request("DELETE", conv(cid)));
   }
 }
 
@@ -197,8 +204,8 @@ export class Messages {
     });
   }
   /** `DELETE /v1/conversations/{cid}/messages/{mid}`: 404 in another conversation or scope. */
-  async delete(cid: string, mid: string): Promise<void> {
-    await this.t.request("DELETE", `${conv(cid)}/messages/${seg(mid)}`);
+  async delete(cid: string, mid: string): Promise<string> {
+    return receiptId(await this.t.request("DELETE", `${conv(cid)}/messages/${seg(mid)}`));
   }
   /**
    * What the model saw before a reply: the context record linked to it (append the reply
@@ -280,8 +287,8 @@ export class Facts {
   edit(fid: string, changes: S["FactPatch"]): Promise<Fact> {
     return this.t.json("PATCH", `/v1/facts/${seg(fid)}`, { body: changes });
   }
-  async delete(fid: string): Promise<void> {
-    await this.t.request("DELETE", `/v1/facts/${seg(fid)}`);
+  async delete(fid: string): Promise<string> {
+    return receiptId(await this.t.request("DELETE", `/v1/facts/${seg(fid)}`));
   }
   async history(fid: string): Promise<FactEvent[]> {
     return (await this.t.json<{ items: FactEvent[] }>("GET", `/v1/facts/${seg(fid)}/history`)).items;
@@ -454,9 +461,17 @@ export class Users {
   list(opts: ListOptions = {}): Paginated<User> {
     return list(this.t, "/v1/users", {}, opts);
   }
-  /** Delete a user and everything of theirs. */
-  async delete(user: string): Promise<void> {
-    await this.t.request("DELETE", `/v1/users/${seg(user)}`);
+  /** Delete a user and everything of theirs; returns the deletion receipt's id. */
+  async delete(user: string): Promise<string> {
+    return receiptId(await this.t.request("DELETE", `/v1/users/${seg(user)}`));
+  }
+}
+
+/** Deletion receipts: what a deletion removed, and what the scan after it found. */
+export class Receipts {
+  constructor(private readonly t: Transport) {}
+  get(rid: string): Promise<Receipt> {
+    return this.t.json("GET", `/v1/receipts/${seg(rid)}`);
   }
 }
 
@@ -474,6 +489,7 @@ export class MemstrataClient {
   readonly jobs: Jobs;
   readonly users: Users;
   readonly usage: Usage;
+  readonly receipts: Receipts;
 
   constructor(readonly transport: Transport) {
     this.conversations = new Conversations(transport);
@@ -489,6 +505,7 @@ export class MemstrataClient {
     this.jobs = new Jobs(transport);
     this.users = new Users(transport);
     this.usage = new Usage(transport);
+    this.receipts = new Receipts(transport);
   }
 
   get baseUrl(): string {

@@ -645,6 +645,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/receipts/{rid}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * What a deletion removed, and what the verification scan after it found
+         * @description Counts per table and per blob prefix, the deleted ids (never content), when and by which key, and whether the scan of every table (and the node memory blobs) after the deletion found anything of it left. A user key reads the receipts of its own deletions (not its user's deletion); an admin key reads any receipt of its tenant, or, naming a user, that user's (the user's deletion included). 404 otherwise.
+         */
+        get: operations["get_receipt_v1_receipts__rid__get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/usage": {
         parameters: {
             query?: never;
@@ -1681,6 +1701,66 @@ export interface components {
             message_id: string;
             /** @description The context record linked to the message; null when none is. */
             record: components["schemas"]["ContextRecordOut"] | null;
+        };
+        /** ReceiptOut */
+        ReceiptOut: {
+            /**
+             * Actor
+             * @description Who asked: `key <id>` over REST, `cli`, or `python`.
+             */
+            actor: string;
+            /** Agent */
+            agent: string | null;
+            /**
+             * Blobs
+             * @description Objects removed, per blob prefix.
+             */
+            blobs: {
+                [key: string]: number;
+            };
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /**
+             * Findings
+             * @description Where the scan found something: table and column (or blob prefix) with a count, never a value.
+             */
+            findings: string[];
+            /** Id */
+            id: string;
+            /**
+             * Kind
+             * @description user, conversation, message or fact.
+             */
+            kind: string;
+            /**
+             * Subject Ids
+             * @description The deleted ids (never content): a user's id then its conversations'; a conversation's; a message deletion's conversation then the messages of the removed subtree; a fact's.
+             */
+            subject_ids: string[];
+            /**
+             * Tables
+             * @description Rows removed, per table.
+             */
+            tables: {
+                [key: string]: number;
+            };
+            /** Tenant */
+            tenant: string;
+            /**
+             * User
+             * @description The user whose data was deleted (or who was deleted).
+             */
+            user: string;
+            /**
+             * Verified
+             * @description Whether the verification scan after the deletion found nothing of it left (null: not run yet).
+             */
+            verified: boolean | null;
+            /** Verified At */
+            verified_at: string | null;
         };
         /** RecordItemOut */
         RecordItemOut: {
@@ -2980,9 +3060,11 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Successful Response */
+            /** @description Deleted; the receipt's id is in the X-Memstrata-Receipt header. */
             204: {
                 headers: {
+                    /** @description The deletion's receipt (`GET /v1/receipts/{rid}`). */
+                    "X-Memstrata-Receipt"?: string;
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -3925,9 +4007,11 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Successful Response */
+            /** @description Deleted; the receipt's id is in the X-Memstrata-Receipt header. */
             204: {
                 headers: {
+                    /** @description The deletion's receipt (`GET /v1/receipts/{rid}`). */
+                    "X-Memstrata-Receipt"?: string;
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -4851,9 +4935,11 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Successful Response */
+            /** @description Deleted; the receipt's id is in the X-Memstrata-Receipt header. */
             204: {
                 headers: {
+                    /** @description The deletion's receipt (`GET /v1/receipts/{rid}`). */
+                    "X-Memstrata-Receipt"?: string;
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -5876,6 +5962,85 @@ export interface operations {
             };
         };
     };
+    get_receipt_v1_receipts__rid__get: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Admin keys only: that user's receipts. */
+                "X-Memstrata-User"?: string | null;
+            };
+            path: {
+                rid: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReceiptOut"];
+                };
+            };
+            /** @description Missing, unknown or revoked API key. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The key may not do this (a user key on an admin route, or with admin headers). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No such receipt for this key. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The request body is over the size limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A backend is unavailable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     get_usage_v1_usage_get: {
         parameters: {
             query?: {
@@ -6036,9 +6201,11 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Successful Response */
+            /** @description Deleted; the receipt's id is in the X-Memstrata-Receipt header. */
             204: {
                 headers: {
+                    /** @description The deletion's receipt (`GET /v1/receipts/{rid}`). */
+                    "X-Memstrata-Receipt"?: string;
                     [name: string]: unknown;
                 };
                 content?: never;

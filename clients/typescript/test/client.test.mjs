@@ -166,8 +166,13 @@ test("the facade's other parts answer over REST", async () => {
   assert.ok(users.some((x) => x.id === "alice"));
   await assert.rejects(a.users.list().page(), Forbidden);
 
-  await a.conversations.delete(conv.id);
+  const rid = await a.conversations.delete(conv.id);
   await assert.rejects(a.conversations.get(conv.id), NotFound);
+  const receipt = await a.receipts.get(rid);
+  assert.equal(receipt.kind, "conversation");
+  assert.deepEqual(receipt.subject_ids, [conv.id]);
+  assert.equal(receipt.verified, true);
+  await assert.rejects(clientB().receipts.get(rid), NotFound);
 });
 
 test("a recorded context linked to a reply: its provenance and the fact's usage", async () => {

@@ -23,6 +23,7 @@ from memstrata.api._async_memory import AsyncMemoryMaintenance
 from memstrata.api._async_nodes import AsyncNodes
 from memstrata.api._async_provenance import AsyncProvenance
 from memstrata.api._async_recall import AsyncRecall
+from memstrata.api._async_receipts import LOCAL_ACTOR, AsyncReceipts, settle
 from memstrata.api._async_retention import AsyncRetention
 from memstrata.api._async_state import (
     AsyncCheckpoints,
@@ -39,6 +40,8 @@ from memstrata.context import CompactionResult, Context
 from memstrata.conversation.history import History
 from memstrata.embeddings.port import Embedder
 from memstrata.errors import InvalidInput
+from memstrata.receipts import Receipt, UserDeleted
+from memstrata.receipts import ops as receipt_ops
 from memstrata.remote import remote_client
 from memstrata.scoped import Scoped
 from memstrata.storage import tenancy
@@ -120,9 +123,21 @@ class AsyncConversations(AsyncSubAPI):
         """Choose the branch that appends and ``history()`` follow by default."""
         return await self.update(scope, conversation_id, active_leaf_id=message_id)
 
-    async def delete(self, scope: Scope, conversation_id: str) -> None:
+    async def delete(
+        self, scope: Scope, conversation_id: str, *, actor: str | None = None
+    ) -> Receipt:
+        """Delete a conversation and everything derived from it; returns the deletion's
+        receipt (``actor``: who asked, recorded on it)."""
         rt = self._core.rt
-        await self._write(ops.delete_conversation, rt, _scope(scope), conversation_id)
+        deletion = await self._write(
+            receipt_ops.delete_conversation,
+            rt,
+            _scope(scope),
+            conversation_id,
+            rt.make_id(),
+            actor or LOCAL_ACTOR,
+        )
+        return await settle(self._core, deletion)
 
 
 class AsyncMessages(AsyncSubAPI):
@@ -189,13 +204,25 @@ class AsyncMessages(AsyncSubAPI):
     async def get(self, scope: Scope, conversation_id: str, message_id: str) -> Message:
         return await self._read(ops.get_message, _scope(scope), conversation_id, message_id)
 
-    async def delete(self, scope: Scope, conversation_id: str, message_id: str) -> None:
+    async def delete(
+        self, scope: Scope, conversation_id: str, message_id: str, *, actor: str | None = None
+    ) -> Receipt:
         """Delete a message and the subtree under it (n8n's ``deleteMessages``, on a tree).
         The active leaf moves to the message's parent when
         it was in the subtree; summaries covering the messages are invalidated; recall
-        and facts' provenance forget them. NotFound in another conversation or scope."""
+        and facts' provenance forget them. NotFound in another conversation or scope.
+        Returns the deletion's receipt."""
         rt = self._core.rt
-        await self._write(ops.delete_message, rt, _scope(scope), conversation_id, message_id)
+        deletion = await self._write(
+            receipt_ops.delete_message,
+            rt,
+            _scope(scope),
+            conversation_id,
+            message_id,
+            rt.make_id(),
+            actor or LOCAL_ACTOR,
+        )
+        return await settle(self._core, deletion)
 
     async def leaves(
         self,
@@ -240,15 +267,19 @@ class AsyncUsers(AsyncSubAPI):
         rt = self._core.rt
         return await self._read(ops.list_users, rt, tenant, limit=limit, cursor=cursor)
 
-    async def delete(self, scope: Scope) -> int:
-        """Delete ``scope.user`` of ``scope.tenant`` and everything it owns; returns the conversations removed."""
+    async def delete(self, scope: Scope, *, actor: str | None = None) -> UserDeleted:
+        """Delete ``scope.user`` of ``scope.tenant`` and everything it owns; returns the conversations removed
+        (an ``int`` carrying the deletion's receipt as ``.receipt``)."""
         rt = self._core.rt
         s = _scope(scope)
         # The user's buffered usage rows first, so the cascade re-attributes them too.
         await self._core.aflush_usage()
-        removed = await self._write(ops.delete_user, rt, s.tenant, s.user)
+        deletion = await self._write(
+            receipt_ops.delete_user, rt, s.tenant, s.user, rt.make_id(), actor or LOCAL_ACTOR
+        )
         self._core.usage_ledger.forget_user(s.tenant, s.user)  # those noted meanwhile
-        return removed
+        receipt = await settle(self._core, deletion)
+        return UserDeleted(int(deletion[0]), receipt)
 
 
 class AsyncKeys(AsyncSubAPI):
@@ -319,6 +350,7 @@ class AsyncMemory(AsyncSubAPI):
         self.provenance = AsyncProvenance(core)
         self.memory = AsyncMemoryMaintenance(core)
         self.usage = AsyncUsage(core)
+        self.receipts = AsyncReceipts(core)
 
     @classmethod
     @overload

@@ -19,6 +19,7 @@ from memstrata.api._sync_memory import MemoryMaintenance
 from memstrata.api._sync_nodes import Nodes
 from memstrata.api._sync_provenance import Provenance
 from memstrata.api._sync_recall import Recall
+from memstrata.api._sync_receipts import LOCAL_ACTOR, Receipts, settle
 from memstrata.api._sync_retention import Retention
 from memstrata.api._sync_state import (
     Checkpoints,
@@ -35,6 +36,8 @@ from memstrata.context import CompactionResult, Context
 from memstrata.conversation.history import History
 from memstrata.embeddings.port import Embedder
 from memstrata.errors import InvalidInput
+from memstrata.receipts import Receipt, UserDeleted
+from memstrata.receipts import ops as receipt_ops
 from memstrata.remote import remote_client
 from memstrata.scoped import Scoped
 from memstrata.storage import tenancy
@@ -116,9 +119,21 @@ class Conversations(SubAPI):
         """Choose the branch that appends and ``history()`` follow by default."""
         return self.update(scope, conversation_id, active_leaf_id=message_id)
 
-    def delete(self, scope: Scope, conversation_id: str) -> None:
+    def delete(
+        self, scope: Scope, conversation_id: str, *, actor: str | None = None
+    ) -> Receipt:
+        """Delete a conversation and everything derived from it; returns the deletion's
+        receipt (``actor``: who asked, recorded on it)."""
         rt = self._core.rt
-        self._write(ops.delete_conversation, rt, _scope(scope), conversation_id)
+        deletion = self._write(
+            receipt_ops.delete_conversation,
+            rt,
+            _scope(scope),
+            conversation_id,
+            rt.make_id(),
+            actor or LOCAL_ACTOR,
+        )
+        return settle(self._core, deletion)
 
 
 class Messages(SubAPI):
@@ -185,13 +200,25 @@ class Messages(SubAPI):
     def get(self, scope: Scope, conversation_id: str, message_id: str) -> Message:
         return self._read(ops.get_message, _scope(scope), conversation_id, message_id)
 
-    def delete(self, scope: Scope, conversation_id: str, message_id: str) -> None:
+    def delete(
+        self, scope: Scope, conversation_id: str, message_id: str, *, actor: str | None = None
+    ) -> Receipt:
         """Delete a message and the subtree under it (n8n's ``deleteMessages``, on a tree).
         The active leaf moves to the message's parent when
         it was in the subtree; summaries covering the messages are invalidated; recall
-        and facts' provenance forget them. NotFound in another conversation or scope."""
+        and facts' provenance forget them. NotFound in another conversation or scope.
+        Returns the deletion's receipt."""
         rt = self._core.rt
-        self._write(ops.delete_message, rt, _scope(scope), conversation_id, message_id)
+        deletion = self._write(
+            receipt_ops.delete_message,
+            rt,
+            _scope(scope),
+            conversation_id,
+            message_id,
+            rt.make_id(),
+            actor or LOCAL_ACTOR,
+        )
+        return settle(self._core, deletion)
 
     def leaves(
         self,
@@ -236,15 +263,19 @@ class Users(SubAPI):
         rt = self._core.rt
         return self._read(ops.list_users, rt, tenant, limit=limit, cursor=cursor)
 
-    def delete(self, scope: Scope) -> int:
-        """Delete ``scope.user`` of ``scope.tenant`` and everything it owns; returns the conversations removed."""
+    def delete(self, scope: Scope, *, actor: str | None = None) -> UserDeleted:
+        """Delete ``scope.user`` of ``scope.tenant`` and everything it owns; returns the conversations removed
+        (an ``int`` carrying the deletion's receipt as ``.receipt``)."""
         rt = self._core.rt
         s = _scope(scope)
         # The user's buffered usage rows first, so the cascade re-attributes them too.
         self._core.flush_usage()
-        removed = self._write(ops.delete_user, rt, s.tenant, s.user)
+        deletion = self._write(
+            receipt_ops.delete_user, rt, s.tenant, s.user, rt.make_id(), actor or LOCAL_ACTOR
+        )
         self._core.usage_ledger.forget_user(s.tenant, s.user)  # those noted meanwhile
-        return removed
+        receipt = settle(self._core, deletion)
+        return UserDeleted(int(deletion[0]), receipt)
 
 
 class Keys(SubAPI):
@@ -315,6 +346,7 @@ class Memory(SubAPI):
         self.provenance = Provenance(core)
         self.memory = MemoryMaintenance(core)
         self.usage = Usage(core)
+        self.receipts = Receipts(core)
 
     @classmethod
     @overload

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from memstrata.api._sync_base import SubAPI
+from memstrata.api._sync_receipts import LOCAL_ACTOR, settle
 from memstrata.errors import ConfigurationError, InvalidInput
 from memstrata.ids import parse_id
 from memstrata.jobs import ops as jobs_ops
@@ -31,6 +32,8 @@ from memstrata.longterm.parse import parse_update
 from memstrata.longterm.prompt import build_messages, repair_messages
 from memstrata.longterm.scrub import mentions_upload, scrub_uploads
 from memstrata.longterm.service import EXTRACT_JOB, LongTermKit, job_key
+from memstrata.receipts import Receipt
+from memstrata.receipts import ops as receipt_ops
 from memstrata.types import Page, Scope
 from memstrata.usage import attributed
 from memstrata.validation import checked_scope as _scope
@@ -119,10 +122,14 @@ class Facts(SubAPI):
             raise InvalidInput("nothing to change", field="content")
         return self._write(store.edit_fact, rt, s, fact_id, dict(changes))
 
-    def delete(self, scope: Scope, fact_id: str) -> None:
-        """Erase a fact and its history (superseded, manual or imported alike)."""
+    def delete(self, scope: Scope, fact_id: str, *, actor: str | None = None) -> Receipt:
+        """Erase a fact and its history (superseded, manual or imported alike); returns the
+        deletion's receipt."""
         s, rt = _scope(scope), self._core.rt
-        self._write(store.delete_fact, rt, s, fact_id)
+        deletion = self._write(
+            receipt_ops.delete_fact, rt, s, fact_id, rt.make_id(), actor or LOCAL_ACTOR
+        )
+        return settle(self._core, deletion)
 
     def history(self, scope: Scope, fact_id: str) -> builtins.list[FactEvent]:
         """What happened to the fact and to the facts it replaced or was replaced by."""

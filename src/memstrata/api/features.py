@@ -12,6 +12,7 @@ A new feature writes one ``install(core)`` in its own package and adds one entry
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -24,10 +25,13 @@ from memstrata.jobs import ops as jobs_ops
 from memstrata.llm import llm_from_settings
 from memstrata.nodes import ops as nodes_ops
 from memstrata.nodes import service as nodes_service
+from memstrata.nodes.layout import NodeKey
 from memstrata.provenance import feature as provenance_feature
 from memstrata.recall.service import RecallEngine
+from memstrata.receipts import job as receipts_job
 from memstrata.retention import job as retention_job
-from memstrata.storage.plan import Op
+from memstrata.storage.plan import Op, Query
+from memstrata.storage.sql import placeholders
 from memstrata.usage import store as usage_store
 
 if TYPE_CHECKING:
@@ -80,8 +84,28 @@ def _context(core: Core) -> None:
     core.jobs.register(COMPACT_JOB, compact_job)
 
 
+def _node_blob_prefixes(ids: Sequence[str]) -> Op[list[str]]:
+    """The blob prefixes of the node memories of conversations (for deletion receipts): the
+    readable generations, and those earlier clears left to a purge job (its payload names
+    the conversation until the receipt purges the prefix and drops the job)."""
+    rows = yield Query(
+        "SELECT tenant_id, app_id, conversation_id, node_id, generation FROM node_memories "
+        f"WHERE conversation_id IN ({placeholders(len(ids))})",
+        list(ids),
+    )
+    prefixes = [NodeKey(t, a, c, n).prefix(str(g)) for t, a, c, n, g in rows]
+    wanted = set(ids)
+    jobs = yield Query("SELECT payload FROM jobs WHERE kind = ?", (nodes_ops.PURGE_JOB,))
+    for (payload,) in jobs:
+        prefix = json.loads(payload).get("prefix") if payload else None
+        if isinstance(prefix, str) and set(prefix.split("/")[3:4]) & wanted:
+            prefixes.append(prefix)
+    return sorted(set(prefixes))
+
+
 def _nodes(core: Core) -> None:
     core.rt.cascade.on_conversation_delete(nodes_ops.cascade_step(core.rt))
+    core.rt.cascade.on_conversation_blobs(_node_blob_prefixes)
     core.jobs.register(nodes_ops.PURGE_JOB, nodes_service.purge_job)
     core.jobs.register(nodes_ops.COMPACT_JOB, nodes_service.compact_job, lease_s=120.0)
 
@@ -126,4 +150,5 @@ FEATURES: tuple[Feature, ...] = (
     Feature("provenance", provenance_feature.install),
     Feature("memory-health", _memory_health),
     Feature("usage", _usage),
+    Feature("receipts", receipts_job.install),
 )

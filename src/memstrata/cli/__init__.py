@@ -28,6 +28,7 @@ from memstrata.cli import (
     nodes,
     provenance,
     recall,
+    receipts,
     retention,
     serve,
     transfer,
@@ -101,6 +102,7 @@ GROUPS: tuple[tuple[str, typer.Typer], ...] = (
     ("nodes", nodes.nodes_app),
     ("retention", retention.retention_app),
     ("budgets", usage.budgets_app),
+    ("receipts", receipts.receipts_app),
 )
 
 for _name, _command in COMMANDS:

@@ -29,6 +29,7 @@ from memstrata.cli._common import (
     read_text,
     session,
 )
+from memstrata.cli.receipts import CLI_ACTOR, receipt_line
 from memstrata.cli.render import short, when
 from memstrata.cli.tables import new_table
 from memstrata.types import Message
@@ -147,8 +148,9 @@ def conversations_delete(
 ) -> None:
     """Delete a conversation with its messages, summaries and state."""
     with errors(), session(db, tenant, user, agent) as (mem, scope):
-        mem.conversations.delete(scope, conversation_id)
+        receipt = mem.conversations.delete(scope, conversation_id, actor=CLI_ACTOR)
     typer.echo(f"deleted conversation {conversation_id}")
+    typer.echo(receipt_line(receipt))
 
 
 # -- messages --------------------------------------------------------------------------------

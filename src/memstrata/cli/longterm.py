@@ -23,6 +23,7 @@ from memstrata.cli._common import (
     note,
     session,
 )
+from memstrata.cli.receipts import CLI_ACTOR, receipt_line
 from memstrata.cli.render import when
 from memstrata.cli.tables import new_table
 
@@ -136,8 +137,9 @@ def facts_delete(
 ) -> None:
     """Erase a fact and its history."""
     with errors(), session(db, tenant, user, agent) as (mem, scope):
-        mem.facts.delete(scope, fact_id)
+        receipt = mem.facts.delete(scope, fact_id, actor=CLI_ACTOR)
     typer.echo(f"deleted fact {fact_id}")
+    typer.echo(receipt_line(receipt))
 
 
 # -- profile ---------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from memstrata.client import _decode as decode
+from memstrata.client._async_receipts import receipt_of
 from memstrata.client._async_session import (
     NO_MESSAGE_CAP_PARAM,
     NO_TOKEN_LIMIT,
@@ -22,6 +23,7 @@ from memstrata.client._wire import file_json, iso_time, message_json, segment
 from memstrata.errors import InvalidInput
 from memstrata.nodes.layout import Turn
 from memstrata.recall.service import RecallHit
+from memstrata.receipts import Receipt
 from memstrata.types import Conversation, FileRef, Message, MessagePatch, NewMessage, Page, Scope
 from memstrata.validation import build
 
@@ -97,9 +99,10 @@ class AsyncRemoteConversations:
     ) -> Conversation:
         return await self.update(scope, conversation_id, active_leaf_id=message_id)
 
-    async def delete(self, scope: Scope, conversation_id: str) -> None:
+    async def delete(self, scope: Scope, conversation_id: str) -> Receipt:
         h = await self._s.scoped(scope)
-        await self._s.send("DELETE", conversation_path(conversation_id), headers=h)
+        r = await self._s.send("DELETE", conversation_path(conversation_id), headers=h)
+        return await receipt_of(self._s, r, h)
 
 
 class AsyncRemoteMessages:
@@ -163,11 +166,11 @@ class AsyncRemoteMessages:
         path = f"{conversation_path(conversation_id)}/messages/{segment(message_id)}"
         return await self._s.get(path, decode.message, h)
 
-    async def delete(self, scope: Scope, conversation_id: str, message_id: str) -> None:
+    async def delete(self, scope: Scope, conversation_id: str, message_id: str) -> Receipt:
         """Delete a message and the subtree under it (see the embedded facade)."""
         h = await self._s.scoped(scope)
         path = f"{conversation_path(conversation_id)}/messages/{segment(message_id)}"
-        await self._s.send("DELETE", path, headers=h)
+        return await receipt_of(self._s, await self._s.send("DELETE", path, headers=h), h)
 
     async def leaves(
         self,

@@ -10,11 +10,13 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from memstrata.client import _decode as decode
+from memstrata.client._async_receipts import receipt_of
 from memstrata.client._async_session import AsyncSession, conversation_path, query_params
 from memstrata.client._wire import check_tenant, iso_time, owner_headers, segment
 from memstrata.errors import InvalidInput
 from memstrata.jobs.ops import Job
 from memstrata.longterm.model import Fact, FactEvent, ProfileSection
+from memstrata.receipts import Receipt, UserDeleted
 from memstrata.types import Page, Scope
 
 __all__ = ["AsyncRemoteFacts", "AsyncRemoteJobs", "AsyncRemoteLongTerm", "AsyncRemoteUsers"]
@@ -78,9 +80,10 @@ class AsyncRemoteFacts:
         path = f"/v1/facts/{segment(fact_id)}"
         return await self._s.call("PATCH", path, decode.fact, headers=h, json=changes)
 
-    async def delete(self, scope: Scope, fact_id: str) -> None:
+    async def delete(self, scope: Scope, fact_id: str) -> Receipt:
         h = await self._s.scoped(scope)
-        await self._s.send("DELETE", f"/v1/facts/{segment(fact_id)}", headers=h)
+        r = await self._s.send("DELETE", f"/v1/facts/{segment(fact_id)}", headers=h)
+        return await receipt_of(self._s, r, h)
 
     async def history(self, scope: Scope, fact_id: str) -> builtins.list[FactEvent]:
         h = await self._s.scoped(scope)
@@ -163,7 +166,10 @@ class AsyncRemoteUsers:
         params = query_params(limit=limit, cursor=cursor)
         return await self._s.get("/v1/users", decode.page(decode.user), {}, params)
 
-    async def delete(self, scope: Scope) -> None:
-        """Delete ``scope.user`` and everything it owns (the server does not say how much)."""
+    async def delete(self, scope: Scope) -> UserDeleted:
+        """Delete ``scope.user`` and everything it owns: the conversations removed, carrying
+        the deletion's receipt (as embedded)."""
         check_tenant(await self._s.identity(), scope.tenant)
-        await self._s.send("DELETE", f"/v1/users/{segment(scope.user)}", headers={})
+        r = await self._s.send("DELETE", f"/v1/users/{segment(scope.user)}", headers={})
+        receipt = await receipt_of(self._s, r, {})
+        return UserDeleted(len(receipt.subject_ids) - 1, receipt)

@@ -33,6 +33,7 @@ from memstrata.client._async_longterm import (
 )
 from memstrata.client._async_memory import AsyncRemoteMemoryMaintenance
 from memstrata.client._async_provenance import AsyncRemoteProvenance
+from memstrata.client._async_receipts import AsyncRemoteReceipts
 from memstrata.client._async_session import (
     NO_MESSAGE_CAP_PARAM,
     NO_TOKEN_LIMIT,
@@ -91,6 +92,7 @@ class AsyncRemoteMemory:
         self.provenance = AsyncRemoteProvenance(s)
         self.memory = AsyncRemoteMemoryMaintenance(s)
         self.usage = AsyncRemoteUsage(s)
+        self.receipts = AsyncRemoteReceipts(s)
 
     @property
     def url(self) -> str:

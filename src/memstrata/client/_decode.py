@@ -25,6 +25,7 @@ from memstrata.jobs.ops import Job
 from memstrata.longterm.model import Fact, FactEvent, ProfileSection
 from memstrata.nodes.layout import Turn
 from memstrata.recall.service import RecallHit
+from memstrata.receipts import Receipt
 from memstrata.state import Checkpoint, Iteration, PlanDoc, RunSnapshot, WorkingMemory
 from memstrata.types import Conversation, Message, Page, Scope
 from memstrata.wire.context import ContextOut
@@ -33,6 +34,7 @@ from memstrata.wire.jobs import JobOut
 from memstrata.wire.longterm import FactEventOut, FactOut, ProfileSectionOut
 from memstrata.wire.nodes import NodeHistoryOut, TurnOut
 from memstrata.wire.recall import HitOut
+from memstrata.wire.receipts import ReceiptOut
 from memstrata.wire.state import CheckpointOut, IterationOut, PlanOut, SnapshotOut, WorkingMemoryOut
 
 __all__ = [
@@ -53,6 +55,7 @@ __all__ = [
     "plan",
     "profile",
     "recall_hit",
+    "receipt",
     "snapshot",
     "turn",
     "user",
@@ -93,6 +96,7 @@ iteration: Callable[[Any], Iteration] = IterationOut.decoder()
 checkpoint: Callable[[Any], Checkpoint] = CheckpointOut.decoder()
 snapshot: Callable[[Any], RunSnapshot] = SnapshotOut.decoder()
 turn: Callable[[Any], Turn] = TurnOut.decoder()
+receipt: Callable[[Any], Receipt] = ReceiptOut.decoder()
 user: Callable[[Any], tuple[str, datetime]] = UserOut.decoder(
     lambda id, created_at: (id, created_at)
 )

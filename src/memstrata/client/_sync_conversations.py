@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from memstrata.client import _decode as decode
+from memstrata.client._sync_receipts import receipt_of
 from memstrata.client._sync_session import (
     NO_MESSAGE_CAP_PARAM,
     NO_TOKEN_LIMIT,
@@ -19,6 +20,7 @@ from memstrata.client._wire import file_json, iso_time, message_json, segment
 from memstrata.errors import InvalidInput
 from memstrata.nodes.layout import Turn
 from memstrata.recall.service import RecallHit
+from memstrata.receipts import Receipt
 from memstrata.types import Conversation, FileRef, Message, MessagePatch, NewMessage, Page, Scope
 from memstrata.validation import build
 
@@ -94,9 +96,10 @@ class RemoteConversations:
     ) -> Conversation:
         return self.update(scope, conversation_id, active_leaf_id=message_id)
 
-    def delete(self, scope: Scope, conversation_id: str) -> None:
+    def delete(self, scope: Scope, conversation_id: str) -> Receipt:
         h = self._s.scoped(scope)
-        self._s.send("DELETE", conversation_path(conversation_id), headers=h)
+        r = self._s.send("DELETE", conversation_path(conversation_id), headers=h)
+        return receipt_of(self._s, r, h)
 
 
 class RemoteMessages:
@@ -160,11 +163,11 @@ class RemoteMessages:
         path = f"{conversation_path(conversation_id)}/messages/{segment(message_id)}"
         return self._s.get(path, decode.message, h)
 
-    def delete(self, scope: Scope, conversation_id: str, message_id: str) -> None:
+    def delete(self, scope: Scope, conversation_id: str, message_id: str) -> Receipt:
         """Delete a message and the subtree under it (see the embedded facade)."""
         h = self._s.scoped(scope)
         path = f"{conversation_path(conversation_id)}/messages/{segment(message_id)}"
-        self._s.send("DELETE", path, headers=h)
+        return receipt_of(self._s, self._s.send("DELETE", path, headers=h), h)
 
     def leaves(
         self,

@@ -7,11 +7,13 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from memstrata.client import _decode as decode
+from memstrata.client._sync_receipts import receipt_of
 from memstrata.client._sync_session import Session, conversation_path, query_params
 from memstrata.client._wire import check_tenant, iso_time, owner_headers, segment
 from memstrata.errors import InvalidInput
 from memstrata.jobs.ops import Job
 from memstrata.longterm.model import Fact, FactEvent, ProfileSection
+from memstrata.receipts import Receipt, UserDeleted
 from memstrata.types import Page, Scope
 
 __all__ = ["RemoteFacts", "RemoteJobs", "RemoteLongTerm", "RemoteUsers"]
@@ -75,9 +77,10 @@ class RemoteFacts:
         path = f"/v1/facts/{segment(fact_id)}"
         return self._s.call("PATCH", path, decode.fact, headers=h, json=changes)
 
-    def delete(self, scope: Scope, fact_id: str) -> None:
+    def delete(self, scope: Scope, fact_id: str) -> Receipt:
         h = self._s.scoped(scope)
-        self._s.send("DELETE", f"/v1/facts/{segment(fact_id)}", headers=h)
+        r = self._s.send("DELETE", f"/v1/facts/{segment(fact_id)}", headers=h)
+        return receipt_of(self._s, r, h)
 
     def history(self, scope: Scope, fact_id: str) -> builtins.list[FactEvent]:
         h = self._s.scoped(scope)
@@ -160,7 +163,10 @@ class RemoteUsers:
         params = query_params(limit=limit, cursor=cursor)
         return self._s.get("/v1/users", decode.page(decode.user), {}, params)
 
-    def delete(self, scope: Scope) -> None:
-        """Delete ``scope.user`` and everything it owns (the server does not say how much)."""
+    def delete(self, scope: Scope) -> UserDeleted:
+        """Delete ``scope.user`` and everything it owns: the conversations removed, carrying
+        the deletion's receipt (as embedded)."""
         check_tenant(self._s.identity(), scope.tenant)
-        self._s.send("DELETE", f"/v1/users/{segment(scope.user)}", headers={})
+        r = self._s.send("DELETE", f"/v1/users/{segment(scope.user)}", headers={})
+        receipt = receipt_of(self._s, r, {})
+        return UserDeleted(len(receipt.subject_ids) - 1, receipt)

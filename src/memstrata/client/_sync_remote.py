@@ -22,6 +22,7 @@ from memstrata.client._sync_longterm import (
 )
 from memstrata.client._sync_memory import RemoteMemoryMaintenance
 from memstrata.client._sync_provenance import RemoteProvenance
+from memstrata.client._sync_receipts import RemoteReceipts
 from memstrata.client._sync_session import (
     NO_MESSAGE_CAP_PARAM,
     NO_TOKEN_LIMIT,
@@ -80,6 +81,7 @@ class RemoteMemory:
         self.provenance = RemoteProvenance(s)
         self.memory = RemoteMemoryMaintenance(s)
         self.usage = RemoteUsage(s)
+        self.receipts = RemoteReceipts(s)
 
     @property
     def url(self) -> str:

@@ -18,5 +18,8 @@ def install(core: Core) -> None:
     core.rt.cascade.on_conversation_delete(cascade.forget_conversations)
     core.rt.cascade.on_messages_delete(cascade.forget_messages)
     core.rt.cascade.on_user_delete(cascade.forget_user)
+    # A record's items outlive a deleted message or fact as tombstones (its id, never its
+    # text), by design: deletion receipts' verification does not count them as left over.
+    core.rt.cascade.keeps_ids.add("context_record_items")
     # Memory health's unused-facts check counts uses through this (see Core.fact_usage).
     core.fact_usage = fact_use_counts

@@ -15,6 +15,8 @@ Kinds and what "old" means for each:
   retention and every deletion cascade remove them too).
 * ``usage`` — usage rows (model calls, :mod:`memstrata.usage`) made more than ``max_age``
   ago; with no policy they are kept, like every kind.
+* ``receipts`` — deletion receipts written more than ``max_age`` ago (365 days when no
+  policy of this kind exists: receipts hold ids and counts, never content).
 
 A policy names a tenant, or ``*`` for every tenant without its own policy of that kind.
 :mod:`~memstrata.retention.policies` stores them and deletes what is past them,

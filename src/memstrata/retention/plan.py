@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from memstrata.errors import InvalidInput
-from memstrata.retention.policies import ALL_TENANTS, KINDS, Policy, check_kind
+from memstrata.retention.policies import ALL_TENANTS, DEFAULT_MAX_AGE_S, KINDS, Policy, check_kind
 
 __all__ = ["Step", "plan"]
 
@@ -43,6 +43,8 @@ def plan(
     for kind in KINDS:
         own = [p for p in policies if p.kind == kind and p.tenant != ALL_TENANTS]
         default = next((p for p in policies if p.kind == kind and p.tenant == ALL_TENANTS), None)
+        if default is None and kind in DEFAULT_MAX_AGE_S:  # a built-in "*" policy
+            default = Policy(ALL_TENANTS, kind, DEFAULT_MAX_AGE_S[kind], None)
         for p in own:
             if tenant is None or p.tenant == tenant:
                 steps.append(Step(kind, p.tenant, p.max_age_s))

@@ -14,6 +14,7 @@ from memstrata.storage.records import from_micros
 
 __all__ = [
     "ALL_TENANTS",
+    "DEFAULT_MAX_AGE_S",
     "KINDS",
     "Policy",
     "candidates",
@@ -34,7 +35,11 @@ KINDS = (
     "snapshots",
     "context_records",
     "usage",
+    "receipts",
 )
+#: Kinds kept for a bounded time even without a policy: deletion receipts hold ids and
+#: counts only, and are kept a year unless a policy says otherwise.
+DEFAULT_MAX_AGE_S: dict[str, float] = {"receipts": 365 * 86400.0}
 ALL_TENANTS = "*"
 _S = 1_000_000
 
@@ -54,6 +59,7 @@ _SQL: dict[str, tuple[str, str, str, str]] = {
     "context_records": ("context_records", "id", "created_at", "tenant_id"),
     # Usage rows (model calls), by the time of the call; budgets use the daily totals.
     "usage": ("usage_events", "id", "at", "tenant_id"),
+    "receipts": ("deletion_receipts", "id", "created_at", "tenant_id"),
 }
 
 

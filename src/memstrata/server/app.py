@@ -24,6 +24,7 @@ from memstrata.server import (
     routes_nodes,
     routes_provenance,
     routes_recall,
+    routes_receipts,
     routes_state,
     routes_usage,
     ui,
@@ -105,6 +106,7 @@ def create_app(memory: AsyncMemory | None = None, settings: Settings | None = No
     app.include_router(routes_provenance.router)
     app.include_router(routes_memory.router)
     app.include_router(routes_usage.router)
+    app.include_router(routes_receipts.router)
     ui.mount_ui(app)  # the web UI at / and /ui/ (not in the OpenAPI)
     app.state.mcp = mount_mcp(
         app, mem

@@ -12,6 +12,7 @@ from memstrata.server.auth import AdminKey, Mem
 from memstrata.server.keycache import KeyCache
 from memstrata.server.pagination import Cursor, Limit, page_body
 from memstrata.server.responses import JSONResponse
+from memstrata.server.routes_receipts import DELETED, actor, deleted
 from memstrata.types import Scope
 from memstrata.wire.conversations import UserPage
 
@@ -38,7 +39,7 @@ async def list_users(
     "/{user}",
     status_code=204,
     response_class=Response,
-    responses={**_ADMIN_ONLY, 404: {"description": "No such user in this tenant."}},
+    responses={**_ADMIN_ONLY, 404: {"description": "No such user in this tenant."}, **DELETED},
     summary="Delete a user and everything the user owns",
 )
 async def delete_user(mem: Mem, caller: AdminKey, user: str, request: Request) -> Response:
@@ -47,8 +48,8 @@ async def delete_user(mem: Mem, caller: AdminKey, user: str, request: Request) -
     except InvalidInput:
         # A name that cannot be valid cannot exist either.
         raise NotFound(f"user {user} not found", kind="user") from None
-    await mem.users.delete(scope)
+    done = await mem.users.delete(scope, actor=actor(caller))
     cache = getattr(request.app.state, "key_cache", None)
     if isinstance(cache, KeyCache):
         cache.clear()  # the user's keys went with the user: refused from now on, not in a second
-    return Response(status_code=204)
+    return deleted(done.receipt)

@@ -10,6 +10,7 @@ from memstrata.errors import InvalidInput
 from memstrata.server.auth import CallerScope, Mem
 from memstrata.server.pagination import Cursor, Limit, page_body
 from memstrata.server.responses import JSONResponse
+from memstrata.server.routes_receipts import DELETED, Caller, actor, deleted
 from memstrata.server.schemas import ConversationCreate, ConversationPatch
 from memstrata.wire.conversations import ConversationOut, ConversationPage
 
@@ -80,9 +81,8 @@ async def update_conversation(
     "/{cid}",
     status_code=204,
     response_class=Response,
-    responses=_NOT_FOUND,
+    responses={**_NOT_FOUND, **DELETED},
     summary="Delete a conversation and everything derived from it",
 )
-async def delete_conversation(mem: Mem, scope: CallerScope, cid: str) -> Response:
-    await mem.conversations.delete(scope, cid)
-    return Response(status_code=204)
+async def delete_conversation(mem: Mem, scope: CallerScope, caller: Caller, cid: str) -> Response:
+    return deleted(await mem.conversations.delete(scope, cid, actor=actor(caller)))

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from memstrata.server.auth import CallerScope, Mem
 from memstrata.server.pagination import Cursor, Limit, page_body
 from memstrata.server.responses import JSONResponse
+from memstrata.server.routes_receipts import DELETED, Caller, actor, deleted
 from memstrata.server.schemas import FactCreate, FactPatch
 from memstrata.wire.jobs import JobOut
 from memstrata.wire.longterm import (
@@ -120,11 +121,13 @@ async def edit_fact(
 
 
 @router.delete(
-    "/facts/{fid}", status_code=204, responses=_NOT_FOUND, summary="Erase a fact and its history"
+    "/facts/{fid}",
+    status_code=204,
+    responses={**_NOT_FOUND, **DELETED},
+    summary="Erase a fact and its history",
 )
-async def delete_fact(mem: Mem, scope: CallerScope, fid: str) -> Response:
-    await mem.facts.delete(scope, fid)
-    return Response(status_code=204)
+async def delete_fact(mem: Mem, scope: CallerScope, caller: Caller, fid: str) -> Response:
+    return deleted(await mem.facts.delete(scope, fid, actor=actor(caller)))
 
 
 @router.get(

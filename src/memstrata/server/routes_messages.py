@@ -13,6 +13,7 @@ from memstrata.server.history_params import MaxMessages, message_cap
 from memstrata.server.limits import parsed_json
 from memstrata.server.pagination import Cursor, Limit, page_body
 from memstrata.server.responses import JSONResponse
+from memstrata.server.routes_receipts import DELETED, Caller, actor, deleted
 from memstrata.types import MessagePatch
 from memstrata.wire.conversations import HistoryOut, MessageOut, MessagePage
 
@@ -118,7 +119,7 @@ async def get_message(mem: Mem, scope: CallerScope, cid: str, mid: str) -> Respo
 @router.delete(
     "/messages/{mid}",
     status_code=204,
-    responses=_NOT_FOUND,
+    responses={**_NOT_FOUND, **DELETED},
     summary="Delete a message and the subtree under it",
     description=(
         "n8n's `deleteMessages` on a tree: the message goes with every reply, regeneration "
@@ -128,9 +129,10 @@ async def get_message(mem: Mem, scope: CallerScope, cid: str, mid: str) -> Respo
         "provenance forget them (an extracted fact with no source left is erased)."
     ),
 )
-async def delete_message(mem: Mem, scope: CallerScope, cid: str, mid: str) -> Response:
-    await mem.messages.delete(scope, cid, mid)
-    return Response(status_code=204)
+async def delete_message(
+    mem: Mem, scope: CallerScope, caller: Caller, cid: str, mid: str
+) -> Response:
+    return deleted(await mem.messages.delete(scope, cid, mid, actor=actor(caller)))
 
 
 @router.patch(

@@ -8,17 +8,70 @@ rows, so nothing derived is left behind and nothing is half-deleted.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from memstrata.storage.plan import Exec, Op, Query
 from memstrata.storage.sql import BATCH, placeholders
 
-__all__ = ["Cascade", "ConversationStep", "MessageStep", "UserStep"]
+__all__ = [
+    "BlobStep",
+    "Cascade",
+    "ConversationStep",
+    "MessageStep",
+    "UserStep",
+    "counted",
+    "deleted_table",
+]
+
+T = TypeVar("T")
 
 ConversationStep = Callable[[Sequence[str]], Op[None]]
 #: Called with a conversation id and the ids of messages about to be deleted from it.
 MessageStep = Callable[[str, Sequence[str]], Op[None]]
 UserStep = Callable[[str, str], Op[None]]
+#: Called with conversation ids about to be deleted; returns the blob prefixes derived from them
+#: (node memories' generations), read before their index rows go.
+BlobStep = Callable[[Sequence[str]], Op[list[str]]]
+
+_DELETE = re.compile(r"\s*DELETE\s+FROM\s+\"?([A-Za-z_][A-Za-z0-9_]*)", re.IGNORECASE)
+
+
+def deleted_table(sql: str) -> str | None:
+    """The table a ``DELETE FROM t ...`` statement removes rows from (None for any other)."""
+    match = _DELETE.match(sql)
+    return match.group(1).lower() if match else None
+
+
+def counted(op: Op[T]) -> Op[tuple[T, dict[str, int]]]:
+    """Run ``op`` and tally the rows its DELETE statements removed, per table.
+
+    Every cascade step (this module's and those features register, today's and later
+    ones) deletes through ``Exec("DELETE FROM <table> ...")``, whose result is the row
+    count: counting here keeps deletion receipts complete without knowing the tables.
+    """
+    counts: dict[str, int] = {}
+    result: Any = None
+    error: Exception | None = None
+    while True:
+        try:
+            if error is not None:
+                request = op.throw(error)  # a translated driver error: the operation may catch it
+                error = None
+            else:
+                request = op.send(result)
+        except StopIteration as stop:
+            return stop.value, counts
+        try:
+            result = yield request
+        except Exception as exc:
+            error = exc
+            continue
+        if isinstance(request, Exec) and isinstance(result, int) and result > 0:
+            table = deleted_table(request.sql)
+            if table is not None:
+                counts[table] = counts.get(table, 0) + result
 
 
 def _delete_messages(ids: Sequence[str]) -> Op[None]:
@@ -38,6 +91,10 @@ class Cascade:
         self._conversation: list[ConversationStep] = []
         self._messages: list[MessageStep] = []
         self._user: list[UserStep] = []
+        self._blobs: list[BlobStep] = []
+        #: Tables that keep ids of deleted things on purpose (tombstones: ids, never content);
+        #: the deletion receipts' verification scan does not count them as leftovers.
+        self.keeps_ids: set[str] = set()
 
     def on_conversation_delete(self, step: ConversationStep) -> None:
         self._conversation.append(step)
@@ -48,6 +105,19 @@ class Cascade:
     def on_messages_delete(self, step: MessageStep) -> None:
         """A step run when some messages of a conversation are deleted (not the whole of it)."""
         self._messages.append(step)
+
+    def on_conversation_blobs(self, step: BlobStep) -> None:
+        """A step naming the blob prefixes derived from conversations (for deletion receipts)."""
+        self._blobs.append(step)
+
+    def conversation_blobs(self, ids: Sequence[str]) -> Op[list[str]]:
+        """The blob prefixes derived from the conversations ``ids`` (read, deletes nothing)."""
+        prefixes: list[str] = []
+        for start in range(0, len(ids), BATCH):
+            batch = list(ids[start : start + BATCH])
+            for step in self._blobs:
+                prefixes += yield from step(batch)
+        return prefixes
 
     def delete_messages(self, conversation_id: str, ids: Sequence[str]) -> Op[None]:
         """Delete messages of one conversation and what is derived from them."""

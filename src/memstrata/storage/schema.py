@@ -20,6 +20,7 @@ from memstrata.storage.tables import (
     PROVENANCE_TABLES,
     RECALL_KEYWORDS,
     RECALL_TABLES,
+    RECEIPT_TABLES,
     RETENTION_TABLES,
     STATE_TABLES,
     TYPES,
@@ -252,6 +253,11 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
             17,
             "usage: model calls per owner and purpose, daily totals, per-tenant budgets",
             render(dialect, USAGE_TABLES),
+        ),
+        Migration(
+            18,
+            "deletion receipts: what each deletion removed and what its verification found",
+            render(dialect, RECEIPT_TABLES),
         ),
     )
     for dialect in TYPES

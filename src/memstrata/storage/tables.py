@@ -529,6 +529,31 @@ PROVENANCE_TABLES = (
     "CREATE INDEX context_record_items_message ON context_record_items (conversation_id, item_id)",
 )
 
+# Deletion receipts (receipts/): what a deletion removed (ids and counts, never content) and
+# what the verification scan after it found. Kept by retention (kind "receipts"), never by the
+# deletion they describe. ``owner_visible`` turns 0 when the user is deleted: from then on only
+# the tenant's admins read the user's receipts (a re-created user of that name does not).
+RECEIPT_TABLES = (
+    """CREATE TABLE deletion_receipts (
+        id TEXT PRIMARY KEY,
+        tenant_id TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        agent_id TEXT NOT NULL DEFAULT '',
+        kind TEXT NOT NULL,
+        subject_ids TEXT NOT NULL,
+        actor TEXT NOT NULL,
+        tables TEXT NOT NULL,
+        blobs TEXT NOT NULL,
+        created_at {time} NOT NULL,
+        owner_visible INTEGER NOT NULL DEFAULT 1,
+        verified INTEGER,
+        verified_at {time},
+        findings TEXT
+    )""",
+    "CREATE INDEX deletion_receipts_owner ON deletion_receipts (tenant_id, user_id, created_at)",
+    "CREATE INDEX deletion_receipts_age ON deletion_receipts (created_at)",
+)
+
 TYPES = {
     "sqlite": {
         "serial": "INTEGER PRIMARY KEY AUTOINCREMENT",

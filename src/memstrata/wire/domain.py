@@ -6,6 +6,7 @@ from memstrata.encoding import register
 from memstrata.wire import context, conversations, jobs, longterm, nodes, recall, state
 from memstrata.wire import memory as memory_health
 from memstrata.wire import provenance as provenance_wire
+from memstrata.wire import receipts as receipt_wire
 from memstrata.wire._codec import Wire
 
 __all__: list[str] = []
@@ -44,6 +45,7 @@ CANONICAL: tuple[type[Wire], ...] = (
     memory_health.ConsolidationChangeOut,
     memory_health.ConsolidationOut,
     memory_health.ConsolidationRevertOut,
+    receipt_wire.ReceiptOut,
 )
 
 for _model in CANONICAL:

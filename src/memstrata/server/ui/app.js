@@ -11,6 +11,7 @@ import { healthView } from "./views/health.js";
 import { jobsView } from "./views/jobs.js";
 import { nodesView } from "./views/nodes.js";
 import { profileView } from "./views/profile.js";
+import { receiptsView } from "./views/receipts.js";
 import { signInView } from "./views/signin.js";
 import { usageView } from "./views/usage.js";
 import { usersView } from "./views/users.js";
@@ -23,6 +24,7 @@ const SECTIONS = [
   { path: "/jobs", label: "Jobs", match: ["/jobs"] },
   { path: "/nodes", label: "Node memory", match: ["/nodes"] },
   { path: "/usage", label: "Usage", match: ["/usage"] },
+  { path: "/receipts", label: "Receipts", match: ["/receipts"] },
 ];
 
 // path pattern -> view; ":name" segments become route.params.name.
@@ -37,6 +39,7 @@ const ROUTES = [
   ["/jobs", jobsView, {}],
   ["/nodes", nodesView, {}],
   ["/usage", usageView, {}],
+  ["/receipts", receiptsView, {}],
 ];
 
 const main = document.getElementById("main");

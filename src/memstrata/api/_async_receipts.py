@@ -1,0 +1,124 @@
+"""``mem.receipts``: deletion receipts (see :mod:`memstrata.receipts`).
+
+Each deletion of the facade (``mem.users.delete``, ``mem.conversations.delete``,
+``mem.messages.delete``, ``mem.facts.delete``) writes its receipt in its own transaction
+and then, through :func:`settle`, purges the blob prefixes it made unreachable and runs
+the verification scan, storing the result on the receipt before returning it. The scan
+reads every table, so on a store past :data:`INLINE_SCAN_MAX_MESSAGES` messages it runs as
+a ``receipts.verify`` job instead, and the receipt answers ``verified: null`` until then.
+"""
+
+from __future__ import annotations
+
+from memstrata.api._async_base import AsyncSubAPI
+from memstrata.api.core import Core
+from memstrata.errors import MemstrataError
+from memstrata.nodes.service import blobs_for
+from memstrata.receipts import Receipt, verify
+from memstrata.receipts import blobs as receipt_blobs
+from memstrata.receipts import ops as receipt_ops
+from memstrata.receipts.job import VERIFY_JOB
+from memstrata.receipts.ops import Deletion
+from memstrata.storage.plan import read, write
+from memstrata.types import Scope
+from memstrata.validation import checked_scope as _scope
+
+__all__ = ["INLINE_SCAN_MAX_MESSAGES", "LOCAL_ACTOR", "VERIFY_JOB", "AsyncReceipts", "settle"]
+
+#: The actor a receipt names when the deletion came through the Python API directly.
+LOCAL_ACTOR = "python"
+#: Up to this many messages stored (the newest message's server order, read from an
+#: index), the scan runs inside the deleting call; past it, as a job.
+INLINE_SCAN_MAX_MESSAGES = 10_000
+
+
+async def settle(core: Core, deletion: Deletion) -> Receipt:
+    """After a deletion committed: purge its blob prefixes, then scan the store for anything
+    of it left, and store both on its receipt."""
+    _, receipt, prefixes = deletion
+    counts: dict[str, int] = {}
+    found: list[str] = []
+    more: dict[str, int] = {}
+    if prefixes:
+        try:
+            counts = await blobs_for(core).arun(receipt_blobs.purge(prefixes))
+        except MemstrataError as exc:  # the deletion's purge job still runs later
+            found.append(f"blobs: not purged now ({exc.code}); the queued purge job will")
+        else:
+            more["jobs"] = await core.engine.arun(
+                write(lambda: receipt_ops.drop_purge_jobs(prefixes))
+            )
+    if await core.engine.arun(read(receipt_ops.store_size)) > INLINE_SCAN_MAX_MESSAGES:
+        return await AsyncReceipts(core)._verify_later(receipt, counts, more, found)
+    return await _verify(core, receipt, counts, more, found, prefixes)
+
+
+async def _verify(
+    core: Core,
+    receipt: Receipt,
+    counts: dict[str, int],
+    more: dict[str, int],
+    found: list[str],
+    prefixes: list[str],
+) -> Receipt:
+    subject = verify.Subject(receipt.kind, receipt.tenant, receipt.user, receipt.subject_ids)
+    keeps = frozenset(core.rt.cascade.keeps_ids)
+    found += await core.engine.arun(read(lambda: verify.scan(core.engine.dialect, subject, keeps)))
+    if subject.conversation_ids and receipt.kind != "message":
+        try:
+            found += await blobs_for(core).arun(
+                receipt_blobs.leftovers(receipt.tenant, prefixes, subject.conversation_ids)
+            )
+        except MemstrataError as exc:
+            found.append(f"blobs: not scanned ({exc.code})")
+    now = core.rt.clock()
+    return await core.engine.arun(
+        write(lambda: receipt_ops.set_verification(receipt, counts, more, not found, found, now))
+    )
+
+
+class AsyncReceipts(AsyncSubAPI):
+    """Read deletion receipts, and run a receipt's verification scan again."""
+
+    async def get(self, owner: Scope | str, receipt_id: str, *, admin: bool = False) -> Receipt:
+        """A receipt: ``owner`` a scope reads the receipts of that user's own deletions
+        (not the user's deletion itself, which only the tenant's admins read: ``admin=True``
+        reads every receipt of the user); a tenant name reads any receipt of the tenant.
+        NotFound for another tenant's or user's."""
+        tenant, user = self._owner(owner)
+        return await self._read(receipt_ops.get, tenant, user, receipt_id, admin=admin)
+
+    async def verify(self, owner: Scope | str, receipt_id: str) -> Receipt:
+        """Run the receipt's verification scan again (e.g. after a restore from a backup)
+        and store its result."""
+        tenant, user = self._owner(owner)
+        receipt = await self._read(receipt_ops.get, tenant, user, receipt_id)
+        return await _verify(self._core, receipt, dict(receipt.blobs), {}, [], [])
+
+    async def _verify_later(
+        self, receipt: Receipt, blobs: dict[str, int], more: dict[str, int], found: list[str]
+    ) -> Receipt:
+        """Store what is known now (blob counts, rows removed after the deletion) with the
+        verdict pending, and queue the scan (a job outside every cascade: it outlives the
+        user and conversation it is about)."""
+        now = self._core.rt.clock()
+        pending = await self._write(
+            receipt_ops.set_verification, receipt, blobs, more, None, found, now
+        )
+        await self._enqueue(
+            VERIFY_JOB,
+            tenant=receipt.tenant,
+            user=None,
+            agent=None,
+            key=receipt.id,
+            payload={"receipt_id": receipt.id},
+            max_wait_s=0.0,
+        )
+        return pending
+
+    @staticmethod
+    def _owner(owner: Scope | str) -> tuple[str, str | None]:
+        if isinstance(owner, str):
+            return _scope(Scope(owner, "admin")).tenant, None
+        s = _scope(owner)
+        return s.tenant, s.user
