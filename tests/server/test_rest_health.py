@@ -116,6 +116,16 @@ EXPECTED = {
     # Prompt provenance.
     "/v1/conversations/{cid}/messages/{mid}/provenance": {"get"},
     "/v1/facts/{fid}/usage": {"get"},
+    # Memory health and consolidation.
+    "/v1/memory/health": {"get"},
+    "/v1/memory/consolidate": {"post"},
+    "/v1/memory/consolidations/{consolidation_id}/revert": {"post"},
+    # Usage and budgets.
+    "/v1/usage": {"get"},
+    "/v1/budgets": {"get", "put"},
+    "/v1/budgets/{purpose}": {"delete"},
+    # Deletion receipts.
+    "/v1/receipts/{rid}": {"get"},
 }
 
 

@@ -1089,6 +1089,9 @@ class RestIsolation(RuleBasedStateMachine):
             r = self.call(who, "GET", f"{url}/history", expect={200} if own else {404})
             if r.status_code == 200:
                 assert {e["fact_id"] for e in r.json()["items"]} <= {fid}, r.text
+            if not own:  # a stranger's edit changes nothing and tells nothing
+                stranger = {"content": f"then likes {self.canary(who.scope)}"}
+                self.call(who, "PATCH", url, json=stranger, expect={404})
         actor = self.as_owner(data, actor, self.facts[fid])
         own = self.facts[fid] == actor.scope and fid not in self.erased_facts
         # Edits are in place: the fact keeps its id (its old text goes to its history).
@@ -1132,6 +1135,7 @@ class RestIsolation(RuleBasedStateMachine):
         if when == "known_now":
             params["as_of"] = "2000-01-01T00:00:00Z"
             params["known_at"] = "2100-01-01T00:00:00Z"
+        self.call(actor, "GET", "/v1/profile", expect={200})
         if when is not None and status != "active":
             self.call(actor, "GET", "/v1/facts", params=params, expect={422})
             return
@@ -1144,7 +1148,6 @@ class RestIsolation(RuleBasedStateMachine):
         if when in ("past", "known_now"):
             expected = set()
         assert listed == expected, (listed, expected)
-        self.call(actor, "GET", "/v1/profile", expect={200})
 
     # -- memory health and consolidation ---------------------------------------------------
 

@@ -366,6 +366,7 @@ DERIVED: dict[str, str] = {
     "usage_events": "the tenant's accounting of model calls, not a user's memory",
     "usage_daily": "daily totals of usage_events, for budgets",
     "usage_budgets": "the operator's settings, not a user's data",
+    "deletion_receipts": "records of deletions (ids and counts), kept by the tenant",
 }
 
 
