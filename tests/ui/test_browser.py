@@ -548,6 +548,7 @@ def test_usage_shows_the_api_report_and_an_admin_the_budgets(ui: UI, served: Ser
     assert ui.page.get_by_test_id("budgets").count() == 0  # budgets are the admin's
     ui.shot("usage")
 
+    ui.page.get_by_test_id("signout").click()
     ui.sign_in(s.admin)
     ui.page.locator("[data-testid=user][data-user=alice]").get_by_test_id("pick-user").click()
     ui.go("/usage?scope=tenant")
@@ -625,7 +626,9 @@ def test_memory_health_plans_applies_and_undoes_a_consolidation(ui: UI, served: 
         report = served.api("GET", "/v1/memory/health")
         assert [f["id"] for f in report["duplicates"]["examples"][0]["facts"]] == planted
         unused = ui.page.locator("[data-testid=health-check][data-check=unused]")
-        assert unused.get_attribute("data-count") == "unknown"
+        # Prompt provenance counts uses: no recorded context holds these facts yet.
+        assert unused.get_attribute("data-count") == str(report["unused"]["count"])
+        assert report["unused"]["known"] is True
         ui.page.get_by_test_id("consolidation-plan").click()
         expect(ui.page.get_by_test_id("consolidation-change")).to_have_count(1)
         assert served.api("GET", f"/v1/facts/{planted[1]}")["status"] == "active"
