@@ -4,44 +4,15 @@ SQLite file): the report as a table and as JSON, a dry run, --apply and --revert
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
 from memstrata import Memory, Scope
 from memstrata.config import Settings
 
 LOCAL = Scope("local", "local")
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> str:
-    return f"sqlite:///{(tmp_path / 'cli.db').as_posix()}"
-
-
-@pytest.fixture
-def run(tmp_path: Path, db: str) -> Callable[..., Any]:
-    from memstrata.cli import app
-
-    runner = CliRunner()
-    env = {
-        "MEMSTRATA_HOME": str(tmp_path / "home"),
-        "MEMSTRATA_DB": None,
-        "MEMSTRATA_LLM_MODEL": None,
-        "MEMSTRATA_LLM_BASE_URL": None,
-        "MEMSTRATA_EMBEDDER": "none",
-        "COLUMNS": "250",
-    }
-
-    def _run(*args: str, code: int = 0) -> Any:
-        result = runner.invoke(app, [*args, "--db", db], env=env)
-        assert result.exit_code == code, (result.stdout, result.stderr, result.exception)
-        return result
-
-    return _run
 
 
 @pytest.fixture

@@ -4,12 +4,11 @@ and doctor's long-term entry (typer's CliRunner, in process, on a SQLite file)."
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
 from memstrata import Memory, Scope
 from memstrata.config import Settings
@@ -17,34 +16,6 @@ from memstrata.testing import FakeLLM
 
 ALICE = Scope("acme", "alice")
 BOB = Scope("acme", "bob")
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> str:
-    return f"sqlite:///{(tmp_path / 'cli.db').as_posix()}"
-
-
-@pytest.fixture
-def run(tmp_path: Path, db: str) -> Callable[..., Any]:
-    """Run one command against the test database; asserts the exit code."""
-    from memstrata.cli import app
-
-    runner = CliRunner()
-    env = {
-        "MEMSTRATA_HOME": str(tmp_path / "home"),
-        "MEMSTRATA_DB": None,
-        "MEMSTRATA_LLM_MODEL": None,
-        "MEMSTRATA_LLM_BASE_URL": None,
-        "MEMSTRATA_EMBEDDER": "none",
-        "COLUMNS": "250",  # one table row per line, whatever the terminal of the test run
-    }
-
-    def _run(*args: str, code: int = 0) -> Any:
-        result = runner.invoke(app, [*args, "--db", db], env=env)
-        assert result.exit_code == code, (result.stdout, result.stderr, result.exception)
-        return result
-
-    return _run
 
 
 @pytest.fixture

@@ -4,40 +4,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
-
-import pytest
-from typer.testing import CliRunner
 
 from memstrata import Memory, Scope
 
 ALICE = Scope("acme", "alice")
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> str:
-    return f"sqlite:///{(tmp_path / 'cli.db').as_posix()}"
-
-
-@pytest.fixture
-def run(tmp_path: Path, db: str) -> Callable[..., Any]:
-    from memstrata.cli import app
-
-    runner = CliRunner()
-    env = {
-        "MEMSTRATA_HOME": str(tmp_path / "home"),
-        "MEMSTRATA_DB": None,
-        "MEMSTRATA_EMBEDDER": "none",
-        "COLUMNS": "250",
-    }
-
-    def _run(*args: str, code: int = 0) -> Any:
-        result = runner.invoke(app, [*args, "--db", db], env=env)
-        assert result.exit_code == code, (result.stdout, result.stderr, result.exception)
-        return result
-
-    return _run
 
 
 def test_provenance_of_a_reply_and_fact_usage(db: str, run: Callable[..., Any]) -> None:

@@ -4,12 +4,11 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
 from memstrata import Memory, Scope
 from memstrata.config import Settings
@@ -20,31 +19,9 @@ ALICE = Scope("acme", "alice")
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> str:
-    return f"sqlite:///{(tmp_path / 'cli.db').as_posix()}"
-
-
-@pytest.fixture
-def run(tmp_path: Path, db: str) -> Callable[..., Any]:
-    from memstrata.cli import app
-
-    runner = CliRunner()
-    env = {
-        "MEMSTRATA_HOME": str(tmp_path / "home"),
-        "MEMSTRATA_DB": None,
-        # A model is configured: a queued extraction could run here, but for its budget.
-        "MEMSTRATA_LLM_BASE_URL": "fake://",
-        "MEMSTRATA_LLM_MODEL": "demo",
-        "MEMSTRATA_EMBEDDER": "none",
-        "COLUMNS": "250",
-    }
-
-    def _run(*args: str, code: int = 0) -> Any:
-        result = runner.invoke(app, [*args, "--db", db], env=env)
-        assert result.exit_code == code, (result.stdout, result.stderr, result.exception)
-        return result
-
-    return _run
+def cli_env(cli_env: dict[str, str | None]) -> dict[str, str | None]:
+    # A model is configured: a queued extraction could run here, but for its budget.
+    return {**cli_env, "MEMSTRATA_LLM_BASE_URL": "fake://", "MEMSTRATA_LLM_MODEL": "demo"}
 
 
 @pytest.fixture

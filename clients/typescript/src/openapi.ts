@@ -5272,7 +5272,7 @@ export interface operations {
                 cursor?: string | null;
             };
             header?: {
-                /** @description Admin keys: one user's jobs. */
+                /** @description Admin keys: one user (default: the whole tenant). */
                 "X-Memstrata-User"?: string | null;
             };
             path?: never;
@@ -5340,7 +5340,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Admin keys: one user's jobs. */
+                /** @description Admin keys: one user (default: the whole tenant). */
                 "X-Memstrata-User"?: string | null;
             };
             path: {
@@ -5419,7 +5419,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Admin keys: one user's jobs. */
+                /** @description Admin keys: one user (default: the whole tenant). */
                 "X-Memstrata-User"?: string | null;
             };
             path: {
@@ -6056,7 +6056,7 @@ export interface operations {
                 cursor?: string | null;
             };
             header?: {
-                /** @description Admin keys: one user's usage. */
+                /** @description Admin keys: one user (default: the whole tenant). */
                 "X-Memstrata-User"?: string | null;
             };
             path?: never;

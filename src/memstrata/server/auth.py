@@ -113,5 +113,25 @@ async def admin_principal(caller: Annotated[Principal, Depends(principal)]) -> P
     return caller
 
 
+async def user_or_tenant(
+    caller: Annotated[Principal, Depends(principal)],
+    user: Annotated[
+        str | None,
+        Header(alias=USER_HEADER, description="Admin keys: one user (default: the whole tenant)."),
+    ] = None,
+    agent: Annotated[str | None, Header(alias=AGENT_HEADER, include_in_schema=False)] = None,
+) -> tuple[str, str | None]:
+    """(tenant, user) for routes that read per user or per tenant (jobs, usage): a user
+    key's own user; an admin key's named user, or its whole tenant (user None)."""
+    if not caller.admin:
+        if user is not None or agent is not None:
+            raise Forbidden(f"a user key may not send {USER_HEADER} or {AGENT_HEADER}")
+        return caller.tenant, caller.user
+    if user is not None:
+        Scope(caller.tenant, user)  # validates the name
+    return caller.tenant, user
+
+
 CallerScope = Annotated[Scope, Depends(user_scope)]
 AdminKey = Annotated[Principal, Depends(admin_principal)]
+UserOrTenant = Annotated[tuple[str, str | None], Depends(user_or_tenant)]

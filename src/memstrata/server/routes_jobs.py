@@ -5,17 +5,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Header, Query, Response
+from fastapi import APIRouter, Depends, Query, Response
 
 from memstrata.api._async import AsyncMemory
-from memstrata.errors import Forbidden
 from memstrata.jobs import Job
 from memstrata.jobs.ops import JobStatus
-from memstrata.server.auth import AGENT_HEADER, USER_HEADER, Mem, principal
+from memstrata.server.auth import Mem, UserOrTenant, principal
 from memstrata.server.pagination import Cursor, Limit, page_body
 from memstrata.server.responses import JSONResponse
 from memstrata.storage.tenancy import Principal
-from memstrata.types import Scope
 from memstrata.wire.jobs import JobOut, JobPage
 
 __all__ = ["router"]
@@ -25,24 +23,7 @@ router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 _NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"description": "No such job in your scope."}}
 
 
-async def job_owner(
-    caller: Annotated[Principal, Depends(principal)],
-    user: Annotated[
-        str | None, Header(alias=USER_HEADER, description="Admin keys: one user's jobs.")
-    ] = None,
-    agent: Annotated[str | None, Header(alias=AGENT_HEADER, include_in_schema=False)] = None,
-) -> tuple[str, str | None]:
-    """(tenant, user): a user key's own user; an admin key's named user, or the whole tenant."""
-    if not caller.admin:
-        if user is not None or agent is not None:
-            raise Forbidden(f"a user key may not send {USER_HEADER} or {AGENT_HEADER}")
-        return caller.tenant, caller.user
-    if user is not None:
-        Scope(caller.tenant, user)  # validates the name
-    return caller.tenant, user
-
-
-Owner = Annotated[tuple[str, str | None], Depends(job_owner)]
+Owner = UserOrTenant
 
 
 _TRACEBACK = "\nTraceback (most recent call last):"

@@ -5,14 +5,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Header, Query, Response
+from fastapi import APIRouter, Query, Response
 
-from memstrata.errors import Forbidden, NotFound
-from memstrata.server.auth import AGENT_HEADER, USER_HEADER, AdminKey, Mem, principal
+from memstrata.errors import NotFound
+from memstrata.server.auth import AdminKey, Mem, UserOrTenant
 from memstrata.server.pagination import Cursor, Limit
 from memstrata.server.responses import JSONResponse
-from memstrata.storage.tenancy import Principal
-from memstrata.types import Scope
 from memstrata.usage.store import check_purpose
 from memstrata.wire.usage import BudgetIn, BudgetOut, BudgetPage, UsageReportOut, budget_dict
 
@@ -23,24 +21,7 @@ router = APIRouter(tags=["usage"])
 _ADMIN_ONLY: dict[int | str, dict[str, Any]] = {403: {"description": "Not an admin key."}}
 
 
-async def usage_owner(
-    caller: Annotated[Principal, Depends(principal)],
-    user: Annotated[
-        str | None, Header(alias=USER_HEADER, description="Admin keys: one user's usage.")
-    ] = None,
-    agent: Annotated[str | None, Header(alias=AGENT_HEADER, include_in_schema=False)] = None,
-) -> tuple[str, str | None]:
-    """(tenant, user): a user key's own user; an admin key's named user, or the tenant."""
-    if not caller.admin:
-        if user is not None or agent is not None:
-            raise Forbidden(f"a user key may not send {USER_HEADER} or {AGENT_HEADER}")
-        return caller.tenant, caller.user
-    if user is not None:
-        Scope(caller.tenant, user)  # validates the name
-    return caller.tenant, user
-
-
-Owner = Annotated[tuple[str, str | None], Depends(usage_owner)]
+Owner = UserOrTenant
 
 
 @router.get(
