@@ -62,15 +62,21 @@ def _logging_as_it_was() -> Iterator[None]:
     """Undo what a test's in-process `serve`/`worker`/`mcp` command does to logging
     (memstrata.logs.configure_logging: its own handler, no propagation), so a later test in
     the same worker still sees memstrata's records through caplog."""
+    # Every memstrata logger too: a library that configures logging with
+    # disable_existing_loggers (dictConfig's default) turns them off for the whole worker.
+    names = {"memstrata", "uvicorn.error"} | {
+        name for name in logging.root.manager.loggerDict if name.startswith("memstrata.")
+    }
     saved = [
-        (logger, logger.handlers[:], logger.level, logger.propagate)
-        for logger in map(logging.getLogger, ("memstrata", "uvicorn.error"))
+        (logger, logger.handlers[:], logger.level, logger.propagate, logger.disabled)
+        for logger in map(logging.getLogger, sorted(names))
     ]
     yield
-    for logger, handlers, level, propagate in saved:
+    for logger, handlers, level, propagate, disabled in saved:
         logger.handlers[:] = handlers
         logger.setLevel(level)
         logger.propagate = propagate
+        logger.disabled = disabled
 
 
 @pytest.fixture(params=[pytest.param(name, marks=b.marks, id=name) for name, b in BACKENDS.items()])

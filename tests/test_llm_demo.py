@@ -132,6 +132,9 @@ def test_chat_replies_name_the_question_and_the_memory() -> None:
 
 def test_fake_url_selects_the_demo_model_and_says_so(monkeypatch, caplog) -> None:
     monkeypatch.setattr(llm_package, "_demo_announced", False)
+    # Whatever an earlier test in this worker did to logging, this logger reaches caplog.
+    monkeypatch.setattr(llm_package.log, "disabled", False)
+    monkeypatch.setattr(llm_package.log, "propagate", True)
     with caplog.at_level(logging.WARNING, logger="memstrata.llm"):
         llm = llm_from_settings(Settings(llm_base_url="fake://", llm_model="whatever"))
         llm_from_settings(Settings(llm_base_url="FAKE://x", llm_model="other"))
