@@ -135,6 +135,8 @@ def test_fake_url_selects_the_demo_model_and_says_so(monkeypatch, caplog) -> Non
     # Whatever an earlier test in this worker did to logging, this logger reaches caplog.
     monkeypatch.setattr(llm_package.log, "disabled", False)
     monkeypatch.setattr(llm_package.log, "propagate", True)
+    # (and its parent: a server started in this worker sends memstrata's logs to stderr only)
+    monkeypatch.setattr(logging.getLogger("memstrata"), "propagate", True)
     with caplog.at_level(logging.WARNING, logger="memstrata.llm"):
         llm = llm_from_settings(Settings(llm_base_url="fake://", llm_model="whatever"))
         llm_from_settings(Settings(llm_base_url="FAKE://x", llm_model="other"))
