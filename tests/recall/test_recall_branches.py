@@ -217,6 +217,18 @@ def test_labels_answer_ancestry_like_a_walk(memory: Memory) -> None:
     assert run(read(lambda: branch_of(conv.id, "00000000-0000-0000-0000-000000000001"))) is None
 
 
+def _grow(
+    memory: Memory, scope: Scope, cid: str, rnd: random.Random, n: int, ids: list[str] | None = None
+) -> list[str]:
+    """Append ``n`` messages, each under a random earlier one 40% of the time (a fork when
+    that one has a child), else after the active leaf; returns all ids (``ids`` extended)."""
+    out = [] if ids is None else ids
+    for i in range(n):
+        fields = {"parent_id": rnd.choice(out)} if out and rnd.random() < 0.4 else {}
+        out.append(memory.messages.append(scope, cid, role="user", content=f"m{i}", **fields).id)
+    return out
+
+
 def test_the_migration_labels_stored_messages_like_appends_do(memory: Memory) -> None:
     """Migration 10 labels messages stored before it existed: the same chains as the
     append path writes (run here on a tree whose labels were wiped)."""
@@ -226,12 +238,7 @@ def test_the_migration_labels_stored_messages_like_appends_do(memory: Memory) ->
     rnd = random.Random(11)
     scope = fresh_scope()
     conv = memory.conversations.create(scope)
-    ids: list[str] = []
-    for i in range(60):
-        fields = {"parent_id": rnd.choice(ids)} if ids and rnd.random() < 0.4 else {}
-        ids.append(
-            memory.messages.append(scope, conv.id, role="user", content=f"m{i}", **fields).id
-        )
+    ids = _grow(memory, scope, conv.id, rnd, 60)
     run = memory.core.engine.run
     before = run(read(lambda: labels_of(conv.id, ids)))
     (migration,) = [m for m in MIGRATIONS[memory.core.engine.dialect] if m.version == 10]
@@ -243,3 +250,99 @@ def test_the_migration_labels_stored_messages_like_appends_do(memory: Memory) ->
 
     run(write(relabel))
     assert run(read(lambda: labels_of(conv.id, ids))) == before
+
+
+def _fork_rows(memory: Memory, cid: str) -> set[tuple[str, str, int]]:
+    from memstrata.storage.plan import Query
+
+    def rows() -> Any:
+        found = yield Query(
+            "SELECT head_id, from_chain, from_depth FROM message_forks WHERE conversation_id = ?",
+            (cid,),
+        )
+        return {(str(h), str(c), int(d)) for h, c, d in found}
+
+    out: set[tuple[str, str, int]] = memory.core.engine.run(read(rows))
+    return out
+
+
+def test_the_fork_migration_writes_the_rows_appends_do(memory: Memory) -> None:
+    """Migration 19 derives message_forks from stored labels: the same rows the append
+    path writes (run here on a tree whose fork rows were wiped)."""
+    from memstrata.storage.plan import Exec, write
+    from memstrata.storage.schema import MIGRATIONS
+
+    rnd = random.Random(19)
+    scope = fresh_scope()
+    conv = memory.conversations.create(scope)
+    _grow(memory, scope, conv.id, rnd, 80)
+    before = _fork_rows(memory, conv.id)
+    assert len(before) > 10  # the tree forks: rows to compare
+    (migration,) = [m for m in MIGRATIONS[memory.core.engine.dialect] if m.version == 19]
+
+    def refill() -> Any:
+        yield Exec("DELETE FROM message_forks WHERE conversation_id = ?", (conv.id,))
+        yield Exec(migration.statements[-1], ())
+
+    memory.core.engine.run(write(refill))
+    assert _fork_rows(memory, conv.id) == before
+
+
+def test_ancestry_stays_exact_through_subtree_deletes(memory: Memory) -> None:
+    """Deleting subtrees (n8n's deleteMessages) and appending again keeps every answer of
+    Branch.contains equal to a walk, and leaves no fork row of a deleted message."""
+    rnd = random.Random(23)
+    scope = fresh_scope()
+    conv = memory.conversations.create(scope)
+    ids = _grow(memory, scope, conv.id, rnd, 70)
+    for _ in range(4):
+        gone = set()
+        for victim in rnd.sample(ids, 2):
+            if victim in ids and victim not in gone:
+                before = {m.id for m in memory.messages.list(scope, conv.id, limit=500).items}
+                memory.messages.delete(scope, conv.id, victim)
+                after = {m.id for m in memory.messages.list(scope, conv.id, limit=500).items}
+                gone |= before - after
+        ids[:] = [m for m in ids if m not in gone]
+        _grow(memory, scope, conv.id, rnd, 25, ids)
+    run = memory.core.engine.run
+    labels = run(read(lambda: labels_of(conv.id, ids)))
+    for leaf in rnd.sample(ids, 20):
+        branch = run(read(partial(branch_of, conv.id, leaf)))
+        assert branch is not None
+        assert {m for m in ids if branch.contains(*labels[m])} == _naive_path(
+            memory, scope, conv.id, leaf
+        )
+    assert {head for head, _, _ in _fork_rows(memory, conv.id)} <= set(ids)
+
+
+def test_an_import_rebuilds_the_fork_rows(memory: Memory, tmp_path: Path) -> None:
+    """Exports leave message_forks out (derived); importing a user's export into an empty
+    store writes them again, so branches there are what they were."""
+    rnd = random.Random(29)
+    scope = fresh_scope()
+    conv = memory.conversations.create(scope)
+    ids = _grow(memory, scope, conv.id, rnd, 50)
+    lines: list[str] = []
+    memory.transfer.export(lines.append, tenant=scope.tenant, user=scope.user)
+    before = _fork_rows(memory, conv.id)
+    assert before
+    target = Memory.open(
+        f"sqlite:///{(tmp_path / 'imported.db').as_posix()}", settings=Settings(worker="off")
+    )
+    try:
+        target.transfer.import_(lines)
+        assert _fork_rows(target, conv.id) == before
+        leaf = ids[-1]
+        branch = target.core.engine.run(read(partial(branch_of, conv.id, leaf)))
+        assert branch is not None
+        assert {m for m in ids if branch.contains(*labels_of_in(target, conv.id, ids)[m])} == (
+            _naive_path(memory, scope, conv.id, leaf)
+        )
+    finally:
+        target.close()
+
+
+def labels_of_in(mem: Memory, cid: str, ids: list[str]) -> dict[str, tuple[str | None, int]]:
+    out: dict[str, tuple[str | None, int]] = mem.core.engine.run(read(lambda: labels_of(cid, ids)))
+    return out

@@ -21,8 +21,10 @@ from memstrata import Memory, Scope
 from memstrata.api import core as core_module
 from memstrata.api.features import FEATURES
 from memstrata.config import Settings
+from memstrata.conversation import messages as messages_module
 from memstrata.conversation.messages import delete_message
 from memstrata.errors import Conflict
+from memstrata.storage import cascade as cascade_module
 from memstrata.storage.plan import Exec, Query, read, write
 from memstrata.storage.schema import MIGRATIONS
 from memstrata.testing import FakeEmbedder
@@ -118,6 +120,9 @@ def store_at_13(
     monkeypatch.setattr(
         core_module, "FEATURES", tuple(f for f in FEATURES if f.name not in _AFTER_13)
     )
+    # Appends wrote no fork rows before migration 19 (its table): the upgrade derives them.
+    monkeypatch.setattr(messages_module, "record_fork", _no_fork)
+    monkeypatch.setattr(cascade_module, "delete_forks", _no_fork)
     if request.param == "sqlite":
         yield f"sqlite:///{(tmp_path / 'v13.db').as_posix()}", monkeypatch, False
     elif request.param == "postgres":
@@ -128,6 +133,10 @@ def store_at_13(
         with schema_on(url) as schema:
             sep = "&" if "?" in url else "?"
             yield f"{url}{sep}options=-csearch_path%3D{schema}", monkeypatch, True
+
+
+def _no_fork(*_: Any) -> Any:
+    yield from ()
 
 
 def _write_rows(mem: Memory, *statements: str) -> None:
@@ -199,6 +208,9 @@ def test_finding12_a_store_at_migration_13_upgrades(
     try:
         assert mem.core.engine.schema_version() == MIGRATIONS["sqlite"][-1].version >= 18
         assert mem.messages.list(ALICE, conv.id).items == stored
+        # The regenerated answer starts a chain off the question's: migration 19's row.
+        regen = next(m for m in stored if m.content == "It is Oslo.")
+        assert _read_rows(mem, "SELECT head_id, from_depth FROM message_forks") == [(regen.id, 0)]
         assert [m.content for m in mem.history(ALICE, conv.id).messages] == [
             "Capital of Norway?",
             "It is Oslo.",

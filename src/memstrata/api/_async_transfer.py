@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable
 
 from memstrata.api._async_base import AsyncSubAPI
 from memstrata.api._async_recall import AsyncRecall
+from memstrata.conversation.branches import fill_forks
 from memstrata.nodes.service import blobs_for
 from memstrata.transfer.native import (
     BATCH,
@@ -68,6 +69,11 @@ class AsyncTransfer(AsyncSubAPI):
         tick = progress or (lambda n: None)
         added = read_rows = blobs = 0
         batch: list[Row] = []
+        conversations: set[str] = set()  # those whose messages came, for their fork rows
+        message_cols = head.tables.get("messages", [])
+        cid_at = (
+            message_cols.index("conversation_id") if "conversation_id" in message_cols else None
+        )
         for item in items:
             if isinstance(item[1], bytes):
                 await store.aput(item[0], item[1])
@@ -75,6 +81,8 @@ class AsyncTransfer(AsyncSubAPI):
                 tick(1)
                 continue
             batch.append(item)
+            if item[0] == "messages" and cid_at is not None:
+                conversations.add(str(item[1][cid_at]))
             if len(batch) == BATCH:
                 added += await self._write(insert_rows, dialect, head, batch)
                 read_rows += len(batch)
@@ -84,5 +92,6 @@ class AsyncTransfer(AsyncSubAPI):
             added += await self._write(insert_rows, dialect, head, batch)
             read_rows += len(batch)
             tick(len(batch))
+        await self._write(fill_forks, sorted(conversations))
         indexed = await AsyncRecall(self._core).backfill()
         return {"rows": read_rows, "added": added, "blobs": blobs, "indexed": indexed}

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable
 
 from memstrata.api._sync_base import SubAPI
 from memstrata.api._sync_recall import Recall
+from memstrata.conversation.branches import fill_forks
 from memstrata.nodes.service import blobs_for
 from memstrata.transfer.native import (
     BATCH,
@@ -67,6 +68,11 @@ class Transfer(SubAPI):
         tick = progress or (lambda n: None)
         added = read_rows = blobs = 0
         batch: list[Row] = []
+        conversations: set[str] = set()  # those whose messages came, for their fork rows
+        message_cols = head.tables.get("messages", [])
+        cid_at = (
+            message_cols.index("conversation_id") if "conversation_id" in message_cols else None
+        )
         for item in items:
             if isinstance(item[1], bytes):
                 store.put(item[0], item[1])
@@ -74,6 +80,8 @@ class Transfer(SubAPI):
                 tick(1)
                 continue
             batch.append(item)
+            if item[0] == "messages" and cid_at is not None:
+                conversations.add(str(item[1][cid_at]))
             if len(batch) == BATCH:
                 added += self._write(insert_rows, dialect, head, batch)
                 read_rows += len(batch)
@@ -83,5 +91,6 @@ class Transfer(SubAPI):
             added += self._write(insert_rows, dialect, head, batch)
             read_rows += len(batch)
             tick(len(batch))
+        self._write(fill_forks, sorted(conversations))
         indexed = Recall(self._core).backfill()
         return {"rows": read_rows, "added": added, "blobs": blobs, "indexed": indexed}

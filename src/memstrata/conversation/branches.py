@@ -12,6 +12,11 @@ deepest depth the branch keeps of it; then X is an ancestor of (or is) L exactly
 when X's chain is among them and X's depth is at most that chain's exit depth
 (:meth:`Branch.contains`). Messages stored before the labels existed were labelled
 by the migration that added them.
+
+Each chain that forks off another also has a row in ``message_forks`` (the chain it
+leaves and at what depth), written with its first message: the walk reads one narrow,
+clustered row per fork instead of two lookups in the wide messages table (about 4x
+faster on a branch crossing 2,000 forks; see ``bench context``).
 """
 
 from __future__ import annotations
@@ -19,18 +24,68 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from memstrata.storage.plan import Op, Query
+from memstrata.storage.branch_tables import FILL_FORKS
+from memstrata.storage.plan import Exec, Op, Query
 from memstrata.storage.sql import BATCH, placeholders
 
-__all__ = ["CHAIN_SQL", "Branch", "branch_of", "labels_of"]
+__all__ = ["Branch", "Label", "branch_of", "fill_forks", "label_child", "labels_of"]
 
-# The chain of a new message, as an SQL expression over (conversation id, parent id, new
-# id): the parent's chain when the parent has no child yet, else the new message's own id.
-CHAIN_SQL = (
-    "COALESCE((SELECT p.chain_id FROM messages p WHERE p.conversation_id = ? AND p.id = ? "
-    "AND NOT EXISTS (SELECT 1 FROM messages c WHERE c.conversation_id = p.conversation_id "
-    "AND c.parent_id = p.id)), ?)"
-)
+
+@dataclass(frozen=True, slots=True)
+class Label:
+    """A new message's ancestry label, and the fork its chain makes (if it starts one
+    under a parent: ``(parent's chain, parent's depth)``)."""
+
+    chain_id: str
+    fork: tuple[str, int] | None
+
+
+def label_child(message_id: str, parent: tuple[str | None, int, bool] | None) -> Label:
+    """The label of a new message given its parent's ``(chain, depth, has a child)``.
+
+    A first child continues the parent's chain; any later child, and a root, starts its
+    own chain (named by its id). A parent stored without a label (None) cannot be
+    continued: the child starts a chain that forks off nothing known.
+    """
+    if parent is None:
+        return Label(message_id, None)
+    chain, depth, has_child = parent
+    if chain is None:
+        return Label(message_id, None)
+    if not has_child:
+        return Label(chain, None)
+    return Label(message_id, (chain, depth))
+
+
+def parent_label(conversation_id: str, parent_id: str) -> Op[tuple[str | None, int, bool]]:
+    """The ``(chain, depth, has a child)`` of a stored message, for :func:`label_child`."""
+    rows = yield Query(
+        "SELECT p.chain_id, p.depth, EXISTS (SELECT 1 FROM messages c "
+        "WHERE c.conversation_id = p.conversation_id AND c.parent_id = p.id) "
+        "FROM messages p WHERE p.conversation_id = ? AND p.id = ?",
+        (conversation_id, parent_id),
+    )
+    chain, depth, has_child = rows[0]
+    return chain, int(depth), bool(has_child)
+
+
+def record_fork(conversation_id: str, message_id: str, label: Label) -> Op[None]:
+    """Write the fork row of a message that starts a chain under a parent (else nothing)."""
+    if label.fork is not None:
+        yield Exec(
+            "INSERT INTO message_forks (conversation_id, head_id, from_chain, from_depth) "
+            "VALUES (?, ?, ?, ?)",
+            (conversation_id, message_id, *label.fork),
+        )
+
+
+def fill_forks(conversation_ids: Sequence[str]) -> Op[None]:
+    """Write the missing fork rows of the given conversations' stored messages (after an
+    import, whose rows carry their labels but not the forks derived from them)."""
+    for start in range(0, len(conversation_ids), BATCH):
+        batch = list(conversation_ids[start : start + BATCH])
+        where = f" AND h.conversation_id IN ({placeholders(len(batch))})"
+        yield Exec(FILL_FORKS.format(where=where), batch)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,18 +107,17 @@ class Branch:
 def branch_of(conversation_id: str, leaf_id: str, min_depth: int = 0) -> Op[Branch | None]:
     """The branch ending at ``leaf_id`` (None when no such message in the conversation).
 
-    Walks chain heads, not messages: one row per fork on the branch, and only as far up
-    as ``min_depth`` (a caller judging messages no shallower than that needs no more).
+    Walks forks, not messages: one ``message_forks`` row per fork on the branch, and only
+    as far up as ``min_depth`` (a caller judging messages no shallower than that needs no more).
     """
     rows = yield Query(
         "WITH RECURSIVE ch(chain_id, exit_depth) AS ("
-        " SELECT chain_id, depth FROM messages WHERE id = ? AND conversation_id = ?"
-        " UNION ALL SELECT p.chain_id, p.depth FROM ch"
-        " JOIN messages h ON h.conversation_id = ? AND h.id = ch.chain_id"
-        " JOIN messages p ON p.conversation_id = h.conversation_id AND p.id = h.parent_id"
-        " WHERE p.depth >= ?)"
+        " SELECT chain_id, depth FROM messages WHERE conversation_id = ? AND id = ?"
+        " UNION ALL SELECT f.from_chain, f.from_depth FROM ch"
+        " JOIN message_forks f ON f.conversation_id = ? AND f.head_id = ch.chain_id"
+        " WHERE f.from_depth >= ?)"
         " SELECT chain_id, exit_depth FROM ch",
-        (leaf_id, conversation_id, conversation_id, min_depth),
+        (conversation_id, leaf_id, conversation_id, min_depth),
     )
     if not rows:
         return None

@@ -6,7 +6,7 @@ scope is indistinguishable from one that does not exist.
 
 from __future__ import annotations
 
-from memstrata.conversation.branches import CHAIN_SQL
+from memstrata.conversation.branches import label_child, parent_label, record_fork
 from memstrata.conversation.conversations import (
     check_metadata,
     get_conversation,
@@ -141,13 +141,15 @@ def append_message(
     spot = place(
         parent, None if parent_row is None else system_tail(parent_row), mid, new.role, tokens
     )
+    found = None if parent is None else (yield from parent_label(conv.id, parent.id))
+    label = label_child(mid, found)
     now = rt.clock()
     occurred = to_micros(new.occurred_at) if new.occurred_at is not None else now
     yield Exec(
         "INSERT INTO messages (id, conversation_id, parent_id, role, content, files, tool_calls, "
         "tool_call_id, status, metadata, occurred_at, created_at, depth, token_count, "
         "branch_tokens, system_tail_id, legacy_parent, chain_id) "
-        f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {CHAIN_SQL})",
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             mid,
             conv.id,
@@ -166,11 +168,10 @@ def append_message(
             spot.branch_tokens,
             spot.system_tail_id,
             int(legacy),
-            conv.id,
-            None if parent is None else parent.id,
-            mid,
+            label.chain_id,
         ),
     )
+    yield from record_fork(conv.id, mid, label)
     yield Exec(
         "UPDATE conversations SET active_leaf_id = ?, message_count = message_count + 1, "
         "updated_at = ? WHERE id = ?",

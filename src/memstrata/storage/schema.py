@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from memstrata.storage.branch_tables import FILL_FORKS, FORK_TABLES
 from memstrata.storage.tables import (
     CORE_TABLES,
     GRAPH_TABLES,
@@ -258,6 +259,11 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
             18,
             "deletion receipts: what each deletion removed and what its verification found",
             render(dialect, RECEIPT_TABLES),
+        ),
+        Migration(
+            19,
+            "messages: a narrow table of chain forks, so a leaf's branch is found cheaply",
+            (*render(dialect, FORK_TABLES), FILL_FORKS.format(where="")),
         ),
     )
     for dialect in TYPES

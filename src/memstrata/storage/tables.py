@@ -560,12 +560,14 @@ TYPES = {
         "time": "INTEGER",
         "blob": "BLOB",
         "real": "REAL",
+        "clustered": " WITHOUT ROWID",  # rows stored in key order: one B-tree descent each
     },
     "postgres": {
         "serial": "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY",
         "time": "BIGINT",
         "blob": "BYTEA",
         "real": "DOUBLE PRECISION",
+        "clustered": "",
     },
 }
 
