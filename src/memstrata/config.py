@@ -61,6 +61,13 @@ class Settings(BaseSettings):
         "per read (appends never wait on the embedder); also in a debounced background job "
         "after appends; or never (keyword recall only).",
     )
+    vector_cache_mb: int = Field(
+        default=256,
+        ge=0,
+        description="Exact vector search (SQLite; PostgreSQL without pgvector): memory for "
+        "users' vector matrices kept between searches, least recently used out first "
+        "(100k vectors of 384 dimensions take ~200 MB); 0 reads the vectors every search.",
+    )
 
     rate_limit_per_second: float = Field(
         default=0.0,

@@ -144,6 +144,7 @@ class RecallEngine:
             lambda ids: idx.delete_for_conversations(dialect, ids)
         )
         core.rt.cascade.on_user_delete(lambda t, u: idx.delete_for_user(dialect, t, u))
+        core.rt.cascade.on_user_delete(self._forget_user)
         core.rt.cascade.on_messages_delete(lambda c, ids: idx.delete_for_messages(dialect, c, ids))
         core.jobs.register(EMBED_JOB, _run_embed_job)
         if core.settings.recall_index:
@@ -223,6 +224,17 @@ class RecallEngine:
 
     # -- the vector index ------------------------------------------------------------------
 
+    def _forget_user(self, tenant: str, user: str) -> Op[None]:
+        """A deleted user's vectors leave this process's memory too (other processes drop
+        theirs at their next search of the user, or when the cache evicts them)."""
+        if self._index is not None:
+            self._index.forget_owner(tenant, user)
+        yield from ()
+
+    @property
+    def _cache_bytes(self) -> int:
+        return self._core.settings.vector_cache_mb * 2**20
+
     def vector_index(self) -> PlannedIndex | None:
         emb = self.embedder
         if emb is None:
@@ -230,7 +242,9 @@ class RecallEngine:
         if self._index is None or self._index.space.embedder != emb.identity:
             from memstrata.vectors import Space, open_vector_index
 
-            self._index = open_vector_index(self._core.engine, Space(emb.identity, emb.dim))
+            self._index = open_vector_index(
+                self._core.engine, Space(emb.identity, emb.dim), cache_bytes=self._cache_bytes
+            )
         return self._index
 
     async def avector_index(self) -> PlannedIndex | None:
@@ -240,7 +254,9 @@ class RecallEngine:
         if self._index is None or self._index.space.embedder != emb.identity:
             from memstrata.vectors import Space, aopen_vector_index
 
-            self._index = await aopen_vector_index(self._core.engine, Space(emb.identity, emb.dim))
+            self._index = await aopen_vector_index(
+                self._core.engine, Space(emb.identity, emb.dim), cache_bytes=self._cache_bytes
+            )
         return self._index
 
     # -- embedding ---------------------------------------------------------------------------

@@ -31,6 +31,7 @@ from memstrata.storage.tables import (
     render,
 )
 from memstrata.storage.usage_tables import USAGE_TABLES
+from memstrata.storage.vector_versions import VECTOR_VERSIONS
 
 __all__ = ["MIGRATIONS", "Migration"]
 
@@ -264,6 +265,11 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
             19,
             "messages: a narrow table of chain forks, so a leaf's branch is found cheaply",
             (*render(dialect, FORK_TABLES), FILL_FORKS.format(where="")),
+        ),
+        Migration(
+            20,
+            "vectors: a version per owner and per row, so exact search keeps matrices in memory",
+            VECTOR_VERSIONS,
         ),
     )
     for dialect in TYPES

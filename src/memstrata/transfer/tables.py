@@ -356,6 +356,7 @@ DERIVED: dict[str, str] = {
     "message_forks": "rebuilt by the import from the messages' ancestry labels",
     "vectors": "embeddings are remade from the messages by the importing store's embedder",
     "vector_spaces": "made with the vectors",
+    "vector_owners": "versions of the vectors, for in-memory search: made with the vectors",
     "workers": "heartbeats of the processes running now, not data",
     "node_turn_ids": "an index of the node memories' blobs, which exports do not carry",
     # Known gap: LangGraph's own storage is not in a user's export yet (its values are

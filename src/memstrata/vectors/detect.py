@@ -17,7 +17,7 @@ from memstrata.errors import BackendUnavailable, ConfigurationError
 from memstrata.storage.engine import Engine
 from memstrata.storage.plan import Exec, Op, Query, write
 from memstrata.storage.sql import now_micros
-from memstrata.vectors.exact import ExactIndex
+from memstrata.vectors.exact import DEFAULT_CACHE_BYTES, ExactIndex
 from memstrata.vectors.pgvector import (
     DEFAULT_EF_SEARCH,
     HNSW_MAX_DIM,
@@ -144,6 +144,7 @@ def _build(
     capability: VectorCapability | None,
     ef_search: int,
     clock: Callable[[], int],
+    cache_bytes: int,
 ) -> PlannedIndex:
     index: PlannedIndex
     if (
@@ -154,7 +155,7 @@ def _build(
         index = PgvectorIndex(engine, space, capability.pgvector, ef_search=ef_search, clock=clock)
         index.reason = capability.reason
         return index
-    index = ExactIndex(engine, space, clock=clock)
+    index = ExactIndex(engine, space, clock=clock, cache_bytes=cache_bytes)
     index.reason = capability.reason if capability is not None else "exact search (chosen)"
     return index
 
@@ -173,15 +174,17 @@ def open_vector_index(
     prefer: Prefer = "auto",
     ef_search: int = DEFAULT_EF_SEARCH,
     clock: Callable[[], int] = now_micros,
+    cache_bytes: int = DEFAULT_CACHE_BYTES,
 ) -> PlannedIndex:
     """The best index ``engine`` supports for ``space``, set up and ready.
 
     ``prefer="exact"`` skips detection; ``prefer="pgvector"`` raises
     ConfigurationError when pgvector cannot be used. Opening records the space, so an
     identity already stored with another dimension is refused (InvalidInput).
+    ``cache_bytes``: the exact index's in-memory matrices (0: read every search's rows).
     """
     capability = detect(engine) if prefer != "exact" else None
-    index = _build(engine, space, _choose(capability, space, prefer), ef_search, clock)
+    index = _build(engine, space, _choose(capability, space, prefer), ef_search, clock, cache_bytes)
     engine.run(write(lambda: _setup(index)))
     return index
 
@@ -193,9 +196,10 @@ async def aopen_vector_index(
     prefer: Prefer = "auto",
     ef_search: int = DEFAULT_EF_SEARCH,
     clock: Callable[[], int] = now_micros,
+    cache_bytes: int = DEFAULT_CACHE_BYTES,
 ) -> PlannedIndex:
     """:func:`open_vector_index` for async callers."""
     capability = await adetect(engine) if prefer != "exact" else None
-    index = _build(engine, space, _choose(capability, space, prefer), ef_search, clock)
+    index = _build(engine, space, _choose(capability, space, prefer), ef_search, clock, cache_bytes)
     await engine.arun(write(lambda: _setup(index)))
     return index

@@ -27,6 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from memstrata.errors import Conflict, InvalidInput
+from memstrata.ids import new_id
 from memstrata.storage.engine import Engine
 from memstrata.storage.plan import Exec, Op, Query, read, write
 from memstrata.storage.sql import BATCH, now_micros, placeholders
@@ -41,6 +42,7 @@ __all__ = [
     "VectorHit",
     "VectorIndex",
     "VectorItem",
+    "bump_owner",
     "delete_for_conversations",
     "delete_for_messages",
     "delete_for_user",
@@ -249,23 +251,54 @@ def register_space(space: Space, now: int, index_table: str | None = None) -> Op
     )
 
 
+def bump_owner(tenant: str, user: str, *, deleted: bool, epoch: str) -> Op[int]:
+    """Count one more write to ``(tenant, user)``'s vectors; returns the new version.
+
+    ``deleted``: the write removed or replaced vectors (a cache must reload, not extend).
+    ``epoch`` names the owner row if this creates it. Callers bump owners in sorted order,
+    so two transactions never wait on each other's owner rows (PostgreSQL row locks).
+    """
+    rows = yield Query(
+        "INSERT INTO vector_owners (tenant_id, user_id, epoch, version, deleted_version) "
+        "VALUES (?, ?, ?, 1, ?) ON CONFLICT (tenant_id, user_id) DO UPDATE SET "
+        "version = vector_owners.version + 1, deleted_version = CASE WHEN ? = 1 "
+        "THEN vector_owners.version + 1 ELSE vector_owners.deleted_version END "
+        "RETURNING version",
+        (tenant, user, epoch, int(deleted), int(deleted)),
+    )
+    return int(rows[0][0])
+
+
+def _bump_owners_of(sql: str, params: Sequence[Any]) -> Op[None]:
+    """Bump (as deleting) every owner of the vectors ``sql`` selects (tenant, user)."""
+    rows = yield Query(sql, params)
+    for tenant, user in sorted({(str(t), str(u)) for t, u in rows}):
+        yield from bump_owner(tenant, user, deleted=True, epoch=new_id())
+
+
 def write_rows(space: Space, batch: Sequence[Prepared], now: int) -> Op[None]:
     """Replace-by-id of one batch in ``vectors``; an id owned by another user is a Conflict.
 
     Delete-then-insert (rather than an upsert) also removes the row from any derived
-    index table, through its ``ON DELETE CASCADE`` foreign key.
+    index table, through its ``ON DELETE CASCADE`` foreign key. Each owner's version goes
+    up once (see :func:`bump_owner`); the rows carry it.
     """
     ids = [p.item.id for p in batch]
     rows = yield Query(
         f"SELECT id, tenant_id, user_id FROM vectors WHERE id IN ({placeholders(len(ids))})", ids
     )
+    replaced: set[tuple[str, str]] = set()
     if rows:
         owners = {p.item.id: (p.item.scope.tenant, p.item.scope.user) for p in batch}
         for vid, tenant, user in rows:
             if owners[vid] != (tenant, user):
                 raise Conflict(f"vector id {vid!r} is already used by another scope")
+            replaced.add((tenant, user))
         taken = [r[0] for r in rows]
         yield Exec(f"DELETE FROM vectors WHERE id IN ({placeholders(len(taken))})", taken)
+    versions: dict[tuple[str, str], int] = {}
+    for owner in sorted({(p.item.scope.tenant, p.item.scope.user) for p in batch}):
+        versions[owner] = yield from bump_owner(*owner, deleted=owner in replaced, epoch=new_id())
     params: list[Any] = []
     for p in batch:
         s = p.item.scope
@@ -280,11 +313,12 @@ def write_rows(space: Space, batch: Sequence[Prepared], now: int) -> Op[None]:
             space.dim,
             p.blob,
             now,
+            versions[(s.tenant, s.user)],
         ]
-    values = ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"] * len(batch))
+    values = ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"] * len(batch))
     yield Exec(
         "INSERT INTO vectors (id, tenant_id, user_id, agent_id, conversation_id, message_id, "
-        f"embedder, dim, vector, created_at) VALUES {values}",
+        f"embedder, dim, vector, created_at, version) VALUES {values}",
         params,
     )
 
@@ -332,23 +366,31 @@ def delete_for_conversations(ids: Sequence[str]) -> Op[None]:
     """
     for start in range(0, len(ids), BATCH):
         batch = list(ids[start : start + BATCH])
-        yield Exec(
-            f"DELETE FROM vectors WHERE conversation_id IN ({placeholders(len(batch))})", batch
+        where = f"conversation_id IN ({placeholders(len(batch))})"
+        yield from _bump_owners_of(
+            f"SELECT DISTINCT tenant_id, user_id FROM vectors WHERE {where}", batch
         )
+        yield Exec(f"DELETE FROM vectors WHERE {where}", batch)
 
 
 def delete_for_messages(conversation_id: str, ids: Sequence[str]) -> Op[None]:
     """Cascade step: vectors of single deleted messages go with them, in every space."""
-    yield Exec(
-        f"DELETE FROM vectors WHERE conversation_id = ? AND message_id IN "
-        f"({placeholders(len(ids))})",
-        (conversation_id, *ids),
+    where = f"conversation_id = ? AND message_id IN ({placeholders(len(ids))})"
+    params = (conversation_id, *ids)
+    yield from _bump_owners_of(
+        f"SELECT DISTINCT tenant_id, user_id FROM vectors WHERE {where}", params
     )
+    yield Exec(f"DELETE FROM vectors WHERE {where}", params)
 
 
 def delete_for_user(tenant: str, user: str) -> Op[None]:
-    """Cascade step: a deleted user's vectors go too, including any not tied to a conversation."""
+    """Cascade step: a deleted user's vectors go too, including any not tied to a conversation.
+
+    The owner row goes as well (nothing of the user is left); one made again later has a
+    new epoch, so no cache mistakes it for this one.
+    """
     yield Exec("DELETE FROM vectors WHERE tenant_id = ? AND user_id = ?", (tenant, user))
+    yield Exec("DELETE FROM vector_owners WHERE tenant_id = ? AND user_id = ?", (tenant, user))
 
 
 def _replayable(ids: Iterable[str]) -> Iterable[str]:
@@ -442,6 +484,9 @@ class PlannedIndex:
 
     def delete_for_user(self, tenant: str, user: str) -> Op[None]:
         return delete_for_user(tenant, user)
+
+    def forget_owner(self, tenant: str, user: str) -> None:
+        """Drop whatever this process keeps in memory of a user's vectors (none here)."""
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.kind} {self.space.embedder!r} dim={self.space.dim}>"
