@@ -249,6 +249,26 @@ def test_common_terms_are_probed_within_a_bound(memory: Memory) -> None:
     assert [h.message_id for h in rare] == [ids[3]]
     assert len(rare) == 1
     assert 0 < rare[0].coverage < 1
+    # Common terms are told from the index alone where it can (the whole scope), else
+    # from their postings (one conversation): the same decision either way.
+    within = run(
+        read(
+            lambda: keyword_search(
+                dialect,
+                scope,
+                ["apple", "pear"],
+                10,
+                cap=3,
+                drop_common=True,
+                conversation_id=conv.id,
+            )
+        )
+    )
+    assert within == rare
+    kept = run(
+        read(lambda: keyword_search(dialect, scope, ["apple", "pear"], 10, cap=4, drop_common=True))
+    )
+    assert len(kept) == 4  # 3 apples < a cap of 4: read, not dropped
 
 
 def test_the_tier_still_finds_a_fact_when_its_other_words_are_everywhere(mem: Memory) -> None:

@@ -56,6 +56,11 @@ _SQL: dict[str, dict[str, str]] = {
             "JOIN messages m ON m.seq = d.seq "
             "WHERE recall_fts MATCH ? AND {scope} ORDER BY recall_fts.rowid DESC LIMIT ?"
         ),
+        # How many of the owner's messages hold a term, up to a cap: the full-text index
+        # alone (its owner token is the tenant and user), no row of another table read.
+        "probe": (
+            "SELECT count(*) FROM (SELECT 1 FROM recall_fts WHERE recall_fts MATCH ? LIMIT ?)"
+        ),
         "delete_conversations": (
             "DELETE FROM recall_fts WHERE rowid IN "
             "(SELECT seq FROM recall_docs WHERE conversation_id IN ({ids}))"
@@ -75,6 +80,10 @@ _SQL: dict[str, dict[str, str]] = {
             "SELECT d.seq, d.message_id, d.conversation_id, m.token_count "
             "FROM recall_docs d JOIN messages m ON m.seq = d.seq, to_tsquery('english', ?) q "
             "WHERE d.tsv @@ q AND {scope} ORDER BY d.seq DESC LIMIT ?"
+        ),
+        "probe": (
+            "SELECT count(*) FROM (SELECT 1 FROM recall_docs d, to_tsquery('english', ?) q "
+            "WHERE d.tsv @@ q AND {scope} LIMIT ?) t"
         ),
     },
 }
@@ -243,6 +252,24 @@ def _term_query(dialect: str, owner: str, term: str) -> str:
     return "'" + term.replace("'", "''").replace("\\", "") + "'"
 
 
+def _term_rows(
+    dialect: str, name: str, scope: Scope, term: str, cap: int, conversation_id: str | None
+) -> Op[list[Row]]:
+    """Run the dialect's ``name`` statement for one term of ``scope``'s messages (of one
+    conversation, when given); SQLite's probe filters by the owner token alone."""
+    where, params = _scope_sql(scope)
+    if conversation_id is not None:
+        where += " AND d.conversation_id = ?"
+        params.append(conversation_id)
+    if dialect == "sqlite" and name == "probe":
+        params = []
+    sql = _sql(dialect, name)
+    assert sql is not None
+    query = _term_query(dialect, owner_token(scope.tenant, scope.user), term)
+    rows: list[Row] = yield Query(sql.format(scope=where), (query, *params, cap))
+    return rows
+
+
 def term_postings(
     dialect: str,
     scope: Scope,
@@ -253,15 +280,20 @@ def term_postings(
 ) -> Op[list[DocMatch]]:
     """The scope's newest messages holding ``term``, at most ``cap`` (so the read is
     bounded; ``cap`` rows back means the term is at least that common in the scope)."""
-    where, params = _scope_sql(scope)
-    if conversation_id is not None:
-        where += " AND d.conversation_id = ?"
-        params.append(conversation_id)
-    sql = _sql(dialect, "postings")
-    assert sql is not None
-    query = _term_query(dialect, owner_token(scope.tenant, scope.user), term)
-    rows: list[Row] = yield Query(sql.format(scope=where), (query, *params, cap))
+    rows = yield from _term_rows(dialect, "postings", scope, term, cap, conversation_id)
     return [DocMatch(int(r[0]), r[1], r[2], int(r[3])) for r in rows]
+
+
+def _held(
+    dialect: str, scope: Scope, term: str, cap: int, conversation_id: str | None
+) -> Op[int | None]:
+    """How many of the scope's messages hold ``term``, counted up to ``cap`` from the
+    keyword index alone (a third of a postings read on SQLite); None where the index
+    alone cannot tell (SQLite, with an agent or a conversation to keep to)."""
+    if dialect == "sqlite" and (scope.agent is not None or conversation_id is not None):
+        return None
+    rows = yield from _term_rows(dialect, "probe", scope, term, cap, conversation_id)
+    return int(rows[0][0])
 
 
 def keyword_search(
@@ -284,6 +316,11 @@ def keyword_search(
     postings: dict[str, list[DocMatch]] = {}
     dropped = 0.0
     for term in terms:
+        if drop_common:
+            held = yield from _held(dialect, scope, term, cap, conversation_id)
+            if held is not None and held >= cap:  # common: known without reading its rows
+                dropped += idf(cap, COVERAGE_CORPUS)
+                continue
         docs = yield from term_postings(dialect, scope, term, cap, conversation_id=conversation_id)
         if drop_common and len(docs) >= cap:
             dropped += idf(cap, COVERAGE_CORPUS)
