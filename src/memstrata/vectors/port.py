@@ -288,17 +288,18 @@ def write_rows(space: Space, batch: Sequence[Prepared], now: int) -> Op[None]:
         f"SELECT id, tenant_id, user_id FROM vectors WHERE id IN ({placeholders(len(ids))})", ids
     )
     replaced: set[tuple[str, str]] = set()
+    owners = {p.item.id: (p.item.scope.tenant, p.item.scope.user) for p in batch}
+    for vid, tenant, user in rows:
+        if owners[vid] != (tenant, user):
+            raise Conflict(f"vector id {vid!r} is already used by another scope")
+        replaced.add((tenant, user))
+    # Owner rows first, then vectors: the order every writer and deleter locks in.
+    versions: dict[tuple[str, str], int] = {}
+    for owner in sorted(set(owners.values())):
+        versions[owner] = yield from bump_owner(*owner, deleted=owner in replaced, epoch=new_id())
     if rows:
-        owners = {p.item.id: (p.item.scope.tenant, p.item.scope.user) for p in batch}
-        for vid, tenant, user in rows:
-            if owners[vid] != (tenant, user):
-                raise Conflict(f"vector id {vid!r} is already used by another scope")
-            replaced.add((tenant, user))
         taken = [r[0] for r in rows]
         yield Exec(f"DELETE FROM vectors WHERE id IN ({placeholders(len(taken))})", taken)
-    versions: dict[tuple[str, str], int] = {}
-    for owner in sorted({(p.item.scope.tenant, p.item.scope.user) for p in batch}):
-        versions[owner] = yield from bump_owner(*owner, deleted=owner in replaced, epoch=new_id())
     params: list[Any] = []
     for p in batch:
         s = p.item.scope
@@ -386,11 +387,12 @@ def delete_for_messages(conversation_id: str, ids: Sequence[str]) -> Op[None]:
 def delete_for_user(tenant: str, user: str) -> Op[None]:
     """Cascade step: a deleted user's vectors go too, including any not tied to a conversation.
 
-    The owner row goes as well (nothing of the user is left); one made again later has a
-    new epoch, so no cache mistakes it for this one.
+    The owner row goes as well, first (the lock order of every vector write): nothing of
+    the user is left, and one made again later has a new epoch, so no cache mistakes it
+    for this one.
     """
-    yield Exec("DELETE FROM vectors WHERE tenant_id = ? AND user_id = ?", (tenant, user))
     yield Exec("DELETE FROM vector_owners WHERE tenant_id = ? AND user_id = ?", (tenant, user))
+    yield Exec("DELETE FROM vectors WHERE tenant_id = ? AND user_id = ?", (tenant, user))
 
 
 def _replayable(ids: Iterable[str]) -> Iterable[str]:
