@@ -35,6 +35,7 @@ from typing import Any
 from memstrata.encoding import to_json
 from memstrata.longterm.model import Fact, FactStatus, ProfileSection
 from memstrata.longterm.rows import OWNER, owner
+from memstrata.longterm.similar import cosines
 from memstrata.longterm.store import active_facts, get_profile
 from memstrata.storage.plan import Op, Query
 from memstrata.storage.sql import placeholders
@@ -247,10 +248,7 @@ def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
 def _cosine_pairs(vectors: Sequence[Sequence[float]], threshold: float) -> set[tuple[int, int]]:
     import numpy as np  # only when an embedder is in use
 
-    m = np.asarray(vectors, dtype=np.float32)
-    m /= np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1e-12)
-    sims = m @ m.T
-    idx = np.argwhere(np.triu(sims, k=1) >= threshold)
+    idx = np.argwhere(np.triu(cosines(vectors, vectors), k=1) >= threshold)
     return {(int(i), int(j)) for i, j in idx.tolist()}
 
 

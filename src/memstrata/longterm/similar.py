@@ -9,10 +9,23 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from memstrata.longterm.model import Fact, ProposedFact
 
-__all__ = ["NearDuplicateCheck", "best_matches", "check"]
+__all__ = ["NearDuplicateCheck", "best_matches", "check", "cosines"]
+
+
+def cosines(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]]) -> Any:
+    """The cosine similarity of every row of ``a`` with every row of ``b`` (a numpy
+    matrix; a zero vector is similar to nothing)."""
+    import numpy as np  # only when an embedder is in use
+
+    def unit(rows: Sequence[Sequence[float]]) -> Any:
+        m = np.asarray(rows, dtype=np.float32)
+        return m / np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1e-12)
+
+    return unit(a) @ unit(b).T
 
 
 def best_matches(
@@ -24,13 +37,7 @@ def best_matches(
         return []
     if not old:
         return [None] * len(new)
-    import numpy as np  # only when an embedder is in use
-
-    a = np.asarray(new, dtype=np.float32)
-    b = np.asarray(old, dtype=np.float32)
-    a /= np.maximum(np.linalg.norm(a, axis=1, keepdims=True), 1e-12)
-    b /= np.maximum(np.linalg.norm(b, axis=1, keepdims=True), 1e-12)
-    sims = a @ b.T
+    sims = cosines(new, old)
     best = sims.argmax(axis=1)
     return [int(j) if float(sims[i, j]) >= threshold else None for i, j in enumerate(best.tolist())]
 
