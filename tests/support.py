@@ -343,3 +343,33 @@ def memstrata_serve(
         yield proc, base
     finally:
         stop(proc)
+
+
+SERVER_WAIT_SECONDS = 60  # upper bound for start-up on a loaded machine, not an expectation
+
+
+@contextmanager
+def served_in_thread(app: Any) -> Iterator[str]:
+    """``app`` served by uvicorn in a thread of this process, on a loopback socket bound to
+    an ephemeral port; yields its base URL. Waits are bounded loops, never timing checks."""
+    import threading
+
+    import uvicorn
+
+    # IPPROTO_TCP: asyncio sets TCP_NODELAY only then (else ~40 ms per keep-alive answer).
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + SERVER_WAIT_SECONDS
+        while not server.started and thread.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert server.started, "the server did not start"
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(SERVER_WAIT_SECONDS)
+        sock.close()

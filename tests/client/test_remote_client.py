@@ -13,8 +13,6 @@ import dataclasses
 import enum
 import re
 import socket
-import threading
-import time
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
@@ -22,7 +20,6 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import BaseModel
@@ -44,10 +41,10 @@ from memstrata.errors import (
     NotFound,
 )
 from memstrata.ids import new_id
+from support import served_in_thread
 
 pytestmark = pytest.mark.server
 
-WAIT_SECONDS = 60  # upper bound for start-up on a loaded machine, not an expectation
 ALICE = Scope("t1", "alice")
 BOB = Scope("t1", "bob")
 
@@ -81,25 +78,11 @@ def live(tmp_path: Path) -> Iterator[Live]:
 
     db = f"sqlite:///{(tmp_path / 'server.db').as_posix()}"
     settings = _settings(tmp_path / "server-home", db)
-    # IPPROTO_TCP: asyncio sets TCP_NODELAY only then (else ~40 ms per keep-alive answer).
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(settings=settings), log_level="warning"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    keys = Memory.open(db, settings=settings)
-    try:
-        deadline = time.monotonic() + WAIT_SECONDS
-        while not server.started and thread.is_alive() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert server.started, "the server did not start"
-        yield Live(f"http://127.0.0.1:{port}", keys)
-    finally:
-        server.should_exit = True
-        thread.join(WAIT_SECONDS)
-        keys.close()
-        sock.close()
+    with (
+        served_in_thread(create_app(settings=settings)) as url,
+        Memory.open(db, settings=settings) as keys,
+    ):
+        yield Live(url, keys)
 
 
 @pytest.fixture

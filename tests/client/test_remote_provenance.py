@@ -4,21 +4,17 @@ provenance of the reply and a fact's usage, as the embedded facade answers them.
 from __future__ import annotations
 
 import dataclasses
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import uvicorn
 
 from memstrata import Memory, Scope
 from memstrata.client import RemoteMemory
 from memstrata.config import Settings
 from memstrata.errors import Conflict, NotFound
+from support import served_in_thread
 
-WAIT_SECONDS = 60
 ALICE = Scope("acme", "alice")
 
 
@@ -34,24 +30,11 @@ def live(tmp_path: Path) -> Iterator[Live]:
 
     db = f"sqlite:///{(tmp_path / 'server.db').as_posix()}"
     settings = Settings(home=tmp_path / "home", db=db, worker="off")
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(settings=settings), log_level="warning"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    store = Memory.open(db, settings=settings)
-    try:
-        deadline = time.monotonic() + WAIT_SECONDS
-        while not server.started and thread.is_alive() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert server.started, "the server did not start"
-        yield Live(f"http://127.0.0.1:{port}", store)
-    finally:
-        server.should_exit = True
-        thread.join(WAIT_SECONDS)
-        store.close()
-        sock.close()
+    with (
+        served_in_thread(create_app(settings=settings)) as url,
+        Memory.open(db, settings=settings) as store,
+    ):
+        yield Live(url, store)
 
 
 def test_remote_provenance_matches_the_store(live: Live) -> None:
