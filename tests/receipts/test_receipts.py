@@ -330,9 +330,9 @@ def test_a_message_of_the_same_id_elsewhere_is_not_a_leftover(memory: Memory) ->
 def test_on_a_large_store_the_scan_runs_as_a_job(
     memory: Memory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from memstrata.api import _sync_receipts
-
-    monkeypatch.setattr(_sync_receipts, "INLINE_SCAN_MAX_MESSAGES", 0)
+    # The store counts as large past the setting (a copy, so the fixture's is untouched).
+    settings = memory.core.settings.model_copy(update={"receipts_inline_scan_max_messages": 0})
+    monkeypatch.setattr(memory.core, "settings", settings)
     scope = Scope(T, "large-store")
     kept = memory.conversations.create(scope).id
     memory.messages.append(scope, kept, role="user", content="the store is not empty")

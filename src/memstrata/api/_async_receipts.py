@@ -4,8 +4,9 @@ Each deletion of the facade (``mem.users.delete``, ``mem.conversations.delete``,
 ``mem.messages.delete``, ``mem.facts.delete``) writes its receipt in its own transaction
 and then, through :func:`settle`, purges the blob prefixes it made unreachable and runs
 the verification scan, storing the result on the receipt before returning it. The scan
-reads every table, so on a store past :data:`INLINE_SCAN_MAX_MESSAGES` messages it runs as
-a ``receipts.verify`` job instead, and the receipt answers ``verified: null`` until then.
+reads every table, so on a store past ``MEMSTRATA_RECEIPTS_INLINE_SCAN_MAX_MESSAGES``
+messages (default :data:`INLINE_SCAN_MAX_MESSAGES`) it runs as a ``receipts.verify`` job
+instead, and the receipt answers ``verified: null`` until then.
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ __all__ = ["INLINE_SCAN_MAX_MESSAGES", "LOCAL_ACTOR", "VERIFY_JOB", "AsyncReceip
 
 #: The actor a receipt names when the deletion came through the Python API directly.
 LOCAL_ACTOR = "python"
-#: Up to this many messages stored (the newest message's server order, read from an
-#: index), the scan runs inside the deleting call; past it, as a job.
+#: The default of ``Settings.receipts_inline_scan_max_messages``: up to this many messages
+#: stored (the newest message's server order, read from an index), the scan runs inside
+#: the deleting call; past it, as a job.
 INLINE_SCAN_MAX_MESSAGES = 10_000
 
 
@@ -48,7 +50,8 @@ async def settle(core: Core, deletion: Deletion) -> Receipt:
             more["jobs"] = await core.engine.arun(
                 write(lambda: receipt_ops.drop_purge_jobs(prefixes))
             )
-    if await core.engine.arun(read(receipt_ops.store_size)) > INLINE_SCAN_MAX_MESSAGES:
+    inline_max = core.settings.receipts_inline_scan_max_messages
+    if await core.engine.arun(read(receipt_ops.store_size)) > inline_max:
         return await AsyncReceipts(core)._verify_later(receipt, counts, more, found)
     return await _verify(core, receipt, counts, more, found, prefixes)
 

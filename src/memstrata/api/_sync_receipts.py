@@ -19,8 +19,9 @@ __all__ = ["INLINE_SCAN_MAX_MESSAGES", "LOCAL_ACTOR", "VERIFY_JOB", "Receipts", 
 
 #: The actor a receipt names when the deletion came through the Python API directly.
 LOCAL_ACTOR = "python"
-#: Up to this many messages stored (the newest message's server order, read from an
-#: index), the scan runs inside the deleting call; past it, as a job.
+#: The default of ``Settings.receipts_inline_scan_max_messages``: up to this many messages
+#: stored (the newest message's server order, read from an index), the scan runs inside
+#: the deleting call; past it, as a job.
 INLINE_SCAN_MAX_MESSAGES = 10_000
 
 
@@ -40,7 +41,8 @@ def settle(core: Core, deletion: Deletion) -> Receipt:
             more["jobs"] = core.engine.run(
                 write(lambda: receipt_ops.drop_purge_jobs(prefixes))
             )
-    if core.engine.run(read(receipt_ops.store_size)) > INLINE_SCAN_MAX_MESSAGES:
+    inline_max = core.settings.receipts_inline_scan_max_messages
+    if core.engine.run(read(receipt_ops.store_size)) > inline_max:
         return Receipts(core)._verify_later(receipt, counts, more, found)
     return _verify(core, receipt, counts, more, found, prefixes)
 
