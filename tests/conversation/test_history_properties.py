@@ -361,8 +361,8 @@ def test_history_matches_reference(
 
 
 # Rows a history may read beyond what it returns: the leaf (read twice), the system run
-# (fetched on its own), a pending leaf, the row that crosses the budget, and a short
-# blind chunk while it reads to the start of an over-budget newest turn.
+# (fetched on its own), a pending leaf and the row that crosses the budget (an
+# over-budget newest turn is read to its user message and no further).
 STORE_SLACK = 10
 # In another encoding the stored token counts only guide the reads, so allow the turn
 # that did not fit as well, and some more slack.
@@ -418,3 +418,26 @@ def test_history_reads_about_what_it_returns(
         else:
             dropped = len(want.body[-want.kept_turns - 1]) if want.truncated else 0
             assert h.rows_read <= len(h.messages) + dropped + want.system + OTHER_SLACK
+
+
+def test_an_over_budget_newest_turn_is_read_to_its_user_message_and_no_further(
+    memory: Memory,
+) -> None:
+    """The newest turn is kept whole whatever it costs, so the history reads on to its
+    user message: in one statement that stops there, not in growing blind chunks that
+    overshoot into older turns (8 then 16 rows read 24 for a turn of 13)."""
+    scope = Scope("rows", f"u{next(_scopes)}")
+    cid = memory.conversations.create(scope).id
+    for i in range(20):
+        memory.messages.append(
+            scope, cid, role="user" if i % 2 == 0 else "assistant", content=f"earlier {i}"
+        )
+    memory.messages.append(scope, cid, role="user", content="start the long task")
+    for i in range(12):
+        memory.messages.append(scope, cid, role="assistant", content=f"step {i} " * 20)
+    for model in (None, "cl100k_base"):  # the store's encoding, and another one
+        h = memory.history(scope, cid, max_tokens=5, model=model)
+        assert h.over_budget
+        assert h.messages[0].content == "start the long task"
+        assert len(h.messages) == 13
+        assert h.rows_read <= len(h.messages) + 2  # the leaf is read twice; nothing older

@@ -85,7 +85,8 @@ _LEAF_AT = 2
 _COLS = [c.strip() for c in MESSAGE_COLUMNS.split(",")]
 # History in the store's encoding also reads its first walk chunk here, sized as
 # ``_next_chunk`` sizes it (room = max_tokens - the system run's tokens; with room, the
-# messages that fit plus the one that crosses, else a blind 8; never into the system run).
+# messages that fit plus the one that crosses; without room none: that read stops at the
+# newest turn's user message, see _TURN_SQL; never into the system run).
 # Rows: (0, 0, active leaf, lim, lo, leaf), then system rows (1, n, ...), walk rows (2, n, ...).
 _OPEN_WITH_FIRST_SQL = (
     f"WITH RECURSIVE {_OPEN_HEAD}, s({MESSAGE_COLUMNS}, n) AS ("
@@ -98,7 +99,7 @@ _OPEN_WITH_FIRST_SQL = (
     " FROM messages m JOIN l ON m.conversation_id = l.conversation_id"
     " AND m.id = l.system_tail_id),"
     " q(lim, lo, top) AS (SELECT"
-    " CASE WHEN CAST(? AS BIGINT) - t.bt > 0 THEN CAST(? AS BIGINT) + 2 ELSE 8 END,"
+    " CASE WHEN CAST(? AS BIGINT) - t.bt > 0 THEN CAST(? AS BIGINT) + 2 ELSE 0 END,"
     " CASE WHEN CAST(? AS BIGINT) - t.bt > 0 THEN l.branch_tokens"
     " - CASE WHEN l.status = 'pending' THEN l.token_count ELSE 0 END"
     " - (CAST(? AS BIGINT) - t.bt) ELSE 0 END,"
@@ -228,20 +229,30 @@ _BRANCH_SQL = (
     " WHERE b.n < ? AND m.branch_tokens >= ?"
     f") SELECT {MESSAGE_COLUMNS} FROM b ORDER BY n"
 )
+# The same walk, stopping after the first user message (a turn's start): what a history
+# whose newest turn is over budget still needs, read in one statement and no further.
+_TURN_SQL = _BRANCH_SQL.replace(
+    " WHERE b.n < ? AND", f" WHERE b.n < ? AND b.role <> '{Role.USER.value}' AND"
+)
 
 
 def branch_chunk(
-    conversation_id: str, start_id: str, limit: int, min_branch_tokens: int = 0
+    conversation_id: str,
+    start_id: str,
+    limit: int,
+    min_branch_tokens: int = 0,
+    *,
+    to_user: bool = False,
 ) -> Op[list[Row]]:
     """Up to ``limit`` messages from ``start_id`` towards the root, newest first.
 
     The walk stops below the first ancestor whose ``branch_tokens`` is under
     ``min_branch_tokens`` (that ancestor is left out), so a caller can ask for
-    "the messages that fit in N tokens, and the one that crosses N".
+    "the messages that fit in N tokens, and the one that crosses N"; with ``to_user``,
+    also right after the first user message.
     """
-    rows: list[Row] = yield Query(
-        _BRANCH_SQL, (start_id, conversation_id, limit, min_branch_tokens)
-    )
+    sql = _TURN_SQL if to_user else _BRANCH_SQL
+    rows: list[Row] = yield Query(sql, (start_id, conversation_id, limit, min_branch_tokens))
     return rows
 
 
@@ -255,23 +266,30 @@ def path(scope: Scope, conversation_id: str, leaf_id: str | None = None) -> Op[l
 
 
 def _next_chunk(
-    planner: HistoryPlanner, start_branch_tokens: int, ratio: float, grow: int
+    planner: HistoryPlanner, start_branch_tokens: int, ratio: float
 ) -> tuple[int, int, bool]:
     """How many rows to read next, the lowest ``branch_tokens`` worth reading, and
-    whether the read is a blind one (whose size should grow next time).
+    whether the read is a blind one (up to the open turn's user message).
 
     While the budget has room, read the rows that fit plus the one that crosses
     the limit: ``branch_tokens`` make that exact in the store's encoding
     (``ratio`` 1) and a close guess in another (``ratio`` = model tokens per
     stored token seen so far). Once the newest turn alone is over budget it is
-    still kept whole, so read on in growing chunks until its user message.
+    still kept whole, so read on to its user message (one statement stopping there).
     """
     left = planner.messages_left
     room = planner.tokens_left
     if planner.kept_any or (left > 0 and (room is None or room > 0)):
         floor = 0 if room is None else start_branch_tokens - math.floor(max(room, 0) / ratio)
         return max(left, 0) + 2, floor, False
-    return grow, 0, True
+    return _TURN_CHUNK, 0, True
+
+
+#: Most rows one read to the open turn's user message takes (a longer turn: another read).
+_TURN_CHUNK = 1024
+#: Body messages counted in another encoding before their tokens-per-stored-token ratio is
+#: trusted to size a read that could be larger than with a ratio of 1.
+RATIO_SAMPLE = 8
 
 
 def walk_branch(
@@ -301,16 +319,25 @@ def walk_branch(
     pending = leaf.token_count if leaf.status is Status.PENDING else 0
     start_id, start_bt, start_depth = leaf.id, leaf.branch_tokens - pending, leaf.depth
     floor = max(floor_depth, len(system))
-    grow = 8
     rows_read = 0
+    sampled = 0  # body messages counted in the model's encoding so far
     while start_depth >= floor:
         ratio = 1.0 if exact else max(seen_model / max(seen_store, 1), 0.1)
-        limit, min_bt, blind = _next_chunk(planner, start_bt, ratio, grow)
+        if not exact and sampled < RATIO_SAMPLE:
+            # A ratio from the leaf alone (one short message) can be far below the
+            # branch's; reading as if a model token cost at least a stored one reads
+            # fewer rows, never more, until a sample of the branch has been counted.
+            ratio = max(ratio, 1.0)
+        limit, min_bt, blind = _next_chunk(planner, start_bt, ratio)
         limit = min(limit, start_depth - floor + 1)
-        if first is not None and (first[0], max(first[1], 0)) == (limit, max(min_bt, 0)):
+        if (
+            first is not None
+            and not blind
+            and (first[0], max(first[1], 0)) == (limit, max(min_bt, 0))
+        ):
             rows = first[2]
         else:
-            rows = yield from branch_chunk(conversation_id, start_id, limit, min_bt)
+            rows = yield from branch_chunk(conversation_id, start_id, limit, min_bt, to_user=blind)
         first = None
         rows_read += len(rows)
         batch = [to_message(r) for r in rows]
@@ -322,10 +349,9 @@ def walk_branch(
         if not exact:
             seen_model += sum(count(m) for m in batch)
             seen_store += sum(m.token_count for m in batch)
+            sampled += len(batch)
         start_id = last.parent_id
         start_bt, start_depth = last.branch_tokens - last.token_count, last.depth - 1
-        if blind:
-            grow = min(grow * 2, 1024)
     planner.finish()
     return rows_read
 
