@@ -2,14 +2,17 @@
 
 The default on SQLite, and the fallback on PostgreSQL without pgvector. A search
 scores every vector of the scope in the index's space with one matrix-vector product:
-``n * dim`` multiply-adds (100k vectors of 384 dimensions: ~10 ms on one core).
+``n * dim`` multiply-adds (100k vectors of 384 dimensions: ~5 ms on one core, bound by
+reading 150 MB of memory).
 
-Reading those vectors costs far more than scoring them (``n * dim * 4`` bytes of rows
-per search), so each user's matrix is kept in memory (:mod:`memstrata.vectors.matrices`,
-``MEMSTRATA_VECTOR_CACHE_MB``) and checked against the owner's version row before use:
-one indexed row read when nothing changed, the new rows when vectors were only added,
-a full read after a deletion. Without room in the cache a search reads the scope's rows
-as before. A large multi-user deployment still wants PostgreSQL with pgvector.
+Reading those vectors from the store costs far more than scoring them (``n * dim * 4``
+bytes of rows per search), so each user's matrix is kept in memory
+(:mod:`memstrata.vectors.matrices`, ``MEMSTRATA_VECTOR_CACHE_MB``) and checked against the
+owner's version row before use: one indexed row read when nothing changed, the new rows
+when vectors were only added, a full read after a deletion. A user too large for the
+cache is read at every search and not kept; with the cache off (0) a search reads only
+the scope's rows, as before. A large multi-user deployment still wants PostgreSQL with
+pgvector.
 """
 
 from __future__ import annotations
