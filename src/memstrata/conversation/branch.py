@@ -234,6 +234,8 @@ _BRANCH_SQL = (
 _TURN_SQL = _BRANCH_SQL.replace(
     " WHERE b.n < ? AND", f" WHERE b.n < ? AND b.role <> '{Role.USER.value}' AND"
 )
+if _TURN_SQL == _BRANCH_SQL:  # the walk's WHERE clause moved: this must follow it
+    raise RuntimeError("_TURN_SQL could not add its stop to _BRANCH_SQL")
 
 
 def branch_chunk(

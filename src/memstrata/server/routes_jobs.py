@@ -23,9 +23,6 @@ router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 _NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"description": "No such job in your scope."}}
 
 
-Owner = UserOrTenant
-
-
 _TRACEBACK = "\nTraceback (most recent call last):"
 
 
@@ -52,7 +49,7 @@ Caller = Annotated[Principal, Depends(principal)]
 @router.get("", response_model=JobPage, summary="List jobs, newest first")
 async def list_jobs(
     mem: Mem,
-    owner: Owner,
+    owner: UserOrTenant,
     caller: Caller,
     status: Annotated[str | None, Query(description="queued, running, done or dead")] = None,
     limit: Limit = None,
@@ -68,7 +65,7 @@ async def list_jobs(
 
 
 @router.get("/{jid}", response_model=JobOut, responses=_NOT_FOUND, summary="One job")
-async def get_job(mem: Mem, owner: Owner, caller: Caller, jid: str) -> Response:
+async def get_job(mem: Mem, owner: UserOrTenant, caller: Caller, jid: str) -> Response:
     tenant, user = owner
     job = await mem.jobs.get(jid, tenant=tenant, user=user)
     return JSONResponse(_render(mem, caller, await mem.jobs.blocked_reasons([job]))(job))
@@ -80,7 +77,7 @@ async def get_job(mem: Mem, owner: Owner, caller: Caller, jid: str) -> Response:
     responses={**_NOT_FOUND, 409: {"description": "The job is not dead."}},
     summary="Send a dead job back to the queue",
 )
-async def retry_job(mem: Mem, owner: Owner, caller: Caller, jid: str) -> Response:
+async def retry_job(mem: Mem, owner: UserOrTenant, caller: Caller, jid: str) -> Response:
     tenant, user = owner
     await mem.jobs.get(jid, tenant=tenant, user=user)  # 404 outside the caller's scope
     return JSONResponse(_render(mem, caller)(await mem.jobs.retry(jid, tenant=tenant)))

@@ -21,9 +21,6 @@ router = APIRouter(tags=["usage"])
 _ADMIN_ONLY: dict[int | str, dict[str, Any]] = {403: {"description": "Not an admin key."}}
 
 
-Owner = UserOrTenant
-
-
 @router.get(
     "/v1/usage",
     response_model=UsageReportOut,
@@ -31,7 +28,7 @@ Owner = UserOrTenant
 )
 async def get_usage(
     mem: Mem,
-    owner: Owner,
+    owner: UserOrTenant,
     from_: Annotated[
         str | None,
         Query(alias="from", description="ISO 8601 start (inclusive); default 30 days before `to`."),

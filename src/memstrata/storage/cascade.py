@@ -22,7 +22,6 @@ __all__ = [
     "MessageStep",
     "UserStep",
     "counted",
-    "delete_forks",
     "deleted_table",
 ]
 
@@ -75,7 +74,7 @@ def counted(op: Op[T]) -> Op[tuple[T, dict[str, int]]]:
                 counts[table] = counts.get(table, 0) + result
 
 
-def delete_forks(conversation_ids: Sequence[str], head_ids: Sequence[str] = ()) -> Op[None]:
+def _delete_forks(conversation_ids: Sequence[str], head_ids: Sequence[str] = ()) -> Op[None]:
     """The fork rows of deleted messages: every one of the conversations, or (one
     conversation) those of ``head_ids``."""
     marks = placeholders(len(conversation_ids))
@@ -86,7 +85,7 @@ def delete_forks(conversation_ids: Sequence[str], head_ids: Sequence[str] = ()) 
 
 
 def _delete_messages(ids: Sequence[str]) -> Op[None]:
-    yield from delete_forks(ids)
+    yield from _delete_forks(ids)
     yield Exec(f"DELETE FROM messages WHERE conversation_id IN ({placeholders(len(ids))})", ids)
     yield Exec(f"DELETE FROM conversations WHERE id IN ({placeholders(len(ids))})", ids)
 
@@ -137,7 +136,7 @@ class Cascade:
             batch = list(ids[start : start + BATCH])
             for step in self._messages:
                 yield from step(conversation_id, batch)
-            yield from delete_forks([conversation_id], batch)
+            yield from _delete_forks([conversation_id], batch)
             yield Exec(
                 f"DELETE FROM messages WHERE conversation_id = ? AND id IN "
                 f"({placeholders(len(batch))})",
