@@ -230,3 +230,22 @@ def test_two_extensions_of_one_entry_do_not_share_rows() -> None:
     assert [one.row(i)[0] for i in range(one.n)] == ["a", "b"]
     assert [two.row(i)[0] for i in range(two.n)] == ["a", "x"]
     assert one.shared is not two.shared
+
+
+def test_a_user_too_large_for_the_cache_is_read_directly_until_it_changes(pair: Pair) -> None:
+    """A matrix that does not fit is built once; while the owner's stamp stays, searches
+    read the scope's rows as without a cache (no matrix built again), with the same hits."""
+    index = pair.index(pair.a, cache_bytes=1)
+    plain = pair.index(pair.a, cache_bytes=0)
+    alice = Scope("acme", "alice")
+    q = [1.0] * SPACE.dim
+    index.add([VectorItem(f"v{i}", alice, "c1", f"m{i}", np.eye(16)[i]) for i in range(10)])
+    first = _reads(index, alice, q)
+    assert any("version <= ?" in sql for sql in first)  # built (and not kept)
+    again = _reads(index, alice, q)
+    assert len(again) == 2
+    assert "vector_owners" in again[0]
+    assert "version" not in again[1]  # the direct read of the scope's rows
+    _same(index.search(alice, q, 5), plain.search(alice, q, 5))
+    index.add([VectorItem("v10", alice, "c1", "m10", np.eye(16)[10])])  # a new stamp
+    assert any("version <= ?" in sql for sql in _reads(index, alice, q))

@@ -9,9 +9,8 @@ Reading those vectors from the store costs far more than scoring them (``n * dim
 bytes of rows per search), so each user's matrix is kept in memory
 (:mod:`memstrata.vectors.matrices`, ``MEMSTRATA_VECTOR_CACHE_MB``) and checked against the
 owner's version row before use: one indexed row read when nothing changed, the new rows
-when vectors were only added, a full read after a deletion. A user too large for the
-cache is read at every search and not kept; with the cache off (0) a search reads only
-the scope's rows, as before. A large multi-user deployment still wants PostgreSQL with
+when vectors were only added, a full read after a deletion. A user found too large for
+the cache, and the cache off (0), read the scope's rows at every search, as before. A large multi-user deployment still wants PostgreSQL with
 pgvector.
 """
 
@@ -72,9 +71,9 @@ class ExactIndex(PlannedIndex):
     def forget_owner(self, tenant: str, user: str) -> None:
         self.cache.drop((tenant, user))
 
-    def _matrix(self, scope: Scope) -> Op[OwnerMatrix]:
+    def _matrix(self, scope: Scope) -> Op[OwnerMatrix | None]:
         """The scope's owner matrix, current as of this transaction (kept for the next
-        search when it fits the cache)."""
+        search when it fits the cache); None for an owner known to be too large for it."""
         owner = (scope.tenant, scope.user)
         found = yield Query(
             "SELECT epoch, version, deleted_version FROM vector_owners "
@@ -84,6 +83,8 @@ class ExactIndex(PlannedIndex):
         stamp: Stamp = (
             (str(found[0][0]), int(found[0][1]), int(found[0][2])) if found else (None, 0, 0)
         )
+        if self.cache.oversized(owner, stamp):
+            return None
         entry = self.cache.get(owner)
         if entry is not None and entry.current(stamp):
             return entry
@@ -118,7 +119,8 @@ class ExactIndex(PlannedIndex):
         where, params = scope_filter(scope)  # checks the scope too
         if self.cache.enabled:
             owned = yield from self._matrix(scope)
-            return _top(owned, q, k, scope, conversation_id, excluded)
+            if owned is not None:
+                return _top(owned, q, k, scope, conversation_id, excluded)
         sql = (
             "SELECT id, message_id, conversation_id, vector FROM vectors "
             f"WHERE {where} AND embedder = ? AND dim = ?"

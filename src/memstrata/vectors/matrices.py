@@ -30,6 +30,7 @@ from memstrata.errors import Corruption
 
 __all__ = ["MatrixCache", "OwnerMatrix", "Stamp"]
 
+_OVERSIZED_REMEMBERED = 10_000  # owners too large to keep, remembered by stamp
 _PER_ROW = 200  # two id strings (~60 bytes each), their list slots and an index entry
 
 #: (epoch, version, deleted_version) of an owner row; epoch None: no row yet.
@@ -146,11 +147,19 @@ class MatrixCache:
         self.max_bytes = max_bytes
         self._entries: OrderedDict[tuple[str, str], OwnerMatrix] = OrderedDict()
         self._bytes = 0
+        #: Owners whose matrix did not fit, with the stamp it was built at: until that
+        #: changes, their searches read the rows directly rather than build it again.
+        self._oversized: dict[tuple[str, str], Stamp] = {}
         self._lock = threading.Lock()
 
     @property
     def enabled(self) -> bool:
         return self.max_bytes > 0
+
+    def oversized(self, owner: tuple[str, str], stamp: Stamp) -> bool:
+        """Whether ``owner``'s matrix, as of ``stamp``, is known not to fit."""
+        with self._lock:
+            return self._oversized.get(owner) == stamp
 
     def get(self, owner: tuple[str, str]) -> OwnerMatrix | None:
         with self._lock:
@@ -192,6 +201,7 @@ class MatrixCache:
 
     def drop(self, owner: tuple[str, str]) -> None:
         with self._lock:
+            self._oversized.pop(owner, None)
             entry = self._entries.pop(owner, None)
             if entry is not None:
                 self._bytes -= entry.nbytes
@@ -211,7 +221,11 @@ class MatrixCache:
             if old is not None:
                 self._bytes -= old.nbytes
             if entry.nbytes > self.max_bytes:
+                if len(self._oversized) >= _OVERSIZED_REMEMBERED:
+                    self._oversized.clear()
+                self._oversized[owner] = entry.stamp
                 return entry  # used for this search only
+            self._oversized.pop(owner, None)
             self._entries[owner] = entry
             self._bytes += entry.nbytes
             while self._bytes > self.max_bytes and self._entries:
