@@ -26,6 +26,13 @@ notes answers "What kind of cat do I have?" with one note far above the rest (co
 out; in such a chat no message stands out that far (the 99th percentile is 0.19 on
 LoCoMo dev, asked of another conversation). At most ``standout_k`` come in that way.
 
+A query in the first person ("Should I order wine for myself at dinner?") asks about
+the user's own life, which one past statement of theirs usually answers in other words
+("I stopped drinking alcohol in January.": cosine 0.28). For such a query the best
+ranked candidate with a cosine of at least ``personal_cosine``, ``personal_standout``
+above the background, comes in (``personal_k`` of them) when nothing else does: a
+line of memory at worst.
+
 The floors were chosen with ``memstrata bench context-quality`` on LoCoMo dev data
 (docs/benchmarks.md, "Calibration"); the standout path with ``bench recall-natural``
 and context-quality together (every setting from 0.2 to 0.3 above background and
@@ -54,6 +61,8 @@ STANDS_OUT = "stands out"
 BELOW_FLOOR = "below relevance floor"
 #: Why not: the query passed, this candidate has too little evidence of its own.
 NO_EVIDENCE = "no evidence of its own"
+#: A first-person query's best match.
+PERSONAL = "first-person query's best match"
 #: Why not: a weak query brings only its best few.
 OVER_WEAK_LIMIT = "beyond a weak query's best few"
 
@@ -84,6 +93,12 @@ class RelevanceGate:
     standout_cosine: float = 0.35
     #: Most candidates admitted for standing out.
     standout_k: int = 3
+    #: Least cosine of a first-person query's best match.
+    personal_cosine: float = 0.2
+    #: How far above the background a first-person query's best match must be.
+    personal_standout: float = 0.08
+    #: Most candidates admitted as a first-person query's best matches.
+    personal_k: int = 1
 
     def evidence(self, coverage: float, similarity: float | None) -> float:
         """One candidate's own evidence."""
@@ -119,10 +134,13 @@ class RelevanceGate:
         best_coverage: float,
         best_similarity: float | None,
         standouts: Sequence[tuple[float | None, float | None]] = (),
+        *,
+        personal: bool = False,
     ) -> list[str]:
         """Each candidate's verdict (best ranked first): :data:`ADMITTED`,
-        :data:`STANDS_OUT` or why not. ``standouts``: each candidate's (cosine, cosine
-        above the query's background), for the standout path."""
+        :data:`STANDS_OUT`, :data:`PERSONAL` or why not. ``standouts``: each candidate's
+        (cosine, cosine above the query's background); ``personal``: the query is in the
+        first person."""
         allowed = self.limit(best_coverage, best_similarity)
         out: list[str] = []
         taken = stood = 0
@@ -147,4 +165,22 @@ class RelevanceGate:
                     verdict = STANDS_OUT
                     stood += 1
             out.append(verdict)
+        if personal and not any(v in (ADMITTED, STANDS_OUT) for v in out):
+            self._personal(out, standouts)
         return out
+
+    def _personal(
+        self, verdicts: list[str], standouts: Sequence[tuple[float | None, float | None]]
+    ) -> None:
+        n = 0
+        for i, (cosine, above) in enumerate(standouts[: len(verdicts)]):
+            if n >= self.personal_k:
+                return
+            if (
+                cosine is not None
+                and above is not None
+                and cosine >= self.personal_cosine
+                and above >= self.personal_standout
+            ):
+                verdicts[i] = PERSONAL
+                n += 1

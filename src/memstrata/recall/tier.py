@@ -23,7 +23,7 @@ from memstrata.context.tiers import TierItem, TierRequest
 from memstrata.errors import InvalidInput
 from memstrata.recall import index as idx
 from memstrata.recall.fusion import FusionParams, fuse
-from memstrata.recall.gate import ADMITTED, BELOW_FLOOR, STANDS_OUT, RelevanceGate
+from memstrata.recall.gate import ADMITTED, BELOW_FLOOR, PERSONAL, STANDS_OUT, RelevanceGate
 from memstrata.recall.index import key_of
 from memstrata.recall.relevance import RelevanceModel, Signals, background
 from memstrata.recall.search import MAX_K, LazyRule, candidates_op
@@ -54,7 +54,7 @@ MAX_QUERY_CHARS = 10_000
 #: Candidates turned away that the report names (the best ranked of them).
 REPORTED_REJECTED = 5
 #: Verdicts that let a candidate in.
-_IN = frozenset({ADMITTED, STANDS_OUT})
+_IN = frozenset({ADMITTED, STANDS_OUT, PERSONAL})
 
 
 def render_item(message: Message) -> str:
@@ -169,6 +169,7 @@ class RecallTier:
             best_coverage,
             best_similarity,
             [(sg.cosine, sg.standout) for *_, sg in considered],
+            personal=info.personal,
         )
         chosen = [c for c, v in zip(considered, verdicts, strict=True) if v in _IN][: self.k]
         rejected = [(c, v) for c, v in zip(considered, verdicts, strict=True) if v not in _IN][
