@@ -52,9 +52,7 @@ class Compaction(SubAPI):
         s = _scope(scope)
         at = parse_instant(as_of, "as_of")
         settings = self.kit.settings()
-        query, qvec, space, pending = self._embed_query(
-            s, conversation_id, leaf_id, query
-        )
+        query, qvec, space, pending = self._embed_query(s, conversation_id, leaf_id, query)
         context: Context = self._read(
             ops.assemble,
             rt,

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 __all__ = ["CatchUp"]
 
+
 def _query_message(
     scope: Scope, conversation_id: str, leaf_id: str | None, embedder: str, dim: int, fts: bool
 ) -> Op[tuple[Message | None, bytes | None, bool]]:

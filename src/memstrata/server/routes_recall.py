@@ -7,10 +7,10 @@ from datetime import datetime
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
+from memstrata.recall.search import MAX_EXPLAIN_IDS
 from memstrata.recall.service import MAX_K, MAX_RANGE
 from memstrata.server.auth import CallerScope, Mem
 from memstrata.server.responses import JSONResponse
-from memstrata.recall.search import MAX_EXPLAIN_IDS
 from memstrata.wire.recall import ExplanationOut, HitOut, SearchOut
 
 __all__ = ["router"]
