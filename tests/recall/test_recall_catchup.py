@@ -93,7 +93,9 @@ def test_a_bound_of_zero_embeds_nothing_and_says_so(fake: tuple[Memory, FakeEmbe
     cid = _turns(mem, scope, 2)
     mem.core.settings.recall_read_embed_max = 0
     mem.messages.append(scope, cid, role="user", content="anything about roses?")
+    emb.calls.clear()
     ctx = mem.context(scope, cid, query="roses")
+    assert _embedded(emb) == ["roses"]  # the query only
     assert ctx.report.tiers["recall"].pending == 5
     assert ctx.report.to_dict()["tiers"]["recall"]["pending"] == 5
 
