@@ -33,7 +33,8 @@ def test_every_hit_has_a_relevance_and_min_relevance_filters(mem: Memory) -> Non
     assert all(h.signals is None for h in hits)
     floor = max(h.relevance for h in hits)
     kept = mem.recall.search(scope, "parrot", k=10, min_relevance=floor)
-    assert kept and all(h.relevance >= floor for h in kept)
+    assert kept
+    assert all(h.relevance >= floor for h in kept)
     assert len(kept) <= len(hits)
     explained = mem.recall.search(scope, "parrot", k=10, explain=True)
     sig = explained[0].signals
