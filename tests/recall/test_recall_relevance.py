@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 
 from memstrata import Memory, Scope
 from memstrata.context import Context
-from memstrata.embeddings import Embedder, get_embedder
 from memstrata.recall.gate import (
     ADMITTED,
     BELOW_FLOOR,
@@ -34,20 +33,6 @@ NOTES = [
     "I sing bass in a choir that rehearses on Wednesdays.",
 ]
 ACK = "Got it, I'll remember that."
-
-
-@pytest.fixture(scope="module")
-def minilm() -> Embedder:
-    emb = get_embedder()  # offline: the weights ship with the package
-    assert emb is not None
-    return emb
-
-
-@pytest.fixture
-def real(memory: Memory, minilm: Embedder) -> Memory:
-    memory.core.recall.use(minilm)
-    memory.core.context.auto_compact = False
-    return memory
 
 
 def _notes(mem: Memory, scope: Scope) -> dict[str, str]:
