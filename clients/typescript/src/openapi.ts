@@ -1023,6 +1023,20 @@ export interface components {
             /** Title */
             title?: string | null;
         };
+        /** ExplanationOut */
+        ExplanationOut: {
+            /** Conversation Id */
+            conversation_id: string | null;
+            /** Id */
+            id: string;
+            /**
+             * Reason
+             * @description returned, or why not: below_relevance, ranked_below_k, other_branch, in_context, excluded, created_after_as_of, other_conversation, not_embedded, outside_candidate_pool, unknown (another user's message reads the same).
+             */
+            reason: string;
+            /** Relevance */
+            relevance?: number | null;
+        };
         /** FactBriefOut */
         FactBriefOut: {
             /** Category */
@@ -1309,8 +1323,24 @@ export interface components {
             neighbour_of?: string | null;
             /** Provenance */
             provenance: string[];
-            /** Score */
+            /**
+             * Relevance
+             * @description Calibrated probability that the message is relevant to the query (a neighbour carries its hit's).
+             * @default 0
+             */
+            relevance?: number;
+            /**
+             * Score
+             * @description Orders the hits of one search (fusion; not comparable across searches).
+             */
             score: number;
+            /**
+             * Signals
+             * @description With explain: the per-signal scores behind relevance and rank.
+             */
+            signals?: {
+                [key: string]: unknown;
+            } | null;
         };
         /** IterationIn */
         IterationIn: {
@@ -1807,6 +1837,17 @@ export interface components {
             /** Conversation Id */
             conversation_id?: string | null;
             /**
+             * Explain
+             * @description Add each hit's per-signal scores.
+             * @default false
+             */
+            explain?: boolean;
+            /**
+             * Explain Ids
+             * @description Message ids to account for: each is returned, or the answer says why not.
+             */
+            explain_ids?: string[];
+            /**
              * Include Other Branches
              * @description With leaf_id: also messages of the conversation's other branches (answers regenerated away, questions edited away).
              * @default false
@@ -1824,13 +1865,30 @@ export interface components {
              * @default 0
              */
             message_range?: number;
+            /**
+             * Min Relevance
+             * @description Leave out hits whose calibrated relevance is below this.
+             * @default 0
+             */
+            min_relevance?: number;
             /** Query */
             query: string;
         };
         /** SearchOut */
         SearchOut: {
+            /**
+             * Explained
+             * @description One verdict per id of explain_ids.
+             */
+            explained?: components["schemas"]["ExplanationOut"][];
             /** Hits */
             hits: components["schemas"]["HitOut"][];
+            /**
+             * Pending
+             * @description The caller's messages not yet searchable by meaning (past the read's embedding bound; found by keywords until embedded).
+             * @default 0
+             */
+            pending?: number;
         };
         /** SnapshotIn */
         SnapshotIn: {

@@ -21,6 +21,7 @@ from memstrata.storage.tables import (
     PROVENANCE_TABLES,
     RECALL_KEYWORDS,
     RECALL_TABLES,
+    RECALL_WAITING,
     RECEIPT_TABLES,
     RETENTION_TABLES,
     STATE_TABLES,
@@ -270,6 +271,12 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
             20,
             "vectors: a version per owner and per row, so exact search keeps matrices in memory",
             VECTOR_VERSIONS,
+        ),
+        Migration(
+            26,
+            "recall: the owner's messages still waiting for a vector, indexed apart, so a "
+            "read embeds the newest of them and counts the rest cheaply",
+            (RECALL_WAITING,),
         ),
     )
     for dialect in TYPES
