@@ -282,24 +282,56 @@ def choose_blend(model: Logistic, rows: Sequence[Row]) -> float:
     )
 
 
-def gate_baseline(rows: Sequence[Row]) -> dict[str, Any]:
+#: A standout (cosine at least this, and this far above the query's background).
+STANDOUT_COSINE, STANDOUT_ABOVE = 0.35, 0.25
+
+
+def rule_outcomes(
+    rows: Sequence[Row], *, standout: bool = False, weak_m: int = 0, weak_floor: float = 1.0
+) -> dict[str, dict[str, float]]:
+    """Per set, what a rule-based tier would let in: the current gate's admissions, plus
+    (``standout``) candidates that stand out above the query's background, plus the
+    ``weak_m`` nearest by cosine when the best cosine reaches ``weak_floor``. For
+    answerable questions: is an answer among them; for the others: is anything, and
+    how many tokens (content + 4 per line) come in, on average."""
     gate = RelevanceGate()
-    per_set: dict[str, dict[str, list[bool]]] = defaultdict(lambda: defaultdict(list))
-    for q in rows:
-        if q.get("category", 0) == 5:
-            continue
+    per_set: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for q in _questions(rows):
         cands = q["candidates"]
-        bc = max((c["cov"] for c in cands), default=0.0)
-        bs = max((c["cos"] for c in cands), default=None)
-        limit = gate.limit(bc, bs)
+        bc = max(c["cov"] for c in cands)
+        bs = max(c["cos"] for c in cands)
         admitted = gate.admit([gate.evidence(c["cov"], c["cos"]) for c in cands], bc, bs)
+        nearest = sorted(range(len(cands)), key=lambda i: -cands[i]["cos"])[:weak_m]
+        inside = []
+        for i, (ok, c) in enumerate(zip(admitted, cands, strict=True)):
+            stands = standout and (
+                c["cos"] >= STANDOUT_COSINE and c["cos"] - _background(q) >= STANDOUT_ABOVE
+            )
+            inside.append(ok or stands or (i in nearest and bs >= weak_floor))
+        d = per_set[q["set"]]
         if q["own"]:
-            per_set[q["set"]]["answer_admitted"].append(
-                any(ok and c["label"] for ok, c in zip(admitted, cands, strict=True))
+            d["answer_in"].append(
+                any(ok and c["label"] for ok, c in zip(inside, cands, strict=True))
             )
         else:
-            per_set[q["set"]]["others_silent"].append(limit == 0)
-    return {s: {k: float(np.mean(v)) for k, v in d.items()} for s, d in per_set.items()}
+            d["others_any"].append(any(inside))
+            d["others_tokens"].append(
+                sum(c["tokens"] + 4 for ok, c in zip(inside, cands, strict=True) if ok)
+            )
+    return {s: {k: round(float(np.mean(v)), 3) for k, v in d.items()} for s, d in per_set.items()}
+
+
+def rules(rows: Sequence[Row]) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "gate": rule_outcomes(rows),
+        "gate+standout": rule_outcomes(rows, standout=True),
+    }
+    for m in (1, 2):
+        for floor in (0.25, 0.28, 0.30, 0.33):
+            out[f"gate+standout+nearest{m}@{floor}"] = rule_outcomes(
+                rows, standout=True, weak_m=m, weak_floor=floor
+            )
+    return out
 
 
 #: Question-level signals (over the search's candidates): is anything relevant at all?
@@ -398,7 +430,7 @@ def run_queries(rows: Sequence[Row]) -> dict[str, Any]:
 def run(rows: Sequence[Row]) -> dict[str, Any]:
     sets = sorted({q["set"] for q in rows})
     result: dict[str, Any] = {
-        "gate_baseline": gate_baseline(rows),
+        "rules": rules(rows),
         "questions": run_queries(rows),
         "models": {},
     }
@@ -465,7 +497,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             **{s: evaluate(given, [q for q in rows if q["set"] == s], 0.5, t) for s in sets},
             "tradeoff": {str(th): decisions(given, rows, th) for th in THRESHOLDS},
         }
-    print("current gate:", json.dumps(result["gate_baseline"]))
+    print("rules (the current gate, and what a standout / nearest-by-cosine path adds):")
+    for name, per in result["rules"].items():
+        print(f"  {name}: {json.dumps(per)}")
     print("\nquestion level (is anything relevant?):")
     for name, per in result["questions"]["per_signal"].items():
         print(f"  signal {name}: {json.dumps(per)}")

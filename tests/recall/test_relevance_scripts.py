@@ -135,4 +135,9 @@ def test_features_then_fit(tmp_path: Path) -> None:
     assert set(model) == {"fit_all", "held_out_locomo", "held_out_natural"}
     assert model["fit_all"]["coef"]["cos"] > 0  # nearer means more likely relevant
     assert result["given"]["coef"] == {"cos": 8.0, "cov": 3.0}
+    gate, wider = result["rules"]["gate"], result["rules"]["gate+standout+nearest2@0.25"]
+    for name in ("natural", "locomo"):
+        # a rule that only adds admissions never lets fewer answers in, nor fewer tokens
+        assert wider[name]["answer_in"] >= gate[name]["answer_in"]
+        assert wider[name]["others_tokens"] >= gate[name]["others_tokens"]
     assert 0.0 <= result["given"]["natural"]["natural_others_silent"] <= 1.0
