@@ -4,7 +4,7 @@
 // another branch, make it the active one, delete the conversation.
 
 import { allPages, api } from "../api.js";
-import { badge, confirmButton, empty, fill, h, shortId, snippet, when } from "../dom.js";
+import { badge, confirmButton, empty, errorBox, fill, h, shortId, snippet, when } from "../dom.js";
 import { buildTree, leafUnder, leavesOf, pathTo, runFrom, sizeOf } from "../tree.js";
 import { contextPanel } from "./context.js";
 import { attachProvenance } from "./provenance.js";
@@ -30,7 +30,7 @@ function summaryPanel(cid) {
       try {
         found = (await api.get(`/v1/conversations/${enc(cid)}/summary`, { leaf_id: leaf })).summary;
       } catch (err) {
-        if (mine === asked) fill(body, h("p", { class: "error" }, String(err.detail || err)));
+        if (mine === asked) fill(body, errorBox(err));
         return null;
       }
       if (mine !== asked) return null;
@@ -222,7 +222,7 @@ export async function conversationView(route, ctx) {
             ctx.refresh();
           } catch (err) {
             makeActive.disabled = false;
-            viewedLine.append(h("p", { class: "error", role: "alert" }, String(err.detail || err)));
+            viewedLine.append(errorBox(err));
           }
         },
       },
@@ -241,25 +241,42 @@ export async function conversationView(route, ctx) {
     );
   }
 
-  async function draw() {
+  let covering = null; // the summary of the viewed branch, once read
+
+  /** Mark the viewed branch's messages that the summary stands in for. */
+  function markCovered(path) {
+    if (!covering) return;
+    for (const id of path.slice(0, covering.up_to_depth + 1)) {
+      const el = treeBox.querySelector(`[data-id="${CSS.escape(id)}"]`);
+      if (el) {
+        el.classList.add("covered");
+        el.dataset.covered = "true";
+      }
+    }
+  }
+
+  /** The tree alone (folding changes nothing else). */
+  function drawTree() {
     const path = pathTo(tree.byId, viewed);
     const onViewed = new Set(path);
     if (!tree.roots.length) fill(treeBox, empty("No messages yet."));
     else if (tree.roots.length === 1) fill(treeBox, runEl(tree.roots[0], onViewed));
     else fill(treeBox, forkEl(tree.roots, onViewed));
-    drawViewedLine(path);
+    markCovered(path);
+  }
+
+  /** Everything that follows the viewed branch: the tree, its line, summary and context. */
+  async function draw() {
+    const path = pathTo(tree.byId, viewed);
     const leaf = path.length ? path[path.length - 1] : null;
+    covering = null;
+    drawTree();
+    drawViewedLine(path);
     context.setLeaf(leaf);
     const found = await summary.setLeaf(leaf, tree.byId);
-    // Messages the summary stands in for, on the viewed branch, are marked.
-    if (found) {
-      for (const id of path.slice(0, found.up_to_depth + 1)) {
-        const el = treeBox.querySelector(`[data-id="${CSS.escape(id)}"]`);
-        if (el) {
-          el.classList.add("covered");
-          el.dataset.covered = "true";
-        }
-      }
+    if (found && leaf === viewed) {
+      covering = found;
+      markCovered(path);
     }
   }
 
@@ -295,7 +312,7 @@ export async function conversationView(route, ctx) {
       onclick: () => {
         expandAll = !expandAll;
         expand.textContent = expandAll ? "Fold other branches" : "Open every branch";
-        draw();
+        drawTree();
       },
     },
     "Open every branch",

@@ -173,9 +173,12 @@ function editForm(f, ctx) {
       "data-testid": "fact-edit-form",
       onsubmit: async (event) => {
         event.preventDefault();
+        // Only what changed: an unchanged field is left out of the PATCH.
         const changes = {};
-        if (content.value.trim() !== f.content) changes.content = content.value.trim();
-        if (category.value.trim() && category.value.trim() !== f.category) changes.category = category.value.trim();
+        const text = content.value.trim();
+        const kind = category.value.trim();
+        if (text !== f.content) changes.content = text;
+        if (kind && kind !== f.category) changes.category = kind;
         if (Number(confidence.value) !== f.confidence) changes.confidence = Number(confidence.value);
         try {
           await api.patch(`/v1/facts/${encodeURIComponent(f.id)}`, changes);
@@ -186,7 +189,12 @@ function editForm(f, ctx) {
       },
     },
     h("label", {}, "Content", content),
-    h("div", { class: "toolbar tight" }, h("label", {}, "Category ", category), h("label", {}, "Confidence ", confidence)),
+    h(
+      "div",
+      { class: "toolbar tight" },
+      h("label", {}, "Category ", category),
+      h("label", {}, "Confidence ", confidence),
+    ),
     h(
       "div",
       { class: "toolbar tight" },

@@ -53,7 +53,9 @@ function hitEl(hit, titles) {
           ? `in “${titles.get(hit.conversation_id) || "(untitled)"}” at ${shortId(m.id)}`
           : `in conversation ${shortId(hit.conversation_id)} at ${shortId(m.id)}`,
       ),
-      hit.provenance.length > 1 ? h("span", { class: "muted" }, ` · stands for ${hit.provenance.length} messages`) : null,
+      hit.provenance.length > 1
+        ? h("span", { class: "muted" }, ` · stands for ${hit.provenance.length} messages`)
+        : null,
     ),
   );
 }
@@ -102,8 +104,16 @@ export async function searchView(route, ctx) {
         results,
         found.hits.length
           ? [
-              h("p", { class: "muted", "data-testid": "search-count" }, `${found.hits.length} hit${found.hits.length === 1 ? "" : "s"} for “${q}”, best first`),
-              h("ol", { class: "hits", "data-testid": "hits" }, found.hits.map((hit) => hitEl(hit, titles))),
+              h(
+                "p",
+                { class: "muted", "data-testid": "search-count" },
+                `${found.hits.length} hit${found.hits.length === 1 ? "" : "s"} for “${q}”, best first`,
+              ),
+              h(
+                "ol",
+                { class: "hits", "data-testid": "hits" },
+                found.hits.map((hit) => hitEl(hit, titles)),
+              ),
             ]
           : empty(`Nothing in your past messages matches “${q}”.`),
       );

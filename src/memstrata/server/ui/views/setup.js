@@ -8,11 +8,17 @@ export function extractionHelp(what) {
   return h(
     "div",
     { class: "card setup", "data-testid": "needs-model" },
-    h("p", {}, h("b", {}, `No ${what} yet.`), " Facts and the profile are learnt from conversations by a model (extraction)."),
     h(
       "p",
       {},
-      "Give the server one and restart it: ",
+      h("b", {}, `No ${what} yet.`),
+      " Facts and the profile are learnt from conversations by a model (extraction): " +
+        "a server with no model configured keeps them empty.",
+    ),
+    h(
+      "p",
+      {},
+      "To give the server one, set ",
       code("MEMSTRATA_LLM_BASE_URL"),
       " (an OpenAI-compatible endpoint, or ",
       code("fake://"),
@@ -20,7 +26,7 @@ export function extractionHelp(what) {
       code("MEMSTRATA_LLM_MODEL"),
       " and, when the endpoint needs one, ",
       code("MEMSTRATA_LLM_API_KEY"),
-      ". Extractions queued meanwhile then run (see ",
+      ", then restart it. Extractions queued meanwhile then run (see ",
       h("a", { href: "#/jobs" }, "Jobs"),
       "); docs/configuration.md lists every setting.",
     ),
