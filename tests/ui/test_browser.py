@@ -1009,6 +1009,11 @@ def test_dark_mode_follows_the_system_setting(browser: Browser, served: Served, 
             ui.go(f"/c/{s.cid}")
             ui.page.get_by_test_id("tree").wait_for()
             ui.shot(f"conversation-{scheme}")
+            for route in ("/search?q=tea", "/jobs", "/health", "/usage"):
+                ui.go(route)
+                ui.page.locator("main[data-view]").wait_for()
+                ui.page.get_by_test_id("loading").wait_for(state="detached")
+                ui.shot(f"{route[1:].split('?')[0]}-{scheme}")
     light, dark = seen["light"], seen["dark"]
     assert light["page"] > 0.9
     assert light["text"] < 0.3
