@@ -412,6 +412,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/conversations/{cid}/summary": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The compaction summary serving a branch */
+        get: operations["summary_v1_conversations__cid__summary_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/facts": {
         parameters: {
             query?: never;
@@ -585,6 +602,26 @@ export interface paths {
         put?: never;
         /** Undo an applied consolidation (through supersession, kept in fact history) */
         post: operations["revert_consolidation_v1_memory_consolidations__consolidation_id__revert_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/memory/export": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The caller's memory (profile and facts) as one document
+         * @description DeerFlow's memory.json shape, the same document as `memstrata export --format deerflow`: the profile sections and the active facts with their ids and sources. `memstrata import FILE --format deerflow` (or `mem.longterm.import_memory`) reads it back.
+         */
+        get: operations["export_memory_v1_memory_export_get"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -1903,6 +1940,35 @@ export interface components {
          * @enum {string}
          */
         Status: "complete" | "pending";
+        /** SummaryAnswer */
+        SummaryAnswer: {
+            /** @description The rolling summary serving the branch; null when compaction has not summarised it yet. */
+            summary: components["schemas"]["SummaryOut"] | null;
+        };
+        /** SummaryOut */
+        SummaryOut: {
+            /** Content */
+            content: string;
+            /** Conversation Id */
+            conversation_id: string;
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /** Id */
+            id: string;
+            /** Method */
+            method: string;
+            /** Previous Id */
+            previous_id: string | null;
+            /** Up To Depth */
+            up_to_depth: number;
+            /** Up To Message Id */
+            up_to_message_id: string;
+            /** Version */
+            version: number;
+        };
         /**
          * ToolCall
          * @description An OpenAI-shaped tool call made by an assistant message.
@@ -4730,6 +4796,89 @@ export interface operations {
             };
         };
     };
+    summary_v1_conversations__cid__summary_get: {
+        parameters: {
+            query?: {
+                leaf_id?: string | null;
+            };
+            header?: {
+                /** @description Admin keys only: the user to act as. A user key sending it gets 403. */
+                "X-Memstrata-User"?: string | null;
+                /** @description Admin keys only: the agent to act as (optional). A user key sending it gets 403. */
+                "X-Memstrata-Agent"?: string | null;
+            };
+            path: {
+                cid: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SummaryAnswer"];
+                };
+            };
+            /** @description Missing, unknown or revoked API key. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The key may not do this (a user key on an admin route, or with admin headers). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No such conversation or leaf in this scope. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The request body is over the size limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A backend is unavailable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     list_facts_v1_facts_get: {
         parameters: {
             query?: {
@@ -5754,6 +5903,76 @@ export interface operations {
             };
             /** @description No such consolidation left to undo in this scope. */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The request body is over the size limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A backend is unavailable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    export_memory_v1_memory_export_get: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Admin keys only: the user to act as. A user key sending it gets 403. */
+                "X-Memstrata-User"?: string | null;
+                /** @description Admin keys only: the agent to act as (optional). A user key sending it gets 403. */
+                "X-Memstrata-Agent"?: string | null;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": unknown;
+                };
+            };
+            /** @description Missing, unknown or revoked API key. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The key may not do this (a user key on an admin route, or with admin headers). */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
