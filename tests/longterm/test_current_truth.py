@@ -45,6 +45,8 @@ def test_the_newer_of_two_contradicting_facts_wins() -> None:
     assert outdated([sushi, _fact(5, "User no longer likes spicy food")]) == {}
     assert outdated([berlin, _fact(6, "User lives in Paris", "goal")]) == {}
     assert outdated([sushi, _fact(7, "User works at a sushi bar")]) == {}
+    # A user likes many things at once: only a negation outdates a "likes".
+    assert outdated([_fact(8, "User likes jazz"), _fact(9, "User likes hiking")]) == {}
 
 
 def _setup(mem: Memory) -> None:

@@ -12,7 +12,8 @@ Two active facts contradict (:func:`outdated`) when
 * they are a contradiction candidate of the memory health report
   (:func:`~memstrata.longterm.health.contradiction_pairs`: same category, same first
   word, most words shared, each saying something the other does not: "lives Berlin"
-  and "lives Paris").
+  and "lives Paris"), unless that word is a verb a user holds many of at once
+  ("likes sushi" and "likes jazz" are both true; :data:`_MANY`).
 
 The newer one (event time, then the time it was recorded) wins; the older is *outdated*.
 The facts tier renders an outdated fact after every current one, marked
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from functools import lru_cache
 
 from memstrata.longterm.branchfacts import BRANCH_ABANDONED
 from memstrata.longterm.health import contradiction_pairs, duplicate_groups, words
@@ -65,6 +67,38 @@ _NEGATIONS = frozenset(
 _OPPOSITES = {"dislike": "like", "hate": "like"}
 #: Verbs that say the same (so "loves X" and "no longer likes X" meet), by stem.
 _SAME = {"love": "like", "enjoy": "like"}
+#: Verbs a user holds many of at once ("likes sushi" and "likes jazz" are both true): their
+#: facts contradict only by negation, never as a health-report candidate pair.
+_MANY = frozenset(
+    [
+        "like",
+        "want",
+        "need",
+        "have",
+        "own",
+        "play",
+        "speak",
+        "know",
+        "use",
+        "visited",
+        "read",
+        "watche",
+        "listen",
+        "eat",
+        "drink",
+        "collect",
+        "follow",
+        "plan",
+        "study",
+        "studie",
+        "wear",
+        "cook",
+        "travel",
+        "volunteer",
+        "practice",
+        "practise",
+    ]
+)
 
 
 def _stem(word: str) -> str:
@@ -102,7 +136,13 @@ def _opposite(a: tuple[bool, tuple[str, ...]], b: tuple[bool, tuple[str, ...]]) 
 
 
 def outdated(facts: Sequence[Fact]) -> dict[str, str]:
-    """``{older fact id: the newer fact id that outdates it}`` among ``facts`` (pure)."""
+    """``{older fact id: the newer fact id that outdates it}`` among ``facts`` (pure; the
+    answer for the same facts is remembered, since every context call asks)."""
+    return dict(_outdated(tuple(facts)))
+
+
+@lru_cache(maxsize=256)
+def _outdated(facts: tuple[Fact, ...]) -> tuple[tuple[str, str], ...]:
     polar = {f.id: _polarity(f) for f in facts}
     groups: dict[str, list[Fact]] = {}
     for f in facts:
@@ -118,16 +158,18 @@ def outdated(facts: Sequence[Fact]) -> dict[str, str]:
         if old.id not in out or _age(new) > _age(by_id[out[old.id]]):
             out[old.id] = new.id
 
-    for group in groups.values():
+    for key, group in groups.items():
         if len(group) < 2:
             continue
         for i, a in enumerate(group):
             for b in group[i + 1 :]:
                 if _opposite(polar[a.id], polar[b.id]):
                     mark(a, b)
+        if key in _MANY:
+            continue
         for i, j, _ in contradiction_pairs(group, duplicate_groups(group)):
             mark(group[i], group[j])
-    return out
+    return tuple(sorted(out.items()))
 
 
 def stale_messages(scope: Scope, messages: Sequence[Message], now: int) -> Op[set[tuple[str, str]]]:
