@@ -10,6 +10,7 @@ from memstrata import Memory, Scope
 from memstrata.longterm import FactStatus
 from memstrata.longterm.branchfacts import BRANCH_ABANDONED, RESTORED
 from memstrata.longterm.model import Fact
+from memstrata.storage.plan import Exec, Op, write
 from memstrata.testing import FakeLLM
 from memstrata.testing.conformance import fresh_scope
 
@@ -101,3 +102,36 @@ def test_the_setting_off_leaves_facts_as_extracted(memory: Memory) -> None:
     memory.longterm.flush(s, c.id)
     memory.messages.append(s, c.id, role="user", content="I like hawks", parent_id=None)
     assert _facts(memory, s)["User likes owls"].status is FactStatus.ACTIVE
+
+
+def _add_source(mem: Memory, fact_id: str, conversation_id: str, message_id: str) -> None:
+    """Provenance as a model's merge of two facts leaves it: one more source."""
+
+    def op() -> Op[None]:
+        yield Exec(
+            "INSERT INTO fact_sources (fact_id, conversation_id, message_id) VALUES (?, ?, ?)",
+            (fact_id, conversation_id, message_id),
+        )
+
+    mem.core.engine.run(write(op))
+
+
+def test_a_fact_from_two_conversations_follows_the_one_left(memory: Memory) -> None:
+    """A fact drawn from two conversations stands while either source is on an active
+    branch; once the conversation holding the live one is deleted, the other decides."""
+    _setup(memory)
+    s = fresh_scope()
+    a = memory.conversations.create(s)
+    memory.messages.append(s, a.id, role="user", content="I like green owls")
+    memory.longterm.flush(s, a.id)
+    [fact] = memory.facts.list(s).items
+    b = memory.conversations.create(s)
+    also = memory.messages.append(s, b.id, role="user", content="Green owls, yes")
+    _add_source(memory, fact.id, b.id, also.id)
+    # Its source in the first conversation is edited away: the second still holds it.
+    memory.messages.append(s, a.id, role="user", content="Tell me about hawks", parent_id=None)
+    assert memory.facts.get(s, fact.id).status is FactStatus.ACTIVE
+    memory.conversations.delete(s, b.id)
+    gone = memory.facts.get(s, fact.id)
+    assert gone.status is FactStatus.SUPERSEDED
+    assert gone.reason == BRANCH_ABANDONED

@@ -20,6 +20,8 @@ no longer holds that it was said) and ends it in system time.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from memstrata.conversation.branches import active_branches, labels_of
 from memstrata.longterm.model import FactSource
 from memstrata.longterm.rows import event_row, load_sources
@@ -28,7 +30,7 @@ from memstrata.storage.plan import Exec, Op, Query
 from memstrata.storage.sql import placeholders
 from memstrata.types import Scope
 
-__all__ = ["BRANCH_ABANDONED", "RESTORED", "reconcile"]
+__all__ = ["BRANCH_ABANDONED", "RESTORED", "before_conversations_delete", "reconcile"]
 
 #: The reason of a withdrawn fact (status ``superseded``, no successor).
 BRANCH_ABANDONED = "branch_abandoned"
@@ -36,19 +38,43 @@ BRANCH_ABANDONED = "branch_abandoned"
 RESTORED = "branch active again"
 
 
+_JUDGED = (
+    "SELECT DISTINCT f.id FROM fact_sources s JOIN facts f ON f.id = s.fact_id "
+    "WHERE s.conversation_id IN ({ids}) AND (f.status = 'active' "
+    "OR (f.status = 'superseded' AND f.reason = ?))"
+)
+
+
 def reconcile(rt: Runtime, conversation_id: str) -> Op[None]:
     """Withdraw the active facts drawn from ``conversation_id`` whose every source is
     now off the active branches, and restore the withdrawn ones with a source back on."""
+    rows = yield Query(_JUDGED.format(ids="?"), (conversation_id, BRANCH_ABANDONED))
+    yield from _judge(rt, sorted(r[0] for r in rows), conversation_id)
+
+
+def before_conversations_delete(rt: Runtime, conversation_ids: Sequence[str]) -> Op[None]:
+    """Cascade step, before deleted conversations' provenance goes: a fact also drawn
+    from other conversations is judged by those alone (the deleted conversation may have
+    held its only source on an active branch). A fact drawn only from the deleted
+    conversations is left to the forgetting step (an extracted one is erased)."""
     rows = yield Query(
-        "SELECT DISTINCT f.id FROM fact_sources s JOIN facts f ON f.id = s.fact_id "
-        "WHERE s.conversation_id = ? AND (f.status = 'active' "
-        "OR (f.status = 'superseded' AND f.reason = ?))",
-        (conversation_id, BRANCH_ABANDONED),
+        _JUDGED.format(ids=placeholders(len(conversation_ids))),
+        (*conversation_ids, BRANCH_ABANDONED),
     )
-    ids = sorted(r[0] for r in rows)
+    yield from _judge(rt, sorted(r[0] for r in rows), None, frozenset(conversation_ids))
+
+
+def _judge(
+    rt: Runtime, ids: Sequence[str], conversation_id: str | None, gone: frozenset[str] = frozenset()
+) -> Op[None]:
+    """Withdraw or restore each of ``ids`` by its sources (those in ``gone`` left out);
+    the history events name ``conversation_id``."""
     if not ids:
         return
-    sources = yield from load_sources(ids)
+    found = yield from load_sources(ids)
+    sources = {
+        fid: [s for s in srcs if s.conversation_id not in gone] for fid, srcs in found.items()
+    }
     live = yield from _live_sources(sources)
     facts = yield Query(
         "SELECT id, tenant_id, user_id, agent_id, status, content, content_key, category, "
@@ -57,6 +83,8 @@ def reconcile(rt: Runtime, conversation_id: str) -> Op[None]:
     )
     now = rt.clock()
     for fid, tenant, user, agent, status, content, key, category, confidence in facts:
+        if not sources[fid]:
+            continue  # nothing left to judge by
         scope = Scope(tenant, user, agent or None)
         believed = any(s in live for s in sources[fid])
         if status == "active" and not believed:

@@ -124,6 +124,8 @@ class LongTermKit:
         core = self._core
         core.rt.on_message.append(self.hook)
         core.rt.on_branch_change.append(self.branch_moved)
+        # Before forgetting: it reads the provenance that forgetting removes.
+        core.rt.cascade.on_conversation_delete(self.conversations_deleted)
         core.rt.cascade.on_conversation_delete(forget.forget_conversations)
         core.rt.cascade.on_messages_delete(forget.forget_messages)
         core.rt.cascade.on_user_delete(forget.forget_user)
@@ -161,6 +163,11 @@ class LongTermKit:
         """A conversation's active branch moved: its facts follow (see branchfacts)."""
         if self.branch_withdraw:
             yield from branchfacts.reconcile(self._core.rt, conversation_id)
+
+    def conversations_deleted(self, conversation_ids: Sequence[str]) -> Op[None]:
+        """Facts also drawn from other conversations follow those (see branchfacts)."""
+        if self.branch_withdraw:
+            yield from branchfacts.before_conversations_delete(self._core.rt, conversation_ids)
 
     def pre_compaction(
         self, scope: Scope, conversation_id: str, batch: Sequence[Message]
