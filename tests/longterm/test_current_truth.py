@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 from longterm_support import rule_extractor
 from memstrata import Memory, Scope
+from memstrata.context.report import Context
 from memstrata.longterm.currency import OUTDATED, outdated
 from memstrata.longterm.model import Fact, FactOrigin, FactStatus
 from memstrata.testing import FakeLLM
@@ -62,10 +63,13 @@ def _say(mem: Memory, scope: Scope, text: str) -> None:
 
 
 def _context(mem: Memory, scope: Scope, query: str) -> list[str]:
+    return [m["content"] for m in _ask(mem, scope, query).messages if m["role"] == "system"]
+
+
+def _ask(mem: Memory, scope: Scope, query: str) -> Context:
     c = mem.conversations.create(scope)
     mem.messages.append(scope, c.id, role="user", content=query)
-    ctx = mem.context(scope, c.id, budget=4000, query=query)
-    return [m["content"] for m in ctx.messages if m["role"] == "system"]
+    return mem.context(scope, c.id, budget=4000, query=query)
 
 
 def _memory_lines(mem: Memory, scope: Scope, query: str) -> list[str]:
@@ -117,6 +121,11 @@ def test_a_recalled_message_whose_fact_was_superseded_is_left_out(memory: Memory
     _say(memory, s, "I no longer like rooibos tea with honey")
     [old] = memory.facts.list(s, status="superseded").items
     assert old.content == "User likes rooibos tea with honey"
-    text = "\n".join(_context(memory, s, query))
+    ctx = _ask(memory, s, query)
+    text = "\n".join(m["content"] for m in ctx.messages)
     assert "I like rooibos tea with honey" not in text
+    said = memory.messages.path(s, old.sources[0].conversation_id)[0]
+    assert {"tier": "recall", "id": said.id, "reason": "superseded"}.items() <= next(
+        d for d in ctx.report.dropped if d["id"] == said.id
+    ).items()
     assert "My rooibos tea kettle whistles loudly" in text  # no fact: still recalled
