@@ -158,6 +158,8 @@ class AsyncLongTerm(AsyncSubAPI):
         the active leaf), with the correction and reinforcement signals of its last
         captured turns. Returns the (merged) job."""
         s, kit = _scope(scope), self.kit
+        # Checked like a message id before anything is read or queued (a malformed id is 422).
+        leaf_id = None if leaf_id is None else parse_id(leaf_id, field="leaf_id")
 
         def op() -> Any:
             leaf, signals = yield from ex.recent_signals(s, conversation_id, leaf_id)
