@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from memstrata.api._sync_base import SubAPI
 from memstrata.api.core import Core
-from memstrata.errors import MemstrataError
+from memstrata.errors import MemstrataError, NotFound
 from memstrata.nodes.service import blobs_for
 from memstrata.receipts import Receipt, verify
 from memstrata.receipts import blobs as receipt_blobs
 from memstrata.receipts import ops as receipt_ops
-from memstrata.receipts.job import VERIFY_JOB
+from memstrata.receipts.job import VERIFY_JOB, job_key
 from memstrata.receipts.ops import Deletion
 from memstrata.storage.plan import read, write
 from memstrata.types import Scope
@@ -42,7 +42,13 @@ def settle(core: Core, deletion: Deletion) -> Receipt:
                 write(lambda: receipt_ops.drop_purge_jobs(prefixes))
             )
     inline_max = core.settings.receipts_inline_scan_max_messages
-    if core.engine.run(read(receipt_ops.store_size)) > inline_max:
+    if receipt.kind == "user":  # the scan reads the whole store
+        size = core.engine.run(read(receipt_ops.store_size))
+    else:  # the scan reads the owner's rows
+        size = core.engine.run(
+            read(lambda: receipt_ops.owner_size(receipt.tenant, receipt.user, inline_max))
+        )
+    if size > inline_max:
         return Receipts(core)._verify_later(receipt, counts, more, found)
     return _verify(core, receipt, counts, more, found, prefixes)
 
@@ -78,16 +84,46 @@ class Receipts(SubAPI):
         """A receipt: ``owner`` a scope reads the receipts of that user's own deletions
         (not the user's deletion itself, which only the tenant's admins read: ``admin=True``
         reads every receipt of the user); a tenant name reads any receipt of the tenant.
-        NotFound for another tenant's or user's."""
+        NotFound for another tenant's or user's. A scope with an agent reads that agent's
+        deletions only, and one without reads none of its agents' (unless ``admin``)."""
         tenant, user = self._owner(owner)
-        return self._read(receipt_ops.get, tenant, user, receipt_id, admin=admin)
+        agent = owner.agent if isinstance(owner, Scope) else None
+        return self._read(receipt_ops.get, tenant, user, receipt_id, admin=admin, agent=agent)
 
     def verify(self, owner: Scope | str, receipt_id: str) -> Receipt:
         """Run the receipt's verification scan again (e.g. after a restore from a backup)
         and store its result."""
         tenant, user = self._owner(owner)
-        receipt = self._read(receipt_ops.get, tenant, user, receipt_id)
+        agent = owner.agent if isinstance(owner, Scope) else None
+        receipt = self._read(receipt_ops.get, tenant, user, receipt_id, agent=agent)
         return _verify(self._core, receipt, dict(receipt.blobs), {}, [], [])
+
+    def verify_pending(self, tenant: str, *, limit: int = 50) -> int:
+        """Verify up to ``limit`` of the tenant's receipts still unverified, oldest first
+        (what the ``receipts.verify`` job runs); queues the tenant's job again when more
+        wait. Returns how many were verified."""
+        tenant = _scope(Scope(tenant, "admin")).tenant
+        todo = self._read(receipt_ops.pending, tenant, limit + 1)
+        for receipt in todo[:limit]:
+            try:
+                _verify(self._core, receipt, dict(receipt.blobs), {}, [], [])
+            except NotFound:  # retention removed it meanwhile
+                continue
+        if len(todo) > limit:
+            self._queue(tenant)
+        return len(todo[:limit])
+
+    def _queue(self, tenant: str) -> None:
+        """Queue the tenant's verification job, or merge into the queued one (a tenant
+        never has more than one waiting, however many deletions it makes)."""
+        self._enqueue(
+            VERIFY_JOB,
+            tenant=tenant,
+            user=None,
+            agent=None,
+            key=job_key(tenant),
+            max_wait_s=0.0,
+        )
 
     def _verify_later(
         self, receipt: Receipt, blobs: dict[str, int], more: dict[str, int], found: list[str]
@@ -99,15 +135,7 @@ class Receipts(SubAPI):
         pending = self._write(
             receipt_ops.set_verification, receipt, blobs, more, None, found, now
         )
-        self._enqueue(
-            VERIFY_JOB,
-            tenant=receipt.tenant,
-            user=None,
-            agent=None,
-            key=receipt.id,
-            payload={"receipt_id": receipt.id},
-            max_wait_s=0.0,
-        )
+        self._queue(receipt.tenant)
         return pending
 
     @staticmethod
