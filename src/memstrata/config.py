@@ -152,6 +152,13 @@ class Settings(BaseSettings):
         "once). Behind a reverse proxy every client shares its address: raise this, or 0 "
         "for no cap.",
     )
+    serve_store_check_s: float = Field(
+        default=2.0,
+        ge=0,
+        description="memstrata serve on a SQLite file: how often the database, -wal and -shm "
+        "are checked to be writable; once one is not, the server logs which and stops "
+        "cleanly, before sqlite's memory map of -shm could kill it (0: no check).",
+    )
     serve_log_interval_s: float = Field(
         default=10.0,
         gt=0,
