@@ -83,6 +83,7 @@ def test_n1_verification_jobs_are_one_per_tenant_and_run_after_users_work(
 ) -> None:
     owner = Scope(T, "deleter")
     _large(memory, monkeypatch, owner)
+    monkeypatch.setattr(receipt_job, "BUDGET_S", 3600.0)  # one run does them all
     receipts = [
         memory.facts.delete(owner, memory.facts.add(owner, f"fact {i}").id) for i in range(30)
     ]
@@ -109,6 +110,7 @@ def test_n1_a_run_verifies_a_bounded_number_then_queues_the_rest(
     owner = Scope(T, "bounded")
     _large(memory, monkeypatch, owner)
     monkeypatch.setattr(receipt_job, "PER_RUN", 4)
+    monkeypatch.setattr(receipt_job, "BUDGET_S", 3600.0)  # the count alone bounds the run
     ids = [memory.facts.delete(owner, memory.facts.add(owner, f"f{i}").id).id for i in range(10)]
     assert memory.jobs.run_pending([VERIFY_JOB], max_jobs=1) == 1
     states = [memory.receipts.get(owner, rid).verified for rid in ids]
@@ -182,3 +184,18 @@ def test_records_after_normal_use_leave_receipts_verified(memory: Memory) -> Non
         memory.facts.delete(scope, fact.id),
     ):
         assert (receipt.kind, receipt.verified, receipt.findings) == (receipt.kind, True, [])
+
+
+def test_n1_a_run_stops_after_its_time_budget(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Other work gets the worker between runs: past the budget a run queues the rest."""
+    owner = Scope(T, "budgeted")
+    _large(memory, monkeypatch, owner)
+    monkeypatch.setattr(receipt_job, "BUDGET_S", 0.0)  # spent after the first receipt
+    ids = [memory.facts.delete(owner, memory.facts.add(owner, f"b{i}").id).id for i in range(3)]
+    assert memory.jobs.run_pending([VERIFY_JOB], max_jobs=1) == 1
+    assert [memory.receipts.get(owner, rid).verified for rid in ids] == [True, None, None]
+    assert _jobs(memory, VERIFY_JOB) == [T]
+    assert memory.jobs.run_pending([VERIFY_JOB]) == 2
+    assert {memory.receipts.get(owner, rid).verified for rid in ids} == {True}

@@ -13,6 +13,8 @@ receipt answers ``verified: null`` until then.
 
 from __future__ import annotations
 
+import time
+
 from memstrata.api._async_base import AsyncSubAPI
 from memstrata.api.core import Core
 from memstrata.errors import MemstrataError, NotFound
@@ -109,20 +111,28 @@ class AsyncReceipts(AsyncSubAPI):
         receipt = await self._read(receipt_ops.get, tenant, user, receipt_id, agent=agent)
         return await _verify(self._core, receipt, dict(receipt.blobs), {}, [], [])
 
-    async def verify_pending(self, tenant: str, *, limit: int = 50) -> int:
+    async def verify_pending(
+        self, tenant: str, *, limit: int = 50, budget_s: float | None = None
+    ) -> int:
         """Verify up to ``limit`` of the tenant's receipts still unverified, oldest first
-        (what the ``receipts.verify`` job runs); queues the tenant's job again when more
-        wait. Returns how many were verified."""
+        (what the ``receipts.verify`` job runs), stopping once ``budget_s`` seconds have
+        gone (after one at least); queues the tenant's job again when any are left, so
+        other work gets the worker in between. Returns how many were verified."""
         tenant = _scope(Scope(tenant, "admin")).tenant
         todo = await self._read(receipt_ops.pending, tenant, limit + 1)
+        start = time.monotonic()
+        done = 0
         for receipt in todo[:limit]:
+            if done and budget_s is not None and time.monotonic() - start >= budget_s:
+                break
+            done += 1
             try:
                 await _verify(self._core, receipt, dict(receipt.blobs), {}, [], [])
             except NotFound:  # retention removed it meanwhile
                 continue
-        if len(todo) > limit:
+        if len(todo) > done:
             await self._queue(tenant)
-        return len(todo[:limit])
+        return done
 
     async def _queue(self, tenant: str) -> None:
         """Queue the tenant's verification job, or merge into the queued one (a tenant

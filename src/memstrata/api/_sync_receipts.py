@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from memstrata.api._sync_base import SubAPI
 from memstrata.api.core import Core
 from memstrata.errors import MemstrataError, NotFound
@@ -98,20 +100,28 @@ class Receipts(SubAPI):
         receipt = self._read(receipt_ops.get, tenant, user, receipt_id, agent=agent)
         return _verify(self._core, receipt, dict(receipt.blobs), {}, [], [])
 
-    def verify_pending(self, tenant: str, *, limit: int = 50) -> int:
+    def verify_pending(
+        self, tenant: str, *, limit: int = 50, budget_s: float | None = None
+    ) -> int:
         """Verify up to ``limit`` of the tenant's receipts still unverified, oldest first
-        (what the ``receipts.verify`` job runs); queues the tenant's job again when more
-        wait. Returns how many were verified."""
+        (what the ``receipts.verify`` job runs), stopping once ``budget_s`` seconds have
+        gone (after one at least); queues the tenant's job again when any are left, so
+        other work gets the worker in between. Returns how many were verified."""
         tenant = _scope(Scope(tenant, "admin")).tenant
         todo = self._read(receipt_ops.pending, tenant, limit + 1)
+        start = time.monotonic()
+        done = 0
         for receipt in todo[:limit]:
+            if done and budget_s is not None and time.monotonic() - start >= budget_s:
+                break
+            done += 1
             try:
                 _verify(self._core, receipt, dict(receipt.blobs), {}, [], [])
             except NotFound:  # retention removed it meanwhile
                 continue
-        if len(todo) > limit:
+        if len(todo) > done:
             self._queue(tenant)
-        return len(todo[:limit])
+        return done
 
     def _queue(self, tenant: str) -> None:
         """Queue the tenant's verification job, or merge into the queued one (a tenant

@@ -2,9 +2,11 @@
 too large to run inside the deleting call.
 
 One job per tenant: a deletion queues the tenant's job (merged into the queued one, so a
-tenant never has more than one waiting), and a run verifies every receipt of the tenant
-still unverified, at most :data:`PER_RUN` of them, queueing itself again when more wait.
-The kind is of low priority: a worker claims it only when no other ready job waits.
+tenant never has more than one waiting), and a run verifies the tenant's receipts still
+unverified, oldest first, at most :data:`PER_RUN` of them and for about
+:data:`BUDGET_S` seconds, queueing itself again when more wait. The kind is of low
+priority: a worker claims it only when no other ready job waits, so users' jobs wait at
+most for the end of the current run (one scan past the budget).
 """
 
 from __future__ import annotations
@@ -14,11 +16,13 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from memstrata.api.core import Core
 
-__all__ = ["PER_RUN", "VERIFY_JOB", "install", "job_key", "verify_job"]
+__all__ = ["BUDGET_S", "PER_RUN", "VERIFY_JOB", "install", "job_key", "verify_job"]
 
 VERIFY_JOB = "receipts.verify"
 #: Receipts one run verifies before it queues the rest (each scan is bounded by its owner).
 PER_RUN = 50
+#: Seconds of scanning one run does before it queues the rest (users' jobs go in between).
+BUDGET_S = 0.5
 
 
 def job_key(tenant: str) -> str:
@@ -29,7 +33,7 @@ def job_key(tenant: str) -> str:
 def verify_job(job: Any, memory: Any) -> None:
     """Job handler: verify the tenant's unverified receipts (a receipt retention removed
     meanwhile is simply no longer there)."""
-    memory.receipts.verify_pending(job.tenant, limit=PER_RUN)
+    memory.receipts.verify_pending(job.tenant, limit=PER_RUN, budget_s=BUDGET_S)
 
 
 def install(core: Core) -> None:
