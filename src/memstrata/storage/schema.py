@@ -32,6 +32,7 @@ from memstrata.storage.tables import (
 )
 from memstrata.storage.usage_tables import USAGE_TABLES
 from memstrata.storage.vector_versions import VECTOR_VERSIONS
+from memstrata.storage.version_tables import FACT_VERSIONS, PROFILE_VERSIONS
 
 __all__ = ["MIGRATIONS", "Migration"]
 
@@ -270,6 +271,17 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
             20,
             "vectors: a version per owner and per row, so exact search keeps matrices in memory",
             VECTOR_VERSIONS,
+        ),
+        Migration(
+            21,
+            "facts: an edit keeps the version it replaced, closed in system time",
+            render(dialect, FACT_VERSIONS),
+        ),
+        Migration(
+            22,
+            "profile sections: a rewrite keeps the version it replaced (valid_to, "
+            "superseded_at), so as_of and known_at read sections too",
+            render(dialect, PROFILE_VERSIONS),
         ),
     )
     for dialect in TYPES
