@@ -193,9 +193,27 @@ def test_n1_a_run_stops_after_its_time_budget(
     owner = Scope(T, "budgeted")
     _large(memory, monkeypatch, owner)
     monkeypatch.setattr(receipt_job, "BUDGET_S", 0.0)  # spent after the first receipt
-    ids = [memory.facts.delete(owner, memory.facts.add(owner, f"b{i}").id).id for i in range(3)]
+    ids = []
+    for _ in range(3):  # conversation deletions: each has its own scan
+        cid = memory.conversations.create(owner).id
+        ids.append(memory.conversations.delete(owner, cid).id)
     assert memory.jobs.run_pending([VERIFY_JOB], max_jobs=1) == 1
     assert [memory.receipts.get(owner, rid).verified for rid in ids] == [True, None, None]
     assert _jobs(memory, VERIFY_JOB) == [T]
     assert memory.jobs.run_pending([VERIFY_JOB]) == 2
     assert {memory.receipts.get(owner, rid).verified for rid in ids} == {True}
+
+
+def test_n1_fact_deletions_of_one_owner_share_a_scan_and_a_leftover_is_told_apart(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    owner = Scope(T, "shared-scan")
+    _large(memory, monkeypatch, owner)
+    _later_table(memory)
+    facts = [memory.facts.add(owner, f"s{i}").id for i in range(4)]
+    receipts = [memory.facts.delete(owner, fid).id for fid in facts]
+    _note(memory, T, owner.user, f"still names {facts[2]}")
+    assert memory.jobs.run_pending([VERIFY_JOB]) >= 1
+    got = [memory.receipts.get(owner, rid) for rid in receipts]
+    assert [r.verified for r in got] == [True, True, False, True]
+    assert got[2].findings == ["later_notes.note: 1 rows contain a deleted id"]
