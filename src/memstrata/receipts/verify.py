@@ -186,9 +186,22 @@ def _within(
 def _anywhere(
     table: str, columns: Sequence[str], needles: Sequence[str], within: tuple[str, list[object]]
 ) -> Op[list[str]]:
-    """Rows of ``table`` holding a deleted id anywhere (a column read as text)."""
+    """Rows of ``table`` holding a deleted id anywhere (a column read as text). One read
+    of the rows looks in every column at once; most tables hold nothing, and only one
+    that does is read again column by column, to name where."""
     found: list[str] = []
     prefix, first = within
+    patterns = [f"%{_escape(x)}%" for x in needles]
+    for start in range(0, len(patterns), _CHUNK):
+        chunk = patterns[start : start + _CHUNK]
+        where = " OR ".join(
+            f"CAST(\"{column}\" AS TEXT) LIKE ? ESCAPE '\\'" for column in columns for _ in chunk
+        )
+        params = [*first, *(p for _ in columns for p in chunk)]
+        if (yield from _count(table, f"{prefix}({where})", params)):
+            break
+    else:
+        return found
     for column in columns:
         for start in range(0, len(needles), _CHUNK):
             chunk = needles[start : start + _CHUNK]
