@@ -37,6 +37,7 @@ from memstrata.storage.sql import placeholders
 from memstrata.usage.store import budget_clause
 
 __all__ = [
+    "UUID_KEYS",
     "Job",
     "JobStatus",
     "backoff_micros",
@@ -176,26 +177,44 @@ def get_job(job_id: str) -> Op[Job]:
     return _job(rows[0])
 
 
+#: Payload keys naming messages, facts, receipts or records: UUIDs, checked as message ids.
+UUID_KEYS = frozenset(
+    {"leaf_id", "message_id", "message_ids", "fact_id", "fact_ids", "receipt_id", "context_id"}
+)
+
+
+def _storable(value: object, field: str) -> None:
+    if not isinstance(value, str):
+        raise InvalidInput(f"{field} must be a string", field=field)
+    check_text(value, field)
+
+
 def checked_payload(
     conversation_id: str | None, payload: dict[str, Any] | None
 ) -> tuple[str | None, dict[str, Any] | None]:
-    """The conversation id and payload with every id in canonical form: the conversation,
-    and each payload value under a key ending in ``_id`` (a string or None) or ``_ids``
-    (a list of them) must be a UUID, like a message id. A job whose ids no store could
-    hold (a NUL, a lone surrogate) would fail on every attempt, so it is InvalidInput
-    before anything is queued."""
-    cid = None if conversation_id is None else parse_id(conversation_id, field="conversation_id")
+    """The conversation id and payload, checked before anything is queued: a payload value
+    under a key of :data:`UUID_KEYS` (a string, a list of them, or None) must be a UUID,
+    like a message id, and is kept in canonical form; every other id (the conversation, a
+    value under a key ending ``_id``, such as a node memory's names) must be storable text
+    (no NUL, no lone surrogate). A job whose ids no store can hold would fail on every
+    attempt, so it is InvalidInput instead."""
+    if conversation_id is not None:
+        _storable(conversation_id, "conversation_id")
     if not payload:
-        return cid, payload
+        return conversation_id, payload
     out = dict(payload)
     for name, value in payload.items():
-        if name.endswith("_id") and value is not None:
-            out[name] = parse_id(value, field=name)
-        elif name.endswith("_ids") and value is not None:
+        if value is None:
+            continue
+        if name in UUID_KEYS and name.endswith("_ids"):
             if not isinstance(value, list):
                 raise InvalidInput(f"{name} must be a list of ids", field=name)
             out[name] = [parse_id(v, field=name) for v in value]
-    return cid, out
+        elif name in UUID_KEYS:
+            out[name] = parse_id(value, field=name)
+        elif name.endswith("_id"):
+            _storable(value, name)
+    return conversation_id, out
 
 
 def enqueue(

@@ -193,11 +193,11 @@ def _anywhere(
     prefix, first = within
     patterns = [f"%{_escape(x)}%" for x in needles]
     for start in range(0, len(patterns), _CHUNK):
-        chunk = patterns[start : start + _CHUNK]
+        batch = patterns[start : start + _CHUNK]
         where = " OR ".join(
-            f"CAST(\"{column}\" AS TEXT) LIKE ? ESCAPE '\\'" for column in columns for _ in chunk
+            f"CAST(\"{column}\" AS TEXT) LIKE ? ESCAPE '\\'" for column in columns for _ in batch
         )
-        params = [*first, *(p for _ in columns for p in chunk)]
+        params = [*first, *(p for _ in columns for p in batch)]
         if (yield from _count(table, f"{prefix}({where})", params)):
             break
     else:
