@@ -23,7 +23,7 @@ from memstrata.config import Settings
 from memstrata.errors import BackendUnavailable, InvalidInput
 from memstrata.server import create_app
 from memstrata.storage.plan import Exec, write
-from support import postgres_schema, postgres_url_for
+from support import closed_by_server, connect_to, healthy_again, postgres_schema, postgres_url_for
 
 pytestmark = pytest.mark.anyio
 
@@ -561,38 +561,20 @@ def live(
         yield base, log
 
 
-def _closed_by_server(sock: Any, wait_s: float = 30.0) -> bytes:
-    """Read until the server closes; fails if it keeps the connection open ``wait_s``."""
-    sock.settimeout(wait_s)
-    got = b""
-    while True:
-        chunk = sock.recv(65536)  # socket.timeout here means the server held it open
-        if not chunk:
-            return got
-        got += chunk
-
-
-def _connect(base: str) -> Any:
-    import socket
-
-    host, port = base.removeprefix("http://").split(":")
-    return socket.create_connection((host, int(port)), timeout=10)
-
-
 @pytest.mark.server
 def test_finding_10_half_sent_requests_are_dropped(live: tuple[str, Path]) -> None:
     base, log = live
-    silent = _connect(base)  # connects and says nothing
-    half_headers = _connect(base)
+    silent = connect_to(base)  # connects and says nothing
+    half_headers = connect_to(base)
     half_headers.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ")
-    half_body = _connect(base)
+    half_body = connect_to(base)
     half_body.sendall(
         b"POST /v1/conversations HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
         b'Content-Length: 100\r\n\r\n{"title":'
     )
     for sock in (silent, half_headers, half_body):
         with sock:
-            assert _closed_by_server(sock) == b""
+            assert closed_by_server(sock) == b""
     text = log.read_text()
     assert "its request headers did not arrive in time" in text
     assert "its request body did not arrive in time" in text
@@ -602,7 +584,7 @@ def test_finding_10_half_sent_requests_are_dropped(live: tuple[str, Path]) -> No
 @pytest.mark.server
 def test_finding_10_over_the_connection_cap_gets_503_then_recovers(live: tuple[str, Path]) -> None:
     base, _ = live
-    idle = [_connect(base) for _ in range(4)]
+    idle = [connect_to(base) for _ in range(4)]
     try:
         r = httpx.get(base + "/healthz", trust_env=False, timeout=10)
         assert r.status_code == 503, r.text
@@ -612,11 +594,7 @@ def test_finding_10_over_the_connection_cap_gets_503_then_recovers(live: tuple[s
     finally:
         for sock in idle:
             sock.close()
-    for _ in range(100):  # the server notices the closes on its next loop turns
-        r = httpx.get(base + "/healthz", trust_env=False, timeout=10)
-        if r.status_code == 200:
-            break
-    assert r.status_code == 200, r.text
+    assert healthy_again(base) == 200
 
 
 @pytest.mark.server
@@ -626,9 +604,9 @@ def test_finding_15_malformed_http_is_problem_json_with_request_id(live: tuple[s
         b"POST /v1/conversations HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n{}",
         b"GET / HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n",
     ):
-        with _connect(base) as sock:
+        with connect_to(base) as sock:
             sock.sendall(raw)
-            answer = _closed_by_server(sock)
+            answer = closed_by_server(sock)
         head, _, body = answer.partition(b"\r\n\r\n")
         assert head.startswith(b"HTTP/1.1 400"), answer
         assert b"content-type: application/problem+json" in head.lower()

@@ -6088,7 +6088,12 @@ export interface operations {
     };
     profile_v1_profile_get: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description ISO 8601 time: each section as it held then, as known then unless known_at says otherwise (a section rewritten since reads in its earlier version). */
+                as_of?: string | null;
+                /** @description ISO 8601 time: answer as memstrata knew it then (default: as_of). */
+                known_at?: string | null;
+            };
             header?: {
                 /** @description Admin keys only: the user to act as. A user key sending it gets 403. */
                 "X-Memstrata-User"?: string | null;
@@ -6245,6 +6250,8 @@ export interface operations {
             header?: {
                 /** @description Admin keys only: that user's receipts. */
                 "X-Memstrata-User"?: string | null;
+                /** @description Admin keys naming a user: only that agent's receipts. */
+                "X-Memstrata-Agent"?: string | null;
             };
             path: {
                 rid: string;

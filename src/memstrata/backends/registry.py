@@ -41,7 +41,9 @@ def sqlite_path(url: str) -> Path | None:
     return Path(rest[1:])
 
 
-def open_engine(url: str, *, sqlite_synchronous: str = "NORMAL") -> Engine:
+def open_engine(
+    url: str, *, sqlite_synchronous: str = "NORMAL", postgres_wait_s: float = 5.0
+) -> Engine:
     scheme = url.split(":", 1)[0].lower()
     if scheme == "sqlite":
         from memstrata.backends.sqlite import SqliteEngine
@@ -50,7 +52,7 @@ def open_engine(url: str, *, sqlite_synchronous: str = "NORMAL") -> Engine:
     if scheme in ("postgresql", "postgres"):
         from memstrata.backends.postgres import PostgresEngine
 
-        return PostgresEngine(url)
+        return PostgresEngine(url, wait_s=postgres_wait_s)
     raise ConfigurationError(f"unknown database URL scheme {scheme!r} in {redact(url)}")
 
 

@@ -79,6 +79,7 @@ def serve(
             "http": protocol,
             "timeout_keep_alive": settings.serve_keepalive_s,
         }
+        _watch_store(settings)
         if processes == 1:
             uvicorn.run(create_app(settings=settings), **options)
             return
@@ -95,6 +96,19 @@ def serve(
             timeout_worker_healthcheck=30,
             **options,
         )
+
+
+def _watch_store(settings: Settings) -> None:
+    """On a SQLite file, stop cleanly (one log line naming the file) once the store's files
+    cannot be written any more, before sqlite dies of it (see server/storewatch.py)."""
+    url = settings.database_url()
+    if settings.serve_store_check_s <= 0 or not url.startswith("sqlite:"):
+        return
+    path = sqlite_path(url)
+    if path is not None:
+        from memstrata.server.storewatch import StoreWatch
+
+        StoreWatch(path, settings.serve_store_check_s).start()
 
 
 def _first_start(mem: Memory, settings: Settings) -> None:

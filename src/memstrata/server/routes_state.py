@@ -58,7 +58,7 @@ def _expected(if_match: str | None, if_none_match: str | None, current: int | No
             raise PreconditionFailed("If-Match: * but nothing exists yet")
         return current
     tag = tag.removeprefix("W/").strip('"')
-    if not tag.isdigit():
+    if not (tag.isascii() and tag.isdigit()):
         raise PreconditionFailed(f"If-Match {if_match!r} names no version of this document")
     return int(tag)
 

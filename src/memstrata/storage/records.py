@@ -18,6 +18,7 @@ __all__ = [
     "dump_json",
     "from_micros",
     "load_json",
+    "storable_text",
     "to_conversation",
     "to_message",
     "to_micros",
@@ -48,6 +49,17 @@ def check_text(value: str | None, field: str) -> None:
             value.encode()
         except UnicodeEncodeError:  # e.g. from a JSON "\ud800" escape
             raise InvalidInput(f"{field} is not valid Unicode text", field=field) from None
+
+
+def storable_text(value: str) -> str:
+    """``value`` made storable on every backend: NUL and lone surrogates, which
+    :func:`check_text` refuses in input, are written as escapes instead (for text the
+    store composes itself, such as a job's error, which must always be storable)."""
+    if "\x00" in value:
+        value = value.replace("\x00", "\\x00")
+    if not value.isascii():
+        value = value.encode("utf-8", "backslashreplace").decode("utf-8")
+    return value
 
 
 def to_micros(value: datetime) -> int:

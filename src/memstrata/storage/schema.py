@@ -33,6 +33,7 @@ from memstrata.storage.tables import (
 )
 from memstrata.storage.usage_tables import USAGE_TABLES
 from memstrata.storage.vector_versions import VECTOR_VERSIONS
+from memstrata.storage.version_tables import FACT_VERSIONS, PROFILE_VERSIONS
 
 __all__ = ["MIGRATIONS", "Migration"]
 
@@ -273,7 +274,18 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
             VECTOR_VERSIONS,
         ),
         Migration(
-            26,
+            21,
+            "facts: an edit keeps the version it replaced, closed in system time",
+            render(dialect, FACT_VERSIONS),
+        ),
+        Migration(
+            22,
+            "profile sections: a rewrite keeps the version it replaced (valid_to, "
+            "superseded_at), so as_of and known_at read sections too",
+            render(dialect, PROFILE_VERSIONS),
+        ),
+        Migration(
+            25,
             "recall: the owner's messages still waiting for a vector, indexed apart, so a "
             "read embeds the newest of them and counts the rest cheaply",
             (RECALL_WAITING,),
