@@ -38,9 +38,16 @@ async def test_history_before_leaves_the_query_out(client, alice, conv):
     )
     assert r.status_code == 200, r.text
     assert [m["content"] for m in r.json()["messages"]] == ["one?", "1"]
+    # With a leaf whose branch holds it: the same history.
     both = {"before": q["id"], "leaf_id": q["id"]}
     r = await client.get(f"/v1/conversations/{conv}/history", params=both, headers=alice)
+    assert r.status_code == 200, r.text
+    assert [m["content"] for m in r.json()["messages"]] == ["one?", "1"]
+    side = await _post(client, alice, conv, "user", "side?", parent_id=None)
+    off = {"before": side["id"], "leaf_id": q["id"]}
+    r = await client.get(f"/v1/conversations/{conv}/history", params=off, headers=alice)
     assert r.status_code == 422
+    assert "not on the branch" in r.json()["detail"]
 
 
 async def test_history_before_a_message_of_another_scope_is_404(client, alice, keys, auth, conv):
