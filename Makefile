@@ -37,8 +37,9 @@ $(VENV_CREWAI)/.installed: pyproject.toml
 	  -e ".[embed,crewai]" "crewai==1.15.*" "pytest>=8" "pytest-xdist>=3.5" "hypothesis>=6.100"
 	touch $@
 
+# make run PORT=8800 HOST=0.0.0.0 - elsewhere than 127.0.0.1:8700 (as MEMSTRATA_PORT/HOST do).
 run: $(VENV)/.installed-server
-	$(BIN)/memstrata serve
+	$(BIN)/memstrata serve $(if $(HOST),--host $(HOST)) $(if $(PORT),--port $(PORT))
 
 lint: $(VENV)/.installed-dev $(TS)/node_modules/.installed
 	$(BIN)/ruff check src tests scripts
