@@ -2001,7 +2001,10 @@ export interface components {
              * @description Markdown text, or a JSON value with format json.
              */
             content: unknown;
-            /** Format */
+            /**
+             * Format
+             * @description Omitted: markdown for a string, json for any other value.
+             */
             format?: ("markdown" | "json") | null;
             /** Json Schema */
             json_schema?: {
