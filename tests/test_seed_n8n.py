@@ -23,6 +23,19 @@ def _talk(mem: Memory, scope: Scope, cid: str, *pairs: tuple[str, str]) -> list[
     return ids
 
 
+def test_a_message_is_found_by_id_alone_within_its_scope(memory: Memory):
+    s = fresh_scope()
+    cid = memory.conversations.create(s).id
+    q, _ = _talk(memory, s, cid, ("where?", "here"))
+    found = memory.messages.find(s, q)
+    assert (found.id, found.conversation_id, found.content) == (q, cid, "where?")
+    for other in (fresh_scope(), Scope(s.tenant, s.user, "an-agent")):
+        with pytest.raises(NotFound):
+            memory.messages.find(other, q)
+    with pytest.raises(NotFound):
+        memory.messages.find(s, "not-an-id")
+
+
 def test_delete_message_removes_its_subtree_and_moves_the_active_leaf(memory: Memory):
     s = fresh_scope()
     cid = memory.conversations.create(s).id

@@ -50,6 +50,15 @@ async def test_history_before_leaves_the_query_out(client, alice, conv):
     assert "not on the branch" in r.json()["detail"]
 
 
+async def test_a_message_is_found_by_id_alone_in_the_callers_scope(client, alice, keys, auth, conv):
+    q = await _post(client, alice, conv, "user", "mine")
+    r = await client.get(f"/v1/messages/{q['id']}", headers=alice)
+    assert r.status_code == 200, r.text
+    assert (r.json()["conversation_id"], r.json()["content"]) == (conv, "mine")
+    r = await client.get(f"/v1/messages/{q['id']}", headers=auth(keys.bob))
+    assert r.status_code == 404
+
+
 async def test_history_before_a_message_of_another_scope_is_404(client, alice, keys, auth, conv):
     q = await _post(client, alice, conv, "user", "mine")
     bob = auth(keys.bob)

@@ -203,6 +203,10 @@ export class Messages {
       idempotent: true,
     });
   }
+  /** A message of the caller's scope by its id alone (`GET /v1/messages/{mid}`); 404 elsewhere. */
+  find(mid: string): Promise<Message> {
+    return this.t.json("GET", `/v1/messages/${seg(mid)}`);
+  }
   /** `DELETE /v1/conversations/{cid}/messages/{mid}`: 404 in another conversation or scope. */
   async delete(cid: string, mid: string): Promise<string> {
     return receiptId(await this.t.request("DELETE", `${conv(cid)}/messages/${seg(mid)}`));

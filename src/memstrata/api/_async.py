@@ -204,6 +204,11 @@ class AsyncMessages(AsyncSubAPI):
     async def get(self, scope: Scope, conversation_id: str, message_id: str) -> Message:
         return await self._read(ops.get_message, _scope(scope), conversation_id, message_id)
 
+    async def find(self, scope: Scope, message_id: str) -> Message:
+        """A message of the scope by its id alone (its ``conversation_id`` says where it
+        is); NotFound in another scope."""
+        return await self._read(ops.find_message, _scope(scope), message_id)
+
     async def delete(
         self, scope: Scope, conversation_id: str, message_id: str, *, actor: str | None = None
     ) -> Receipt:

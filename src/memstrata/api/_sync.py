@@ -200,6 +200,11 @@ class Messages(SubAPI):
     def get(self, scope: Scope, conversation_id: str, message_id: str) -> Message:
         return self._read(ops.get_message, _scope(scope), conversation_id, message_id)
 
+    def find(self, scope: Scope, message_id: str) -> Message:
+        """A message of the scope by its id alone (its ``conversation_id`` says where it
+        is); NotFound in another scope."""
+        return self._read(ops.find_message, _scope(scope), message_id)
+
     def delete(
         self, scope: Scope, conversation_id: str, message_id: str, *, actor: str | None = None
     ) -> Receipt:

@@ -166,6 +166,11 @@ class AsyncRemoteMessages:
         path = f"{conversation_path(conversation_id)}/messages/{segment(message_id)}"
         return await self._s.get(path, decode.message, h)
 
+    async def find(self, scope: Scope, message_id: str) -> Message:
+        """A message of the scope by its id alone (see the embedded facade)."""
+        h = await self._s.scoped(scope)
+        return await self._s.get(f"/v1/messages/{segment(message_id)}", decode.message, h)
+
     async def delete(self, scope: Scope, conversation_id: str, message_id: str) -> Receipt:
         """Delete a message and the subtree under it (see the embedded facade)."""
         h = await self._s.scoped(scope)

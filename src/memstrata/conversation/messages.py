@@ -14,7 +14,7 @@ from memstrata.conversation.conversations import (
 )
 from memstrata.conversation.lookup import message_row, require_message, system_tail
 from memstrata.conversation.tree import place
-from memstrata.errors import Conflict, InvalidInput
+from memstrata.errors import Conflict, InvalidInput, NotFound
 from memstrata.ids import UUID_NIL, parse_id
 from memstrata.runtime import Runtime, page_limit
 from memstrata.storage.plan import Exec, Op, Query, Row
@@ -42,6 +42,7 @@ __all__ = [
     "append_message",
     "check_message",
     "delete_message",
+    "find_message",
     "get_message",
     "list_leaves",
     "list_messages",
@@ -71,6 +72,27 @@ def check_message(rt: Runtime, new: NewMessage | MessagePatch) -> None:
 def get_message(scope: Scope, conversation_id: str, message_id: str) -> Op[Message]:
     yield from get_conversation(scope, conversation_id)
     return to_message((yield from require_message(conversation_id, message_id)))
+
+
+_FIND_SQL = (
+    f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE id = ? AND EXISTS (SELECT 1 FROM "
+    "conversations c WHERE c.id = messages.conversation_id AND c.tenant_id = ? "
+    "AND c.user_id = ? AND c.agent_id = ?)"
+)
+
+
+def find_message(scope: Scope, message_id: str) -> Op[Message]:
+    """A message of the scope by its id alone (ids are unique in the store): for callers
+    that name messages without their conversation (n8n's ``deleteMessages``). NotFound
+    for a malformed id, another scope's message or none."""
+    try:
+        mid = parse_id(message_id, field="message_id")
+    except InvalidInput:
+        raise NotFound(f"message {message_id} not found", kind="message") from None
+    rows = yield Query(_FIND_SQL, (mid, scope.tenant, scope.user, scope.agent_key))
+    if not rows:
+        raise NotFound(f"message {message_id} not found", kind="message")
+    return to_message(rows[0])
 
 
 def _same_message(stored: Message, new: NewMessage) -> bool:

@@ -17,9 +17,11 @@ from memstrata.server.routes_receipts import DELETED, Caller, actor, deleted
 from memstrata.types import MessagePatch
 from memstrata.wire.conversations import HistoryOut, MessageOut, MessagePage
 
-__all__ = ["APPEND_OPERATION_ID", "router"]
+__all__ = ["APPEND_OPERATION_ID", "lookup_router", "router"]
 
 router = APIRouter(prefix="/v1/conversations/{cid}", tags=["messages"])
+#: Messages named by id alone, for callers that do not know the conversation.
+lookup_router = APIRouter(prefix="/v1/messages", tags=["messages"])
 
 APPEND_OPERATION_ID = "append_message"
 
@@ -114,6 +116,21 @@ async def list_messages(
 )
 async def get_message(mem: Mem, scope: CallerScope, cid: str, mid: str) -> Response:
     return JSONResponse(MessageOut.encode(await mem.messages.get(scope, cid, mid)))
+
+
+@lookup_router.get(
+    "/{mid}",
+    response_model=MessageOut,
+    responses={404: {"description": "No such message in this scope."}},
+    summary="Find a message of the caller's scope by its id alone",
+    description=(
+        "Message ids are unique in the store: this answers the message (its "
+        "`conversation_id` says where it is) for a caller that kept only the id, as n8n's "
+        "`deleteMessages` does. 404 for another scope's message."
+    ),
+)
+async def find_message(mem: Mem, scope: CallerScope, mid: str) -> Response:
+    return JSONResponse(MessageOut.encode(await mem.messages.find(scope, mid)))
 
 
 @router.delete(
