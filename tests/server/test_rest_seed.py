@@ -59,6 +59,19 @@ async def test_a_message_is_found_by_id_alone_in_the_callers_scope(client, alice
     assert r.status_code == 404
 
 
+async def test_delete_with_mode_splice_keeps_the_children(client, alice, conv):
+    q1 = await _post(client, alice, conv, "user", "one?")
+    a1 = await _post(client, alice, conv, "assistant", "1")
+    q2 = await _post(client, alice, conv, "user", "two?")
+    base = f"/v1/conversations/{conv}/messages"
+    r = await client.delete(f"{base}/{a1['id']}", params={"mode": "splice"}, headers=alice)
+    assert r.status_code == 204, r.text
+    r = await client.get(f"{base}/{q2['id']}", headers=alice)
+    assert r.json()["parent_id"] == q1["id"]
+    r = await client.delete(f"{base}/{q2['id']}", params={"mode": "all"}, headers=alice)
+    assert r.status_code == 422
+
+
 async def test_history_before_a_message_of_another_scope_is_404(client, alice, keys, auth, conv):
     q = await _post(client, alice, conv, "user", "mine")
     bob = auth(keys.bob)

@@ -281,7 +281,8 @@ export class MemstrataMemory implements BuiltMemory {
         for (const c of toolCallsOf(message)) extra.push(await toolResultId(id, c.toolCallId));
       }
       for (const mid of [...extra.reverse(), id]) {
-        await orMissing(this.client.messages.delete(cid, mid), undefined, NotFound);
+        // n8n deletes the named messages only: the rest of the thread stays, re-attached.
+        await orMissing(this.client.messages.delete(cid, mid, { mode: "splice" }), undefined, NotFound);
         this.owners.delete(mid);
       }
     }

@@ -323,7 +323,7 @@ export interface paths {
         put?: never;
         post?: never;
         /**
-         * Delete a message and the subtree under it
+         * Delete a message and the subtree under it (or, with mode=splice, it alone)
          * @description n8n's `deleteMessages` on a tree: the message goes with every reply, regeneration and follow-up under it, so every remaining branch stays whole. The active leaf moves to the message's parent when it was in the subtree (a deleted root: the newest remaining leaf). Summaries covering the messages are invalidated; recall and facts' provenance forget them (an extracted fact with no source left is erased).
          */
         delete: operations["delete_message_v1_conversations__cid__messages__mid__delete"];
@@ -4015,7 +4015,10 @@ export interface operations {
     };
     delete_message_v1_conversations__cid__messages__mid__delete: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description `subtree` (default): the message and everything under it. `splice`: the message alone, as n8n deletes; its children are re-attached to its parent (roots, for a root) with their replies. */
+                mode?: "subtree" | "splice";
+            };
             header?: {
                 /** @description Admin keys only: the user to act as. A user key sending it gets 403. */
                 "X-Memstrata-User"?: string | null;

@@ -130,6 +130,18 @@ test("deleteMessages works from a fresh instance: the id alone finds the message
   assert.deepEqual((await saver.getMessages(threadId)).map((m) => m.id), [m1.id]);
 });
 
+test("deleteMessages removes only the named message of a linear thread", async () => {
+  const memory = new MemstrataMemory(clientA());
+  const threadId = unique("thread");
+  await memory.saveThread({ id: threadId, resourceId: "alice" });
+  const now = Date.now();
+  const say = (id, role, text, i) => ({ id, createdAt: new Date(now + i), role, content: [{ type: "text", text }] });
+  const msgs = [say(crypto.randomUUID(), "user", "one", 0), say("n8n-mid-2", "assistant", "two", 1), say(crypto.randomUUID(), "user", "three", 2), say("n8n-mid-4", "assistant", "four", 3)];
+  await memory.saveMessages({ threadId, resourceId: "alice", messages: msgs });
+  await memory.deleteMessages([msgs[1].id]);
+  assert.deepEqual((await memory.getMessages(threadId)).map((m) => m.id), [msgs[0].id, msgs[2].id, msgs[3].id]);
+});
+
 test("episodic memory on facts: save, search, sources, reflection", async () => {
   const { hasEpisodicMemoryStore } = await import("@n8n/agents");
   const memory = new MemstrataMemory(clientB(), { episodic: true });

@@ -46,6 +46,7 @@ __all__ = [
     "get_message",
     "list_leaves",
     "list_messages",
+    "newest_leaf",
     "patch_message",
 ]
 
@@ -280,19 +281,24 @@ def delete_message(rt: Runtime, scope: Scope, conversation_id: str, message_id: 
     if leaf in ids:
         leaf = target.parent_id
         if leaf is None:
-            newest = yield Query(
-                "SELECT id FROM messages m WHERE conversation_id = ? AND NOT EXISTS "
-                "(SELECT 1 FROM messages c WHERE c.conversation_id = m.conversation_id "
-                "AND c.parent_id = m.id) ORDER BY seq DESC LIMIT 1",
-                (conversation_id,),
-            )
-            leaf = str(newest[0][0]) if newest else None
+            leaf = yield from newest_leaf(conversation_id)
     yield Exec(
         "UPDATE conversations SET active_leaf_id = ?, message_count = message_count - ?, "
         "updated_at = ? WHERE id = ?",
         (leaf, len(ids), rt.clock(), conversation_id),
     )
     return len(ids)
+
+
+def newest_leaf(conversation_id: str) -> Op[str | None]:
+    """The most recently appended message with no children (None: no message left)."""
+    newest = yield Query(
+        "SELECT id FROM messages m WHERE conversation_id = ? AND NOT EXISTS "
+        "(SELECT 1 FROM messages c WHERE c.conversation_id = m.conversation_id "
+        "AND c.parent_id = m.id) ORDER BY seq DESC LIMIT 1",
+        (conversation_id,),
+    )
+    return str(newest[0][0]) if newest else None
 
 
 def list_leaves(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request, Response
 
@@ -137,7 +137,7 @@ async def find_message(mem: Mem, scope: CallerScope, mid: str) -> Response:
     "/messages/{mid}",
     status_code=204,
     responses={**_NOT_FOUND, **DELETED},
-    summary="Delete a message and the subtree under it",
+    summary="Delete a message and the subtree under it (or, with mode=splice, it alone)",
     description=(
         "n8n's `deleteMessages` on a tree: the message goes with every reply, regeneration "
         "and follow-up under it, so every remaining branch stays whole. The active leaf moves "
@@ -147,9 +147,21 @@ async def find_message(mem: Mem, scope: CallerScope, mid: str) -> Response:
     ),
 )
 async def delete_message(
-    mem: Mem, scope: CallerScope, caller: Caller, cid: str, mid: str
+    mem: Mem,
+    scope: CallerScope,
+    caller: Caller,
+    cid: str,
+    mid: str,
+    mode: Annotated[
+        Literal["subtree", "splice"],
+        Query(
+            description="`subtree` (default): the message and everything under it. `splice`: "
+            "the message alone, as n8n deletes; its children are re-attached to its parent "
+            "(roots, for a root) with their replies."
+        ),
+    ] = "subtree",
 ) -> Response:
-    return deleted(await mem.messages.delete(scope, cid, mid, actor=actor(caller)))
+    return deleted(await mem.messages.delete(scope, cid, mid, actor=actor(caller), mode=mode))
 
 
 @router.patch(
