@@ -1542,7 +1542,7 @@ export interface components {
             role: components["schemas"]["Role"];
             /**
              * Seq
-             * @description Server order; decides which message is newest.
+             * @description The message's place in its conversation (1, 2, 3, ...): a later message has a larger one, so it decides which is newest.
              */
             seq: number;
             status: components["schemas"]["Status"];

@@ -93,7 +93,7 @@ def _check_database(db: str | None) -> dict[str, Any]:
     except Exception as exc:  # a driver's error: what doctor must report
         info["error"] = " ".join(str(exc).split()) or type(exc).__name__
         return info
-    dialect = "sqlite" if url.split(":", 1)[0].lower() == "sqlite" else "postgresql"
+    dialect = "sqlite" if url.split(":", 1)[0].lower() == "sqlite" else "postgres"
     known = _migrations(dialect)
     info["latest_schema_version"] = _latest_schema(dialect)
     info["ok"] = True

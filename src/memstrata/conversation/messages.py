@@ -25,7 +25,7 @@ from memstrata.storage.records import (
     to_message,
     to_micros,
 )
-from memstrata.storage.sql import encode_cursor, seq_cursor
+from memstrata.storage.sql import decode_cursor, encode_cursor, seq_cursor
 from memstrata.types import (
     Conversation,
     Message,
@@ -171,8 +171,9 @@ def append_message(
     yield Exec(
         "INSERT INTO messages (id, conversation_id, parent_id, role, content, files, tool_calls, "
         "tool_call_id, status, metadata, occurred_at, created_at, depth, token_count, "
-        "branch_tokens, system_tail_id, legacy_parent, chain_id) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "branch_tokens, system_tail_id, legacy_parent, chain_id, position) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+        "(SELECT last_position + 1 FROM conversations WHERE id = ?))",
         (
             mid,
             conv.id,
@@ -192,12 +193,13 @@ def append_message(
             spot.system_tail_id,
             int(legacy),
             label.chain_id,
+            conv.id,
         ),
     )
     yield from record_fork(conv.id, mid, label)
     yield Exec(
         "UPDATE conversations SET active_leaf_id = ?, message_count = message_count + 1, "
-        "updated_at = ? WHERE id = ?",
+        "last_position = last_position + 1, updated_at = ? WHERE id = ?",
         (mid, now, conv.id),
     )
     row = yield from require_message(conv.id, mid)
@@ -301,6 +303,20 @@ def newest_leaf(conversation_id: str) -> Op[str | None]:
     return str(newest[0][0]) if newest else None
 
 
+def _page_start(cursor: str | None) -> tuple[str, int]:
+    """Where a page of a conversation's messages starts: after a position (``p<n>``, the
+    cursors issued now: a position tells nothing of other conversations), or after a seq
+    (cursors issued before positions existed, still honoured)."""
+    value = decode_cursor(cursor)
+    if value is not None and value.startswith("p"):
+        return "position", seq_cursor(encode_cursor(value[1:])) or 0
+    return "seq", seq_cursor(cursor) or 0
+
+
+def _next_cursor(items: list[Message]) -> str:
+    return encode_cursor(f"p{items[-1].position}")
+
+
 def list_leaves(
     rt: Runtime,
     scope: Scope,
@@ -312,15 +328,15 @@ def list_leaves(
     """Messages with no children, oldest first."""
     n = page_limit(rt, limit)
     yield from get_conversation(scope, conversation_id)
-    after = seq_cursor(cursor) or 0
+    column, after = _page_start(cursor)
     rows = yield Query(
-        f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE conversation_id = ? AND seq > ? "
+        f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE conversation_id = ? AND {column} > ? "
         "AND NOT EXISTS (SELECT 1 FROM messages c WHERE c.conversation_id = m.conversation_id "
-        "AND c.parent_id = m.id) ORDER BY seq LIMIT ?",
+        f"AND c.parent_id = m.id) ORDER BY {column} LIMIT ?",
         (conversation_id, after, n + 1),
     )
     items = [to_message(r) for r in rows[:n]]
-    return Page(items, encode_cursor(items[-1].seq) if len(rows) > n else None)
+    return Page(items, _next_cursor(items) if len(rows) > n else None)
 
 
 def list_messages(
@@ -331,18 +347,19 @@ def list_messages(
     limit: int | None = None,
     cursor: str | None = None,
 ) -> Op[Page[Message]]:
-    """Every message of the conversation, every branch, oldest first (server order, ``seq``).
+    """Every message of the conversation, every branch, oldest first (server order: ``seq``,
+    and so ``position`` within the conversation).
 
-    A parent always has a lower ``seq`` than its children, so a client can rebuild the
-    whole tree page by page, attaching each message to one it has already seen.
+    A parent always comes before its children, so a client can rebuild the whole tree
+    page by page, attaching each message to one it has already seen.
     """
     n = page_limit(rt, limit)
     yield from get_conversation(scope, conversation_id)
-    after = seq_cursor(cursor) or 0
+    column, after = _page_start(cursor)
     rows = yield Query(
-        f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id = ? AND seq > ? "
-        "ORDER BY seq LIMIT ?",
+        f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id = ? AND {column} > ? "
+        f"ORDER BY {column} LIMIT ?",
         (conversation_id, after, n + 1),
     )
     items = [to_message(r) for r in rows[:n]]
-    return Page(items, encode_cursor(items[-1].seq) if len(rows) > n else None)
+    return Page(items, _next_cursor(items) if len(rows) > n else None)

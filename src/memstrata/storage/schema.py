@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memstrata.storage.branch_tables import FILL_FORKS, FORK_TABLES
+from memstrata.storage.positions import FILL_POSITIONS, POSITION_COLUMNS, RAISE_LAST_POSITION
 from memstrata.storage.tables import (
     CORE_TABLES,
     GRAPH_TABLES,
@@ -270,6 +271,15 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
             20,
             "vectors: a version per owner and per row, so exact search keeps matrices in memory",
             VECTOR_VERSIONS,
+        ),
+        Migration(
+            24,
+            "messages: a position per conversation, shown as seq (no store-wide counter shown)",
+            (
+                *POSITION_COLUMNS,
+                FILL_POSITIONS.format(where=""),
+                RAISE_LAST_POSITION.format(where=""),
+            ),
         ),
     )
     for dialect in TYPES
