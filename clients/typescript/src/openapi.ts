@@ -620,7 +620,7 @@ export interface paths {
         };
         /**
          * Find a message of the caller's scope by its id alone
-         * @description Message ids are unique in the store: this answers the message (its `conversation_id` says where it is) for a caller that kept only the id, as n8n's `deleteMessages` does. 404 for another scope's message.
+         * @description The message (its `conversation_id` says where it is) for a caller that kept only the id, as n8n's `deleteMessages` does. 404 for another scope's message; 409 when the caller uses that id in two conversations (ids are unique per conversation).
          */
         get: operations["find_message_v1_messages__mid__get"];
         put?: never;
@@ -5880,6 +5880,15 @@ export interface operations {
             };
             /** @description No such message in this scope. */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The id names messages of several of the caller's conversations. */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -204,7 +204,8 @@ class Messages(SubAPI):
 
     def find(self, scope: Scope, message_id: str) -> Message:
         """A message of the scope by its id alone (its ``conversation_id`` says where it
-        is); NotFound in another scope."""
+        is); NotFound in another scope, Conflict when the scope uses that id in two
+        conversations (ids are unique per conversation)."""
         return self._read(ops.find_message, _scope(scope), message_id)
 
     def delete(

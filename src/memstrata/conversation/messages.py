@@ -75,17 +75,20 @@ def get_message(scope: Scope, conversation_id: str, message_id: str) -> Op[Messa
     return to_message((yield from require_message(conversation_id, message_id)))
 
 
+# From the scope's conversations (its owner index) to the message by (conversation, id):
+# one index probe per conversation of the scope, never a scan of every message.
 _FIND_SQL = (
-    f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE id = ? AND EXISTS (SELECT 1 FROM "
-    "conversations c WHERE c.id = messages.conversation_id AND c.tenant_id = ? "
-    "AND c.user_id = ? AND c.agent_id = ?)"
+    "SELECT " + ", ".join(f"m.{c.strip()}" for c in MESSAGE_COLUMNS.split(",")) + " FROM "
+    "conversations c JOIN messages m ON m.conversation_id = c.id AND m.id = ? "
+    "WHERE c.tenant_id = ? AND c.user_id = ? AND c.agent_id = ? LIMIT 2"
 )
 
 
 def find_message(scope: Scope, message_id: str) -> Op[Message]:
-    """A message of the scope by its id alone (ids are unique in the store): for callers
-    that name messages without their conversation (n8n's ``deleteMessages``). NotFound
-    for a malformed id, another scope's message or none."""
+    """A message of the scope by its id alone, for callers that name messages without
+    their conversation (n8n's ``deleteMessages``). NotFound for a malformed id, another
+    scope's message or none; Conflict when the scope holds that id in two conversations
+    (ids are unique per conversation only): name the conversation then."""
     try:
         mid = parse_id(message_id, field="message_id")
     except InvalidInput:
@@ -93,6 +96,11 @@ def find_message(scope: Scope, message_id: str) -> Op[Message]:
     rows = yield Query(_FIND_SQL, (mid, scope.tenant, scope.user, scope.agent_key))
     if not rows:
         raise NotFound(f"message {message_id} not found", kind="message")
+    if len(rows) > 1:
+        raise Conflict(
+            f"message id {message_id} is used in several of your conversations: "
+            "name the conversation"
+        )
     return to_message(rows[0])
 
 

@@ -121,12 +121,15 @@ async def get_message(mem: Mem, scope: CallerScope, cid: str, mid: str) -> Respo
 @lookup_router.get(
     "/{mid}",
     response_model=MessageOut,
-    responses={404: {"description": "No such message in this scope."}},
+    responses={
+        404: {"description": "No such message in this scope."},
+        409: {"description": "The id names messages of several of the caller's conversations."},
+    },
     summary="Find a message of the caller's scope by its id alone",
     description=(
-        "Message ids are unique in the store: this answers the message (its "
-        "`conversation_id` says where it is) for a caller that kept only the id, as n8n's "
-        "`deleteMessages` does. 404 for another scope's message."
+        "The message (its `conversation_id` says where it is) for a caller that kept only "
+        "the id, as n8n's `deleteMessages` does. 404 for another scope's message; 409 when "
+        "the caller uses that id in two conversations (ids are unique per conversation)."
     ),
 )
 async def find_message(mem: Mem, scope: CallerScope, mid: str) -> Response:
