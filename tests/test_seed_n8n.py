@@ -35,8 +35,8 @@ def test_a_message_is_found_by_id_alone_within_its_scope(memory: Memory):
     with pytest.raises(NotFound):
         memory.messages.find(s, "not-an-id")
     # Ids are unique per conversation: one used twice in the scope must be told apart.
-    other = memory.conversations.create(s).id
-    memory.messages.append(s, other, role="user", content="again", id=q)
+    second = memory.conversations.create(s).id
+    memory.messages.append(s, second, role="user", content="again", id=q)
     with pytest.raises(Conflict):
         memory.messages.find(s, q)
 

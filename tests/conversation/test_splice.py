@@ -3,6 +3,8 @@ move to its parent, and everything stored along the paths under it stays exact."
 
 from __future__ import annotations
 
+from functools import partial
+
 import pytest
 
 from memstrata import Memory, Scope
@@ -45,7 +47,8 @@ def _check_paths(mem: Memory, s: Scope, cid: str) -> None:
         for m in path:
             total += m.token_count
             assert m.branch_tokens == total
-        branch = engine.run(read(lambda leaf=leaf: branch_of(cid, leaf.id)))
+        branch = engine.run(read(partial(branch_of, cid, leaf.id)))
+        assert branch is not None
         on_path = {m.id for m in path}
         for m in every:
             chain, depth = labels[m.id]
