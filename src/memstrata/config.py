@@ -63,6 +63,14 @@ class Settings(BaseSettings):
         "per read (appends never wait on the embedder); also in a debounced background job "
         "after appends; or never (keyword recall only).",
     )
+    recall_read_embed_max: int = Field(
+        default=256,
+        ge=0,
+        description="Most of the caller's waiting messages (newest first) a read "
+        "(context, recall search) embeds before it searches, so it finds what was just "
+        "written by meaning; past it, the read reports the rest as `pending` and queues "
+        "the embedding job.",
+    )
     receipts_inline_scan_max_messages: int = Field(
         default=10_000,
         ge=0,
@@ -196,6 +204,13 @@ class Settings(BaseSettings):
     )
     longterm_max_attempts: int = Field(
         default=5, ge=1, le=20, description="Attempts of an extraction job before it is dead."
+    )
+    longterm_branch_withdraw: bool = Field(
+        default=True,
+        description="Withdraw a fact once every message it came from is off its "
+        "conversation's active branch (regenerated away, edited away, deleted): superseded "
+        "with reason branch_abandoned, restored when its branch is active again (off: facts "
+        "stay as extracted).",
     )
 
     def database_url(self) -> str:

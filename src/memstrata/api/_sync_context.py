@@ -52,8 +52,8 @@ class Compaction(SubAPI):
         s = _scope(scope)
         at = parse_instant(as_of, "as_of")
         settings = self.kit.settings()
-        query, qvec, space = self._embed_query(s, conversation_id, leaf_id, query)
-        return self._read(
+        query, qvec, space, pending = self._embed_query(s, conversation_id, leaf_id, query)
+        context: Context = self._read(
             ops.assemble,
             rt,
             s,
@@ -68,15 +68,19 @@ class Compaction(SubAPI):
             task=task,
             as_of=at,
         )
+        recall = context.report.tiers.get(self._core.recall.tier.tier)
+        if recall is not None:
+            recall.pending = pending
+        return context
 
     def _embed_query(
         self, scope: Scope, conversation_id: str, leaf_id: str | None, query: str | None
-    ) -> tuple[str | None, list[float] | None, str | None]:
+    ) -> tuple[str | None, list[float] | None, str | None, int]:
         """The query of the recall tier embedded before the assembly's transaction (the
         embedder may be slow or remote); with no embedder, keywords do it alone."""
         recall = self._core.recall
         if recall.tier not in self.kit.providers or recall.tier.k == 0:
-            return query, None, None
+            return query, None, None, 0
         return CatchUp(self._core).context_query(scope, conversation_id, leaf_id, query)
 
     @attributed

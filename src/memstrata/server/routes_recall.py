@@ -7,10 +7,11 @@ from datetime import datetime
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
+from memstrata.recall.search import MAX_EXPLAIN_IDS
 from memstrata.recall.service import MAX_K, MAX_RANGE
 from memstrata.server.auth import CallerScope, Mem
 from memstrata.server.responses import JSONResponse
-from memstrata.wire.recall import HitOut, SearchOut
+from memstrata.wire.recall import ExplanationOut, HitOut, SearchOut
 
 __all__ = ["router"]
 
@@ -27,13 +28,26 @@ class SearchIn(BaseModel):
     message_range: int = Field(default=0, ge=0, le=MAX_RANGE)
     include_other_branches: bool = Field(
         default=False,
-        description="With leaf_id: also messages of the conversation's other branches "
-        "(answers regenerated away, questions edited away).",
+        description="Also messages off the active branches: answers regenerated away, "
+        "questions edited away (by default each conversation counts by its active branch, "
+        "the one of leaf_id by that leaf's).",
     )
     as_of: datetime | None = Field(
         default=None,
         description="ISO 8601 time: search as of then, over the messages created at or "
         "before it only.",
+    )
+    min_relevance: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=1.0,
+        description="Leave out hits whose calibrated relevance is below this.",
+    )
+    explain: bool = Field(default=False, description="Add each hit's per-signal scores.")
+    explain_ids: list[str] = Field(
+        default_factory=list,
+        max_length=MAX_EXPLAIN_IDS,
+        description="Message ids to account for: each is returned, or the answer says why not.",
     )
 
 
@@ -53,5 +67,14 @@ async def search(mem: Mem, scope: CallerScope, body: SearchIn) -> JSONResponse:
         message_range=body.message_range,
         include_other_branches=body.include_other_branches,
         as_of=body.as_of,
+        min_relevance=body.min_relevance,
+        explain=body.explain,
+        explain_ids=body.explain_ids,
     )
-    return JSONResponse({"hits": [HitOut.encode(h) for h in hits]})
+    return JSONResponse(
+        {
+            "hits": [HitOut.encode(h) for h in hits],
+            "pending": hits.pending,
+            "explained": [ExplanationOut.encode(e) for e in hits.explained],
+        }
+    )

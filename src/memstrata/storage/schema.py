@@ -22,6 +22,7 @@ from memstrata.storage.tables import (
     PROVENANCE_TABLES,
     RECALL_KEYWORDS,
     RECALL_TABLES,
+    RECALL_WAITING,
     RECEIPT_TABLES,
     RETENTION_TABLES,
     STATE_TABLES,
@@ -280,6 +281,12 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
                 FILL_POSITIONS.format(where=""),
                 RAISE_LAST_POSITION.format(where=""),
             ),
+        ),
+        Migration(
+            26,
+            "recall: the owner's messages still waiting for a vector, indexed apart, so a "
+            "read embeds the newest of them and counts the rest cheaply",
+            (RECALL_WAITING,),
         ),
     )
     for dialect in TYPES
