@@ -54,8 +54,10 @@ class Settings(BaseSettings):
     s3_secret_access_key: str | None = None
     blob_retries: int = Field(default=3, ge=0, description="Retries of a failed store request.")
     blob_timeout_s: float = Field(default=30.0, gt=0, description="Per-request store timeout.")
-    host: str = "127.0.0.1"
-    port: int = Field(default=8700, ge=1, le=65535)
+    host: str = Field(default="127.0.0.1", description="Where `memstrata serve` listens (--host).")
+    port: int = Field(
+        default=8700, ge=1, le=65535, description="The port `memstrata serve` listens on (--port)."
+    )
     llm_base_url: str | None = Field(default=None, description="OpenAI-compatible endpoint.")
     llm_api_key: str | None = Field(default=None, description="Key for the LLM endpoint.")
     llm_model: str | None = Field(default=None, description="Model for compaction; none: offline.")

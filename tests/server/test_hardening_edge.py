@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import random
+import shlex
 import string
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -513,9 +514,12 @@ def _first_start_output(db: str, monkeypatch: pytest.MonkeyPatch, home: Path) ->
 
     from memstrata.cli import app as cli_app
 
-    monkeypatch.setattr(uvicorn, "run", lambda *a, **k: None)  # start-up only, no serving
+    def started(self: uvicorn.Server, sockets: object = None) -> None:
+        self.started = True  # start-up only, no serving
+
+    monkeypatch.setattr(uvicorn.Server, "run", started)
     monkeypatch.setenv("MEMSTRATA_HOME", str(home))
-    done = CliRunner().invoke(cli_app, ["serve", "--db", db])
+    done = CliRunner().invoke(cli_app, ["serve", "--db", db, "--port", "0"])
     assert done.exit_code == 0, done.output
     return done.output
 
@@ -527,7 +531,8 @@ def test_finding_14_postgres_first_start_prints_a_hint_not_a_key(
         url = postgres_url_for(schema)
         out = _first_start_output(url, monkeypatch, tmp_path)
         assert "msk_" not in out
-        assert "memstrata keys create --tenant" in out
+        # The whole command: the store named, not the default one where it is run.
+        assert f"memstrata keys create --db {shlex.quote(url)} --tenant" in out
         with Memory.open(url, settings=Settings(home=tmp_path, worker="off")) as mem:
             assert mem.keys.list(None) == []
     # The embedded default keeps DESIGN's promise: a key for the local user on first start.

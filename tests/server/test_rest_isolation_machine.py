@@ -98,6 +98,7 @@ COVERED: frozenset[tuple[str, str]] = frozenset(
         ("GET", "/v1/conversations/{cid}/messages/{mid}"),
         ("PATCH", "/v1/conversations/{cid}/messages/{mid}"),
         ("DELETE", "/v1/conversations/{cid}/messages/{mid}"),
+        ("GET", "/v1/messages/{mid}"),
         ("POST", "/v1/conversations/{cid}/observe"),
         ("GET", "/v1/conversations/{cid}/leaves"),
         ("GET", "/v1/conversations/{cid}/history"),
@@ -780,6 +781,12 @@ class RestIsolation(RuleBasedStateMachine):
         for who in self.pair(data, actor, self.convs[cid]):
             expect = {200} if self.msg_ok(mid, cid, who) else {404}
             self.call(who, "GET", f"{base}/messages/{mid}", expect=expect)
+            # By id alone: found in its owner's scope only, wherever it is.
+            owner, at = self.msgs[mid]
+            found = owner == who.scope and self.live(at, who.scope)
+            r = self.call(who, "GET", f"/v1/messages/{mid}", expect={200} if found else {404})
+            if r.status_code == 200:
+                assert r.json()["conversation_id"] == at, r.text
         expect = {200} if self.msg_ok(mid, cid, actor) else {404}
         r = self.call(actor, "GET", f"{base}/history", params={"leaf_id": mid}, expect=expect)
         if r.status_code == 200:

@@ -81,6 +81,8 @@ def _context(core: Core) -> None:
     s = core.settings
     core.context = ContextKit(llm_from_settings(s), model=s.llm_model, wrap=core.wrap_llm)
     core.rt.cascade.on_messages_delete(context_ops.forget_messages)
+    # A summary whose cover point moved held a spliced-out message's text.
+    core.rt.cascade.on_messages_moved(context_ops.forget_messages)
     core.jobs.register(COMPACT_JOB, compact_job)
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from memstrata.conversation import conversations as conversation_ops
 from memstrata.conversation import messages as message_ops
+from memstrata.conversation import splice as splice_ops
 from memstrata.conversation import users as user_ops
 from memstrata.errors import NotFound
 from memstrata.longterm import store as fact_store
@@ -149,9 +150,26 @@ def delete_conversation(
 
 
 def delete_message(
-    rt: Runtime, scope: Scope, conversation_id: str, message_id: str, rid: str, actor: str
+    rt: Runtime,
+    scope: Scope,
+    conversation_id: str,
+    message_id: str,
+    rid: str,
+    actor: str,
+    *,
+    splice: bool = False,
 ) -> Op[Deletion]:
+    """The message with its subtree, or (``splice``) the message alone, its children
+    re-attached to its parent."""
     yield from conversation_ops.hold_conversation(scope, conversation_id, exclusive=True)
+    if splice:
+        _, tables = yield from counted(
+            splice_ops.splice_message(rt, scope, conversation_id, message_id)
+        )
+        receipt = yield from _record(
+            rt, rid, scope, "message", [conversation_id, message_id], actor, tables
+        )
+        return None, receipt, []
     rows = yield Query(_SUBTREE, (message_id, conversation_id, conversation_id))
     ids = [str(r[0]) for r in rows]
     _, tables = yield from counted(

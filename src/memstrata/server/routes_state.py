@@ -209,7 +209,9 @@ async def delete_checkpoint(mem: Mem, scope: CallerScope, name: str, run_id: str
 class WorkingIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     content: Any = Field(description="Markdown text, or a JSON value with format json.")
-    format: Format | None = None
+    format: Format | None = Field(
+        default=None, description="Omitted: markdown for a string, json for any other value."
+    )
     json_schema: dict[str, Any] | None = None
     template: Any = None
 

@@ -26,7 +26,8 @@ __all__ = [
 
 MESSAGE_COLUMNS = (
     "id, conversation_id, parent_id, role, content, files, tool_calls, tool_call_id, status, "
-    "metadata, occurred_at, created_at, seq, depth, token_count, branch_tokens, system_tail_id"
+    "metadata, occurred_at, created_at, seq, depth, token_count, branch_tokens, system_tail_id, "
+    "position"
 )
 CONVERSATION_COLUMNS = (
     "id, tenant_id, user_id, agent_id, title, metadata, active_leaf_id, created_at, "
@@ -113,6 +114,7 @@ def to_message(row: Row) -> Message:
         row[13],  # depth
         row[14],  # token_count
         row[15],  # branch_tokens
+        row[17] or 0,  # position (row[16] is system_tail_id)
     )
 
 

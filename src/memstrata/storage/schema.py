@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memstrata.storage.branch_tables import FILL_FORKS, FORK_TABLES
+from memstrata.storage.positions import FILL_POSITIONS, POSITION_COLUMNS, RAISE_LAST_POSITION
 from memstrata.storage.tables import (
     CORE_TABLES,
     GRAPH_TABLES,
@@ -283,6 +284,15 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
             "profile sections: a rewrite keeps the version it replaced (valid_to, "
             "superseded_at), so as_of and known_at read sections too",
             render(dialect, PROFILE_VERSIONS),
+        ),
+        Migration(
+            24,
+            "messages: a position per conversation, shown as seq (no store-wide counter shown)",
+            (
+                *POSITION_COLUMNS,
+                FILL_POSITIONS.format(where=""),
+                RAISE_LAST_POSITION.format(where=""),
+            ),
         ),
         Migration(
             25,

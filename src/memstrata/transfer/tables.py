@@ -94,6 +94,7 @@ TABLES: tuple[TableSpec, ...] = (
             "message_count",
             "created_at",
             "updated_at",
+            "last_position",  # the counter of message positions (never given twice)
         ),
         "seq",
         _USER,
@@ -120,6 +121,7 @@ TABLES: tuple[TableSpec, ...] = (
             "system_tail_id",
             "legacy_parent",
             "chain_id",  # the ancestry label: ids survive an import, so the label does
+            "position",  # the place in its conversation (an older export's: filled on import)
         ),
         "seq",
         _CONV,
