@@ -2056,6 +2056,11 @@ export interface components {
             message_id: string;
             /** Parent Message Id */
             parent_message_id: string | null;
+            /**
+             * Revision
+             * @description Set when the turn replaced the message's earlier turns (the id of the flush that wrote it); null for a message's first turns.
+             */
+            revision?: string | null;
             /** Uid */
             uid: string;
             /** User Content */
