@@ -155,8 +155,6 @@ def test_node_history_before_the_current_turn_is_stored_ends_at_the_newest_turn(
 
 
 def test_node_add_turn_is_idempotent_on_message_id(mem):
-    from memstrata.errors import Conflict
-
     cid, node = _node(mem)
     node.add_turn("m1", None, "q1", assistant_content="a1")
     node.add_turn("m1", None, "q1", assistant_content="a1")  # a retried call: buffered once
@@ -167,18 +165,51 @@ def test_node_add_turn_is_idempotent_on_message_id(mem):
     again.add_turn("m1", None, "q1", assistant_content="a1")
     assert again.flush() == 0
     assert again.pending == []
-    mem.nodes.add_turn(
+    stored = mem.nodes.add_turn(
         S, "app", cid, "llm", message_id="m1", user_content="q1", assistant_content="a1"
     )
+    assert stored.revision is None
     h = mem.nodes.history(S, "app", cid, "llm")
     assert [m.content for m in h.messages] == ["q1", "a1"]
-    # Other content under a stored id is a conflict; nothing is written, the buffer stays.
-    clash = mem.nodes.open(S, "app", cid, "llm")
-    clash.add_turn("m1", None, "q1", assistant_content="another answer")
-    with pytest.raises(Conflict):
-        clash.flush()
-    assert len(clash.pending) == 1
-    assert [m.content for m in mem.nodes.history(S, "app", cid, "llm").messages] == ["q1", "a1"]
+    assert len(node.message_log("m1")) == 1
+
+
+def test_node_add_turn_with_other_content_replaces_the_turn_as_dify_overwrites(mem):
+    cid, node = _node(mem)
+    node.add_turn("m1", None, "q1", assistant_content="a1")
+    node.add_turn("m2", "m1", "q2", assistant_content="first answer")
+    node.add_turn("m3", "m2", "q3", assistant_content="a3")
+    node.flush()
+    redo = mem.nodes.open(S, "app", cid, "llm")
+    redo.add_turn("m2", "m1", "q2", assistant_content="second answer")
+    assert redo.flush() == 1
+    assert redo.pending == []
+    # History shows the new text once, where the turn was.
+    h = mem.nodes.history(S, "app", cid, "llm")
+    assert [m.content for m in h.messages] == ["q1", "a1", "q2", "second answer", "q3", "a3"]
+    # The node log keeps what it said before.
+    said = [t.assistant_content for t in node.message_log("m2")]
+    assert said == ["first answer", "second answer"]
+    # The new content is now the stored one: adding it again is a no-op...
+    again = mem.nodes.open(S, "app", cid, "llm")
+    again.add_turn("m2", "m1", "q2", assistant_content="second answer")
+    assert again.flush() == 0
+    assert len(node.message_log("m2")) == 2
+    # ...and the old content is another replacement.
+    back = mem.nodes.add_turn(
+        S,
+        "app",
+        cid,
+        "llm",
+        message_id="m2",
+        parent_message_id="m1",
+        user_content="q2",
+        assistant_content="first answer",
+    )
+    assert back.revision is not None
+    h = mem.nodes.history(S, "app", cid, "llm", current_message_id="m2")
+    assert [m.content for m in h.messages] == ["q1", "a1", "q2", "first answer"]
+    assert len(node.message_log("m2")) == 3
 
 
 def test_node_loop_iterations_of_one_message_flush_together_and_replay_as_one(mem):

@@ -109,3 +109,26 @@ async def test_deleting_the_conversation_deletes_node_memories(client, keys, aut
     # Purged with the conversation (its deletion receipt counts the blobs): no job left.
     assert blobs_for(amemory.core).store.list_prefix("node_memory/") == []
     assert await amemory.jobs.run_pending(["nodes.purge"]) == 0
+
+
+async def test_a_turn_added_again_replays_or_replaces(client, keys, auth, amemory):
+    from memstrata import Scope
+
+    alice = auth(keys.alice)
+    cid = await _conversation(client, alice)
+    first = {"message_id": "m1", "user_content": "q1", "assistant_content": "draft"}
+    second = {"message_id": "m2", "parent_message_id": "m1", "user_content": "q2"}
+    for turn in (first, second, first):  # the repeated first turn is a replay
+        r = await client.post(f"{base(cid)}/turns", json=turn, headers=alice)
+        assert r.status_code == 201, r.text
+        assert r.json()["revision"] is None
+    r = await client.post(
+        f"{base(cid)}/turns", json={**first, "assistant_content": "final"}, headers=alice
+    )
+    assert r.status_code == 201, r.text
+    assert r.json()["revision"] is not None
+    r = await client.get(f"{base(cid)}/history", headers=alice)
+    assert [m["content"] for m in r.json()["messages"]] == ["q1", "final", "q2"]
+    node = amemory.nodes.open(Scope("t1", "alice"), "app1", cid, "llm1")
+    log = await node.message_log("m1")
+    assert [t.assistant_content for t in log] == ["draft", "final"]

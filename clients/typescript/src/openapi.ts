@@ -99,7 +99,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Add a turn to a node's memory (201 once durable) */
+        /**
+         * Add a turn to a node's memory (201 once durable)
+         * @description The same turn again (same `message_id`, same content) is a replay and writes nothing. Other content under a stored `message_id` replaces the turn, as Dify overwrites: history shows the new text in the old turn's place, the answer carries its `revision`, and the old text stays in the node log.
+         */
         post: operations["add_turn_v1_apps__app__conversations__cid__nodes__node__turns_post"];
         delete?: never;
         options?: never;
@@ -2056,6 +2059,11 @@ export interface components {
             message_id: string;
             /** Parent Message Id */
             parent_message_id: string | null;
+            /**
+             * Revision
+             * @description Set when the turn replaced the message's earlier turns (the id of the flush that wrote it); null for a message's first turns.
+             */
+            revision?: string | null;
             /** Uid */
             uid: string;
             /** User Content */

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable, Sequence
 from types import TracebackType
@@ -100,19 +101,32 @@ class AsyncNodeMemory(AsyncSubAPI):
         """Write the buffered turns as one new object; returns how many became durable.
 
         Idempotent on ``message_id``: turns of a message already stored with the same
-        content are a replay and write nothing; with other content, Conflict (the
-        buffer is kept). A node in a loop adds all its turns of one message in one flush.
+        content are a replay and write nothing. With other content they replace the
+        stored ones, as Dify overwrites a run's turn: history shows the new turns in the
+        old ones' place, and the old ones stay in the log (:meth:`message_log`). A node
+        in a loop adds all its turns of one message in one flush.
         """
+        return len(await self._flush())
+
+    async def _flush(self) -> list[Turn]:
+        """Flush; returns the buffered turns as stored (a replacement carries its revision),
+        or nothing when they were all replays."""
         if not self._buffer:
-            return 0
+            return []
         turns = list(self._buffer)
         core, rt, scope, key = self._core, self._core.rt, self._scope, self.key
         wanted = turn_ids.digests(turns)
-        replayed = await self._read(nodes_ops.replays, scope, key, wanted)
+        replayed, replaced = await self._read(nodes_ops.compare, scope, key, wanted)
+        if replaced:
+            revision = rt.make_id()
+            turns = [
+                dataclasses.replace(t, revision=revision) if t.message_id in replaced else t
+                for t in turns
+            ]
         fresh = [t for t in turns if t.message_id not in replayed]
         if not fresh:
             del self._buffer[: len(turns)]
-            return 0
+            return []
         gen, pending = await self._write(nodes_ops.touch, rt, scope, key, 1)
         await blobs_for(core).arun(log.write_segment(key.prefix(gen), fresh))
         ids = {mid: d for mid, d in wanted.items() if mid not in replayed}
@@ -121,7 +135,18 @@ class AsyncNodeMemory(AsyncSubAPI):
         del self._buffer[: len(turns)]
         if pending >= COMPACT_AFTER:
             await self._queue_compaction(gen)
-        return len(turns)
+        return turns
+
+    async def message_log(self, message_id: str) -> list[Turn]:
+        """Every stored turn of ``message_id``, replaced ones included, oldest first.
+
+        Reads the whole node memory: for audits, not for building prompts.
+        """
+        gen = await self._read(nodes_ops.generation, self._scope, self.key)
+        if gen is None:
+            return []
+        prefix = self.key.prefix(gen)
+        return await blobs_for(self._core).arun(log.message_log(prefix, message_id))
 
     async def _queue_compaction(self, gen: str) -> None:
         core, rt, key = self._core, self._core.rt, self.key
@@ -276,11 +301,12 @@ class AsyncNodes(AsyncSubAPI):
     async def add_turn(
         self, scope: Scope, app_id: str, conversation_id: str, node_id: str, **turn: Any
     ) -> Turn:
-        """Add one turn and make it durable before returning."""
+        """Add one turn and make it durable before returning; returns it as stored (a
+        turn that replaces another carries its ``revision``)."""
         node = self.open(scope, app_id, conversation_id, node_id)
         added = node.add_turn(**turn)
-        await node.flush()
-        return added
+        stored = await node._flush()
+        return next((t for t in stored if t.uid == added.uid), added)
 
     async def history(
         self, scope: Scope, app_id: str, conversation_id: str, node_id: str, **options: Any

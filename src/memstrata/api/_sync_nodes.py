@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable, Sequence
 from types import TracebackType
@@ -97,19 +98,32 @@ class NodeMemory(SubAPI):
         """Write the buffered turns as one new object; returns how many became durable.
 
         Idempotent on ``message_id``: turns of a message already stored with the same
-        content are a replay and write nothing; with other content, Conflict (the
-        buffer is kept). A node in a loop adds all its turns of one message in one flush.
+        content are a replay and write nothing. With other content they replace the
+        stored ones, as Dify overwrites a run's turn: history shows the new turns in the
+        old ones' place, and the old ones stay in the log (:meth:`message_log`). A node
+        in a loop adds all its turns of one message in one flush.
         """
+        return len(self._flush())
+
+    def _flush(self) -> list[Turn]:
+        """Flush; returns the buffered turns as stored (a replacement carries its revision),
+        or nothing when they were all replays."""
         if not self._buffer:
-            return 0
+            return []
         turns = list(self._buffer)
         core, rt, scope, key = self._core, self._core.rt, self._scope, self.key
         wanted = turn_ids.digests(turns)
-        replayed = self._read(nodes_ops.replays, scope, key, wanted)
+        replayed, replaced = self._read(nodes_ops.compare, scope, key, wanted)
+        if replaced:
+            revision = rt.make_id()
+            turns = [
+                dataclasses.replace(t, revision=revision) if t.message_id in replaced else t
+                for t in turns
+            ]
         fresh = [t for t in turns if t.message_id not in replayed]
         if not fresh:
             del self._buffer[: len(turns)]
-            return 0
+            return []
         gen, pending = self._write(nodes_ops.touch, rt, scope, key, 1)
         blobs_for(core).run(log.write_segment(key.prefix(gen), fresh))
         ids = {mid: d for mid, d in wanted.items() if mid not in replayed}
@@ -118,7 +132,18 @@ class NodeMemory(SubAPI):
         del self._buffer[: len(turns)]
         if pending >= COMPACT_AFTER:
             self._queue_compaction(gen)
-        return len(turns)
+        return turns
+
+    def message_log(self, message_id: str) -> list[Turn]:
+        """Every stored turn of ``message_id``, replaced ones included, oldest first.
+
+        Reads the whole node memory: for audits, not for building prompts.
+        """
+        gen = self._read(nodes_ops.generation, self._scope, self.key)
+        if gen is None:
+            return []
+        prefix = self.key.prefix(gen)
+        return blobs_for(self._core).run(log.message_log(prefix, message_id))
 
     def _queue_compaction(self, gen: str) -> None:
         core, rt, key = self._core, self._core.rt, self.key
@@ -273,11 +298,12 @@ class Nodes(SubAPI):
     def add_turn(
         self, scope: Scope, app_id: str, conversation_id: str, node_id: str, **turn: Any
     ) -> Turn:
-        """Add one turn and make it durable before returning."""
+        """Add one turn and make it durable before returning; returns it as stored (a
+        turn that replaces another carries its ``revision``)."""
         node = self.open(scope, app_id, conversation_id, node_id)
         added = node.add_turn(**turn)
-        node.flush()
-        return added
+        stored = node._flush()
+        return next((t for t in stored if t.uid == added.uid), added)
 
     def history(
         self, scope: Scope, app_id: str, conversation_id: str, node_id: str, **options: Any

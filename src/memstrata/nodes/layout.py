@@ -69,7 +69,9 @@ class Turn:
 
     ``message_id`` and ``parent_message_id`` are the caller's ids (Dify's
     Message ids); ``uid`` is unique per stored turn, so a turn read twice
-    during a compaction is still returned once.
+    during a compaction is still returned once. ``revision`` is None for a
+    message's first turns; turns that replace them carry the id of the flush
+    that wrote them (see :mod:`memstrata.nodes.revisions`).
     """
 
     uid: str
@@ -80,6 +82,7 @@ class Turn:
     assistant_content: str
     assistant_files: tuple[FileRef, ...]
     created_at: int  # microseconds since the epoch
+    revision: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -94,6 +97,8 @@ class Turn:
             out["user_files"] = dump_files(self.user_files)
         if self.assistant_files:
             out["assistant_files"] = dump_files(self.assistant_files)
+        if self.revision is not None:
+            out["revision"] = self.revision
         return out
 
     @classmethod
@@ -107,6 +112,7 @@ class Turn:
             assistant_content=d["assistant"],
             assistant_files=tuple(FileRef.model_validate(f) for f in d.get("assistant_files", ())),
             created_at=int(d["created_at"]),
+            revision=d.get("revision"),
         )
 
     def to_dict(self) -> dict[str, Any]:

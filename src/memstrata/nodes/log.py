@@ -17,7 +17,9 @@ checkpoint n+1 with create-if-absent; only the winner deletes what it absorbed.
 Segments absorbed by checkpoint n are deleted before checkpoint n+1 is written,
 so a reader that lists segments first and then checkpoints never counts a turn
 twice; one whose object vanished under it starts over. History reads newest
-first and stops once it has what it returns.
+first and stops once it has what it returns. A message added again with other
+content is a new segment whose turns carry a ``revision``: readers show it in
+the place of the first turns, which stay in the log.
 """
 
 from __future__ import annotations
@@ -30,8 +32,17 @@ from memstrata.blobs import BlobMeta, BlobOp, Delete, Get, List, Put
 from memstrata.errors import BackendUnavailable, Corruption, NotFound, PreconditionFailed
 from memstrata.ids import new_id
 from memstrata.nodes.layout import Turn, decode, decode_turns, encode
+from memstrata.nodes.revisions import Revisions
 
-__all__ = ["Manifest", "compact", "purge", "read_newest_first", "write_segment"]
+__all__ = [
+    "Manifest",
+    "compact",
+    "count_turns",
+    "message_log",
+    "purge",
+    "read_newest_first",
+    "write_segment",
+]
 
 READ_ATTEMPTS = 8
 
@@ -117,18 +128,22 @@ def read_newest_first(
     make_consumer: Callable[[], Consumer],
     *,
     skip_damaged: bool = False,
+    superseded: bool = False,
 ) -> BlobOp[tuple[Consumer, int, list[str]]]:
     """Feed the generation's turns to a fresh consumer, newest first, until it is satisfied.
 
-    Returns the consumer, the number of objects read and the keys of damaged
-    objects skipped (only with ``skip_damaged``; otherwise a damaged object
-    raises Corruption naming its key).
+    A replaced message's newest revision is fed in the place of its first turns and
+    older revisions are skipped (:mod:`memstrata.nodes.revisions`), unless
+    ``superseded`` asks for every stored turn as written. Returns the consumer, the
+    number of objects read and the keys of damaged objects skipped (only with
+    ``skip_damaged``; otherwise a damaged object raises Corruption naming its key).
     """
     for _ in range(READ_ATTEMPTS):
         consumer = make_consumer()
         objects = 0
         damaged: list[str] = []
         seen: set[str] = set()
+        revisions = Revisions()
         if consumer.done:  # satisfied before reading anything (unflushed turns)
             return consumer, 0, []
         try:
@@ -146,8 +161,11 @@ def read_newest_first(
                     continue
                 fresh = [t for t in reversed(turns) if t.uid not in seen]
                 seen.update(t.uid for t in fresh)
-                if consumer.feed(fresh):
+                if consumer.feed(fresh if superseded else revisions.apply(fresh)):
                     break
+            else:
+                if leftover := revisions.unplaced():
+                    consumer.feed(leftover)
         except NotFound:
             continue  # a compaction moved things under us: list again
         return consumer, objects, damaged
@@ -215,18 +233,32 @@ def purge(prefix: str) -> BlobOp[tuple[int, int]]:
     return len(metas), sum(m.size for m in metas)
 
 
+class _Collect:
+    """Takes every turn (of one message, if named); never satisfied."""
+
+    def __init__(self, message_id: str | None = None) -> None:
+        self.message_id = message_id
+        self.turns: list[Turn] = []
+        self.done = False
+
+    def feed(self, turns: list[Turn]) -> bool:
+        mid = self.message_id
+        self.turns.extend(t for t in turns if mid is None or t.message_id == mid)
+        return False
+
+
 def count_turns(prefix: str) -> BlobOp[int]:
-    """Every turn of the generation (reads every object; for tests and tools)."""
+    """Every turn a reader sees in the generation (reads every object; for tests and tools)."""
+    consumer, _, _ = yield from read_newest_first(prefix, _Collect)
+    assert isinstance(consumer, _Collect)
+    return len(consumer.turns)
 
-    class _All:
-        def __init__(self) -> None:
-            self.n = 0
-            self.done = False
 
-        def feed(self, turns: list[Turn]) -> bool:
-            self.n += len(turns)
-            return False
-
-    consumer, _, _ = yield from read_newest_first(prefix, _All)
-    assert isinstance(consumer, _All)
-    return consumer.n
+def message_log(prefix: str, message_id: str) -> BlobOp[list[Turn]]:
+    """Every stored turn of one message, replaced ones included, oldest first (reads
+    every object: the log of what the message said)."""
+    consumer, _, _ = yield from read_newest_first(
+        prefix, lambda: _Collect(message_id), superseded=True
+    )
+    assert isinstance(consumer, _Collect)
+    return list(reversed(consumer.turns))

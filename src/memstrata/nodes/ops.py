@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from memstrata.conversation.conversations import get_conversation
-from memstrata.errors import Conflict
 from memstrata.ids import new_id
 from memstrata.jobs import ops as jobs_ops
 from memstrata.nodes import turn_ids
@@ -33,11 +32,11 @@ __all__ = [
     "GcReport",
     "IndexRow",
     "cascade_step",
+    "compare",
     "generation",
     "is_stored",
     "record_turns",
     "remove",
-    "replays",
     "stale",
     "touch",
 ]
@@ -89,17 +88,15 @@ def generation(scope: Scope, key: NodeKey) -> Op[str | None]:
     return str(rows[0][0]) if rows else None
 
 
-def replays(scope: Scope, key: NodeKey, wanted: dict[str, str]) -> Op[set[str]]:
-    """The message ids of ``wanted`` (id -> digest of its turns) already stored with the same
-    turns; Conflict when one is stored with other turns."""
+def compare(scope: Scope, key: NodeKey, wanted: dict[str, str]) -> Op[tuple[set[str], set[str]]]:
+    """Of ``wanted`` (message id -> digest of its turns): the ids stored with the same turns
+    (replays) and those stored with other turns (to be replaced)."""
     gen = yield from generation(scope, key)
     if gen is None:
-        return set()
+        return set(), set()
     stored = yield from turn_ids.known(key, gen, list(wanted))
-    for mid, digest in stored.items():
-        if digest != wanted[mid]:
-            raise Conflict(f"message {mid} already has a turn with other content in this node")
-    return set(stored)
+    same = {mid for mid, digest in stored.items() if digest == wanted[mid]}
+    return same, set(stored) - same
 
 
 def is_stored(scope: Scope, key: NodeKey, message_id: str) -> Op[tuple[str | None, bool]]:

@@ -2,9 +2,10 @@
 
 Dify keys a node's turns by run; a client that retries a run (or a request) would
 store the turn twice. Each flushed message id is recorded with a digest of its
-turns, so a flush can tell a replay (same digest: nothing to write) from a clash
-(another digest: :class:`~memstrata.errors.Conflict`) with one indexed read, and
-history can tell whether its current message is stored yet. A node in a loop adds
+turns, so a flush can tell a replay (same digest: nothing to write) from a
+replacement (another digest: the new turns are written as a revision, and the
+digest becomes theirs) with one indexed read, and history can tell whether its
+current message is stored yet. A node in a loop adds
 every iteration of one message in the same flush: they share one digest.
 
 The ids are recorded after the blob holding the turns is written, so a crash in
@@ -32,7 +33,10 @@ def _key(key: NodeKey, generation: str) -> tuple[str, str, str, str]:
 
 def turn_digest(turns: Iterable[Turn]) -> str:
     """What identifies the turns of one message: everything but the stored uid and time."""
-    body = [{k: v for k, v in t.to_json().items() if k not in ("uid", "created_at")} for t in turns]
+    body = [
+        {k: v for k, v in t.to_json().items() if k not in ("uid", "created_at", "revision")}
+        for t in turns
+    ]
     text = json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -68,7 +72,8 @@ def record(key: NodeKey, generation: str, ids: dict[str, str], now: int) -> Op[N
         yield Exec(
             "INSERT INTO node_turn_ids (conversation_id, app_id, node_id, generation, message_id, "
             "digest, created_at) VALUES (?, ?, ?, ?, ?, ?, ?) "
-            "ON CONFLICT (conversation_id, app_id, node_id, generation, message_id) DO NOTHING",
+            "ON CONFLICT (conversation_id, app_id, node_id, generation, message_id) "
+            "DO UPDATE SET digest = excluded.digest",
             (*_key(key, generation), mid, digest, now),
         )
 

@@ -46,6 +46,12 @@ class TurnIn(BaseModel):
     response_model=TurnOut,
     responses=_NOT_FOUND,
     summary="Add a turn to a node's memory (201 once durable)",
+    description=(
+        "The same turn again (same `message_id`, same content) is a replay and writes "
+        "nothing. Other content under a stored `message_id` replaces the turn, as Dify "
+        "overwrites: history shows the new text in the old turn's place, the answer carries "
+        "its `revision`, and the old text stays in the node log."
+    ),
 )
 async def add_turn(
     mem: Mem, scope: CallerScope, app: str, cid: str, node: str, body: TurnIn

@@ -24,6 +24,11 @@ class TurnOut(Wire):
     assistant_content: str
     assistant_files: list[FileRef]
     created_at: int = Field(description="Microseconds since the epoch.")
+    revision: str | None = Field(
+        default=None,
+        description="Set when the turn replaced the message's earlier turns (the id of "
+        "the flush that wrote it); null for a message's first turns.",
+    )
 
 
 class NodeHistoryOut(Wire):
