@@ -257,7 +257,14 @@ def test_tiers_priorities_minimums_and_hash(mem: Memory) -> None:
     mem.working.put(scope, "# User\n- name: Ada\n- prefers short answers\n" + "- note\n" * 100)
     mem.plans.put(scope, cid, {"steps": ["collect", "build", "ship"]})
     full = mem.context(scope, cid, budget=100_000)
-    assert [m["content"].split("\n")[0] for m in full.messages[:2]] == [
+    # Working memory and plan change per turn: after the window's stable part (cache layout).
+    # The chain ends with a user message and its reply: the newest turn, after the blocks.
+    heads = [m["content"].split("\n")[0] for m in full.messages]
+    assert heads[-4:-2] == ["<working-memory>", "<plan>"]
+    assert [m["role"] for m in full.messages[-2:]] == ["user", "assistant"]
+    assert full.report.cache.breakpoint == len(full.messages) - 5
+    classic = mem.context(scope, cid, budget=100_000, layout="classic")
+    assert [m["content"].split("\n")[0] for m in classic.messages[:2]] == [
         "<working-memory>",
         "<plan>",
     ]

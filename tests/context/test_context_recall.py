@@ -91,9 +91,15 @@ def test_an_old_fact_from_another_conversation_is_recalled(mem: Memory) -> None:
     assert 1 <= recall.items <= 8
     assert 0 < recall.granted <= recall.asked
     assert ctx.report.to_dict()["tiers"]["recall"]["granted"] == recall.granted
-    # The block sits after the system blocks and before the recent window.
+    # The block changes every turn: after the window's stable part, just before the newest
+    # user message (the cache layout); the classic layout puts it before the window.
     contents = [m["content"] for m in ctx.messages]
-    assert contents.index(block) < contents.index(msgs[0].content)
+    assert contents.index(msgs[0].content) < contents.index(block) == len(contents) - 2
+    assert contents[-1] == "Where does my sister Ottilie live?"
+    classic = [
+        m["content"] for m in mem.context(scope, cid, budget=4000, layout="classic").messages
+    ]
+    assert classic.index(block) < classic.index(msgs[0].content)
     _check_report(ctx)
     # An explicit query wins over the newest message.
     other = mem.context(scope, cid, budget=4000, query="goats named after planets")
@@ -218,6 +224,12 @@ def test_sync_and_async_give_the_same_context(mem: Memory) -> None:
         return await AsyncMemory(mem.core).context(scope, cid, budget=3000)
 
     both = anyio.run(go)
+    # The second context repeats the first whole: all of it is a cacheable prefix.
+    assert (sync.report.cache.prefix_tokens, both.report.cache.prefix_tokens) == (
+        0,
+        both.report.total,
+    )
+    both.report.cache.prefix_tokens = 0
     assert both.to_dict() == sync.to_dict()
     assert both.report.tiers["recall"].items > 0
 

@@ -1,8 +1,11 @@
 /**
  * The Vercel AI SDK with memstrata memory: `prepare` stores the user's message and returns the
  * conversation's context (`client.context`, within a token budget) as `messages` for
- * `generateText`/`streamText` (its system parts, such as a summary or working memory, as
- * `instructions`: the SDK takes system text there); `save` (or `onFinish`) stores the model's turn.
+ * `generateText`/`streamText` (its leading system parts, such as the facts or a summary, as
+ * `instructions`: the SDK takes system text there; blocks that change every turn, such as
+ * recalled messages, stay in place among the messages, after the part a provider can cache);
+ * `save` (or `onFinish`) stores the model's turn. The message that ends the context's stable
+ * part carries Anthropic's cache hint (`providerOptions.anthropic.cacheControl`).
  *
  * ```ts
  * const chat = memstrataChat({ client, conversationId });
@@ -13,7 +16,7 @@
  */
 
 import type { AssistantModelMessage, ModelMessage, ToolModelMessage } from "ai";
-import type { AppendInput, HistoryMessage, MemstrataClient, ToolCall } from "./client.js";
+import type { AppendInput, CacheReport, HistoryMessage, MemstrataClient, ToolCall } from "./client.js";
 
 export interface MemstrataChatOptions {
   client: MemstrataClient;
@@ -102,10 +105,15 @@ export function toModelMessages(messages: HistoryMessage[]): ModelMessage[] {
 }
 
 export interface Prepared {
-  /** The context's system messages, joined (absent when it has none). */
+  /** The context's leading system messages, joined (absent when it has none). */
   instructions?: string;
   messages: ModelMessage[];
+  /** What a provider's prompt cache can serve (the report's `cache`), when the server says. */
+  cache?: CacheReport;
 }
+
+/** Anthropic's prompt-cache marker, as the AI SDK's Anthropic provider takes it per message. */
+export const CACHE_HINT = { anthropic: { cacheControl: { type: "ephemeral" } } } as const;
 
 export interface MemstrataChat {
   /**
@@ -135,9 +143,16 @@ export function memstrataChat(options: MemstrataChatOptions): MemstrataChat {
         ...(options.model !== undefined ? { model: options.model } : {}),
         ...(query ? { query } : {}),
       });
-      const system = ctx.messages.filter((m) => m.role === "system").map((m) => m.content);
-      const messages = toModelMessages(ctx.messages.filter((m) => m.role !== "system"));
-      return system.length ? { instructions: system.join("\n\n"), messages } : { messages };
+      const lead = ctx.messages.findIndex((m) => m.role !== "system");
+      const split = lead < 0 ? ctx.messages.length : lead;
+      const system = ctx.messages.slice(0, split).map((m) => m.content);
+      const messages = toModelMessages(ctx.messages.slice(split));
+      const cache = ctx.report.cache;
+      // toModelMessages keeps one message per context message, so the index carries over.
+      const at = cache?.breakpoint == null ? -1 : cache.breakpoint - split;
+      if (at >= 0 && at < messages.length) messages[at] = { ...messages[at], providerOptions: CACHE_HINT } as ModelMessage;
+      const out: Prepared = system.length ? { instructions: system.join("\n\n"), messages } : { messages };
+      return cache ? { ...out, cache } : out;
     },
     save,
     onFinish: (event) => save(event.responseMessages),

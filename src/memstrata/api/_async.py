@@ -457,6 +457,7 @@ class AsyncMemory(AsyncSubAPI):
         task: str | None = None,
         record: bool | None = None,
         as_of: datetime | str | None = None,
+        layout: str | None = None,
     ) -> Context:
         """Messages for the next model call under one token budget, and a report on them.
 
@@ -469,6 +470,9 @@ class AsyncMemory(AsyncSubAPI):
         ``record`` stores a context record (prompt provenance; None: the
         ``context_record`` setting) and sets ``context_id``: append the reply with
         ``context_id=ctx.context_id`` to link the two.
+        ``layout`` orders the messages: ``"cache"`` (the default: a prefix providers can
+        cache, see ``ctx.report.cache``, ``ctx.to_anthropic()``) or ``"classic"``; None: the
+        ``context_layout`` setting.
         """
         ctx = await self.compaction.assemble(
             scope,
@@ -479,7 +483,9 @@ class AsyncMemory(AsyncSubAPI):
             model=model,
             task=task,
             as_of=as_of,
+            layout=layout,
         )
+        await self.compaction.note_prefix(scope, conversation_id, ctx)
         kit = self._core.context
         if ctx.report.compaction_due and kit.auto_compact:
             await self.compaction.schedule(

@@ -15,7 +15,7 @@ from typing import Any
 from memstrata import context as ops
 from memstrata import conversation as conversations
 from memstrata.api._async_base import AsyncSubAPI
-from memstrata.context import CompactionPlan, Context, Summary
+from memstrata.context import CompactionPlan, Context, Summary, prefix
 from memstrata.context.kit import COMPACT_JOB, CompactionResult, ContextKit
 from memstrata.context.summarize import build_prompt, extractive_summary, summary_problem
 from memstrata.jobs.ops import Job
@@ -53,6 +53,7 @@ class AsyncCompaction(AsyncSubAPI):
         model: str | None = None,
         task: str | None = None,
         as_of: datetime | str | None = None,
+        layout: str | None = None,
     ) -> Context:
         rt = self._core.rt
         s = _scope(scope)
@@ -73,6 +74,18 @@ class AsyncCompaction(AsyncSubAPI):
             embedder=space,
             task=task,
             as_of=at,
+            layout=layout,
+        )
+
+    async def note_prefix(self, scope: Scope, conversation_id: str, ctx: Context) -> None:
+        """Set ``ctx.report.cache.prefix_tokens``: the tokens ``ctx`` shares with the previous
+        context of its branch, whose fingerprint ``ctx``'s then replaces."""
+        fp = ctx.fingerprint
+        if fp is None:
+            return  # an empty conversation: nothing to compare or keep
+        on_branch = frozenset(m.id for m in (*ctx.system, *ctx.window)) | {fp.leaf_id}
+        ctx.report.cache.prefix_tokens = await self._write(
+            prefix.remember, self._core.rt, _scope(scope), conversation_id, fp, on_branch
         )
 
     async def _embed_query(

@@ -13,7 +13,7 @@ held back while the window is read, what each tier is granted, and the report.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +25,14 @@ from memstrata.types import Message
 if TYPE_CHECKING:
     from memstrata.context.summaries import Summary
 
-__all__ = ["Budget", "block", "heading_cost"]
+__all__ = ["Arrange", "Budget", "block", "heading_cost"]
+
+#: How a tier's granted items are written (e.g. facts in creation order), given the tier's name.
+Arrange = Callable[[str, list[TierItem]], list[TierItem]]
+
+
+def _as_granted(tier: str, items: list[TierItem]) -> list[TierItem]:
+    return items
 
 
 def block(tier: str, items: Sequence[TierItem]) -> str:
@@ -68,6 +75,9 @@ class Budget:
     order: list[str]  # tier names by priority
     report: ContextReport
     reserve: dict[str, int] = field(default_factory=dict)
+    #: Tokens of the window's share a stepped window leaves empty, kept empty (see
+    #: :meth:`record_window`): lent to the per-turn tiers they would make the prompt volatile.
+    held: int = 0
 
     @classmethod
     def open(
@@ -91,8 +101,8 @@ class Budget:
 
     @property
     def remaining(self) -> int:
-        """What the system run and the window leave for the other tiers."""
-        return self.total - self.tiers["system"].granted - self.tiers["recent"].granted
+        """What the system run and the window (with what it holds empty) leave for the others."""
+        return self.total - self.tiers["system"].granted - self.tiers["recent"].granted - self.held
 
     def note_asks(self, offered: Mapping[str, Sequence[TierItem]]) -> None:
         """Record what each tier asks for; a provider's tier with no policy goes last."""
@@ -128,9 +138,11 @@ class Budget:
         used: int,
         over: bool,
         summary: Summary | None,
+        stepped: bool = False,
     ) -> None:
         """Book the system run and the window (``used``: their tokens together; ``over``:
-        the newest turn alone was over the limit) and what of the branch they leave out."""
+        the newest turn alone was over the limit; ``stepped``: the window advances in
+        steps) and what of the branch they leave out."""
         tiers = self.tiers
         tiers["system"].granted = tiers["system"].asked = system_tokens
         tiers["system"].items = len(system)
@@ -142,11 +154,19 @@ class Budget:
             else sum(m.token_count for m in system)
         )
         tiers["recent"].asked = leaf.branch_tokens - base
+        if stepped:
+            # The window's share, less what it holds now, stays empty until its turns fill
+            # it: given to recall, it would be a volatile block as large as the step.
+            share = self.window_limit(system_tokens) - system_tokens
+            self.held = max(0, min(share, tiers["recent"].asked) - tiers["recent"].granted)
         self.report.newest_turn_over_budget = over
-        _report_uncovered(self.report, leaf, system, window, summary)
+        _report_uncovered(self.report, leaf, system, window, summary, stepped)
 
-    def grant(self, offered: Mapping[str, list[TierItem]]) -> dict[str, list[TierItem]]:
-        """Grant the tiers other than the window, by priority: the items each injects."""
+    def grant(
+        self, offered: Mapping[str, list[TierItem]], arrange: Arrange = _as_granted
+    ) -> dict[str, list[TierItem]]:
+        """Grant the tiers other than the window, by priority: the items each injects, as
+        ``arrange`` writes them (their block is counted so written)."""
         return _grant_tiers(
             self.order,
             self.policies,
@@ -155,6 +175,7 @@ class Budget:
             self.remaining,
             self.tokenizer,
             self.report,
+            arrange,
         )
 
     def note_summary(self, summary: Summary | None, used: bool) -> None:
@@ -210,7 +231,12 @@ def _drop(tier: str, item: TierItem, reason: str) -> dict[str, Any]:
 
 
 def _select(
-    tier: str, items: Sequence[TierItem], allow: int, tok: Tokenizer, dropped: list[dict[str, Any]]
+    tier: str,
+    items: Sequence[TierItem],
+    allow: int,
+    tok: Tokenizer,
+    dropped: list[dict[str, Any]],
+    arrange: Arrange = _as_granted,
 ) -> tuple[list[TierItem], int]:
     """Whole items, best first, while the block fits ``allow``; returns them and the block cost."""
     overhead = tok.count_message(block(tier, []))
@@ -225,9 +251,10 @@ def _select(
             dropped.append(_drop(tier, item, "over budget"))
     # Counted exactly on the final text; BPE across joins can differ from the item sums.
     while chosen:
-        cost = tok.count_message(block(tier, chosen))
+        written = arrange(tier, chosen)
+        cost = tok.count_message(block(tier, written))
         if cost <= allow:
-            return chosen, cost
+            return written, cost
         dropped.append(_drop(tier, chosen.pop(), "over budget"))
     return [], 0
 
@@ -306,6 +333,7 @@ def _grant_tiers(
     remaining: int,
     tok: Tokenizer,
     report: ContextReport,
+    arrange: Arrange,
 ) -> dict[str, list[TierItem]]:
     chosen: dict[str, list[TierItem]] = {}
     group_left = dict(GROUP_CAPS)
@@ -323,7 +351,7 @@ def _grant_tiers(
         if group is not None and group in group_left:
             allow = min(allow, group_left[group])
         usable = _usable(name, offered[name], taken, report)
-        items, cost = _select(name, usable, max(allow, 0), tok, report.dropped)
+        items, cost = _select(name, usable, max(allow, 0), tok, report.dropped, arrange)
         taken.update(item.id for item in items)
         if items:
             chosen[name] = items
@@ -341,6 +369,7 @@ def _report_uncovered(
     system: Sequence[Message],
     window: Sequence[Message],
     summary: Summary | None,
+    stepped: bool = False,
 ) -> None:
     """Name the messages of the branch neither in the window nor under the summary."""
     start_depth = len(system) if summary is None else summary.up_to_depth + 1
@@ -355,10 +384,14 @@ def _report_uncovered(
         end_tokens = oldest.branch_tokens - oldest.token_count
         end_id = oldest.parent_id or ""
     if end_depth >= start_depth and end_id:
+        reason = "over budget"
+        if stepped:
+            # The whole turns before the window's current step, so that its start stays put.
+            reason = "before the window's step (it advances in whole turns to stay cacheable)"
         report.dropped.append(
             {
                 "tier": "recent",
-                "reason": "over budget"
+                "reason": reason
                 + ("" if summary is None else " (newer than the summary; compaction pending)"),
                 "range": {"from_depth": start_depth, "to_depth": end_depth, "to_id": end_id},
                 "messages": end_depth - start_depth + 1,

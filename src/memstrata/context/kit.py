@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from memstrata.context.assemble import Settings
+from memstrata.context.layout import DEFAULT_LAYOUT, Layout
 from memstrata.context.tiers import TierPolicy, TierProvider
-from memstrata.context.windows import DEFAULT_WINDOW
+from memstrata.context.windows import DEFAULT_LOW_WATER, DEFAULT_WINDOW
 from memstrata.encoding import to_json
 from memstrata.jobs.ops import Job
 from memstrata.llm import LLM
@@ -68,6 +69,8 @@ class ContextKit:
         self.debounce_s = 2.0
         self.max_wait_s = 30.0
         self.auto_compact = True
+        self.layout: Layout = DEFAULT_LAYOUT
+        self.low_water = DEFAULT_LOW_WATER
         self.providers: list[TierProvider] = []
         self.policies: dict[str, TierPolicy] = {}
         self.hooks: list[PreCompactionHook] = []
@@ -104,6 +107,8 @@ class ContextKit:
             providers=list(self.providers),
             window=self.window,
             threshold=self.threshold,
+            layout=self.layout,
+            low_water=self.low_water,
         )
 
 

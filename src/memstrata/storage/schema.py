@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memstrata.storage.branch_tables import FILL_FORKS, FORK_TABLES
+from memstrata.storage.prefix_tables import PREFIX_TABLES
 from memstrata.storage.tables import (
     CORE_TABLES,
     GRAPH_TABLES,
@@ -270,6 +271,12 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
             20,
             "vectors: a version per owner and per row, so exact search keeps matrices in memory",
             VECTOR_VERSIONS,
+        ),
+        Migration(
+            23,
+            "context prefixes: each conversation's latest context as a hash chain, so the next "
+            "one reports how much a provider's prompt cache can serve",
+            render(dialect, PREFIX_TABLES),
         ),
     )
     for dialect in TYPES
