@@ -15,7 +15,7 @@ from memstrata.context.layout import render
 from memstrata.context.prefix import common_prefix, fingerprint
 from memstrata.context.providers import to_anthropic
 from memstrata.context.tiers import TierItem
-from memstrata.context.windows import step_start
+from memstrata.context.windows import step_size, step_start
 from memstrata.conversation.history import HistoryPlanner
 from memstrata.testing.conformance import fresh_scope
 from memstrata.types import Message, Role, Status
@@ -105,16 +105,20 @@ def test_stepped_window_keeps_the_budget_whole_turns_and_its_prefix(
     span=st.integers(0, 100_000),
     limit=st.integers(1, 20_000),
     low=st.floats(0.1, 0.95),
+    min_step=st.integers(1, 1000),
 )
 def test_step_start_fits_and_keeps_the_low_water_mark(
-    base: int, span: int, limit: int, low: float
+    base: int, span: int, limit: int, low: float, min_step: int
 ) -> None:
-    start = step_start(base, base + span, limit, low)
+    start = step_start(base, base + span, limit, low, min_step)
     assert base <= start <= base + span
     assert base + span - start <= limit
+    step = step_size(limit, low, min_step)
+    assert int((1 - low) * limit) <= step <= limit
     if start > base:  # right after a step at most one step below the share
-        step = max(1, int((1 - low) * limit))
         assert base + span - start > limit - step
+    # Steps are a grid from the base: the start moves only when the end passes a grid line.
+    assert (start - base) % step == 0
 
 
 def _item(i: str, text: str) -> TierItem:

@@ -494,6 +494,7 @@ class AsyncMemory(AsyncSubAPI):
                 leaf_id=ctx.report.leaf_id,
                 delay_s=kit.debounce_s,
                 max_wait_s=kit.max_wait_s,
+                keep_from=ctx.compact_before,
             )
         if self._core.settings.context_record if record is None else record:
             rid = await self.provenance.record(scope, conversation_id, ctx, budget)

@@ -6,11 +6,13 @@ conversations one context per turn and measures, per turn, the *cacheable share*
 longest common prefix with the previous turn's prompt, in tokens (whole messages, each
 counted as the context report counts it), over the prompt's tokens.
 
-The chats are LoCoMo-format conversations (``--data``; every turn a user message in
-order) or, without data, generated ones; each user message gets a generated assistant
-reply of about 80 tokens. The user has a few facts, and the recall tier is on (the
-default embedder, or keywords alone). No worker runs: when a context reports
-``compaction_due`` the branch is compacted at once, as a prompt worker would. Each
+The chats are LoCoMo-format conversations (``--data``: the first half of each one is the
+user's earlier conversation, for recall to find, and the next turns are replayed, every
+turn a user message in order) or, without data, generated ones; each user message gets a
+generated assistant reply of about 80 tokens. The user has a few facts, and the recall
+tier is on (the default embedder, or keywords alone). No worker thread runs: the jobs a
+context queues (compaction, with the extractive summarizer) run right after it, as a
+prompt worker would. Each
 budget (2000 and 8000) is replayed under both layouts (``classic``, ``cache``) in the
 same run. Turns where the window stepped forward or a new summary came in are counted
 apart: those are the turns a stable prefix is expected to change.
@@ -89,18 +91,36 @@ def summarise(turns: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _chats(data: Path | None, rng: random.Random) -> list[list[str]]:
+def _chats(data: Path | None, rng: random.Random) -> list[tuple[list[str], list[str]]]:
+    """(the user's earlier conversation, the chat replayed) per conversation."""
     if data is None:
         gen = TextGenerator(rng, (8, 30))
-        return [[gen.message() for _ in range(TURNS)] for _ in range(CONVERSATIONS)]
+        return [
+            ([gen.message() for _ in range(TURNS)], [gen.message() for _ in range(TURNS)])
+            for _ in range(CONVERSATIONS)
+        ]
     from memstrata.bench.locomo import load
 
-    return [[t.text for t in c.turns[:TURNS]] for c in load(data)[:CONVERSATIONS]]
+    out: list[tuple[list[str], list[str]]] = []
+    for c in load(data)[:CONVERSATIONS]:
+        texts = [t.text for t in c.turns]
+        half = min(len(texts) // 2, len(texts) - TURNS) if len(texts) > TURNS else len(texts) // 2
+        out.append((texts[:half], texts[half : half + TURNS]))
+    return out
+
+
+def _earlier(mem: Any, scope: Any, texts: Sequence[str]) -> None:
+    conv = mem.conversations.create(scope, title="earlier")
+    for text in texts:
+        mem.messages.append(scope, conv.id, role="user", content=text)
+    mem.recall.flush(scope)
 
 
 def _replay(
     mem: Any, scope: Any, chat: Sequence[str], budget: int, layout: str, replies: TextGenerator
 ) -> list[dict[str, Any]]:
+    from memstrata.context import COMPACT_JOB
+
     conv = mem.conversations.create(scope, title=f"{layout}-{budget}")
     mem.messages.append(scope, conv.id, role="system", content="You are a helpful assistant.")
     tok = mem.core.rt.tokenizer
@@ -132,8 +152,7 @@ def _replay(
             }
         )
         previous, summary, start = list(ctx.messages), ctx.report.summary_id, first
-        if ctx.report.compaction_due:
-            mem.compact(scope, conv.id)
+        mem.jobs.run_pending([COMPACT_JOB])  # a compaction the context queued, if any
         mem.messages.append(scope, conv.id, role="assistant", content=replies.message())
     return turns
 
@@ -154,12 +173,14 @@ def run(
     with tempfile.TemporaryDirectory() as tmp:
         settings = Settings(home=Path(tmp), worker="off", recall_embed="search")
         mem = Memory.open(db or f"sqlite:///{Path(tmp) / 'cache.db'}", settings=settings)
+        mem.core.context.debounce_s = mem.core.context.max_wait_s = 0.0  # ready at once
         try:
             for budget in budgets:
                 for layout in LAYOUTS:
                     turns: list[dict[str, Any]] = []
-                    for i, chat in enumerate(chats):
+                    for i, (earlier, chat) in enumerate(chats):
                         scope = Scope("prompt-cache", f"{layout}-{budget}-{i}")
+                        _earlier(mem, scope, earlier)
                         for content, category in _FACTS:
                             mem.facts.add(scope, content, category=category)
                         replies = TextGenerator(random.Random(f"{SEED}:{i}"), REPLY_WORDS)
@@ -178,7 +199,7 @@ def run(
         params={
             "data": data.name if data else "generated",
             "conversations": len(chats),
-            "turns_per_conversation": max((len(c) for c in chats), default=0),
+            "turns_per_conversation": max((len(c) for _, c in chats), default=0),
             "budgets": list(budgets),
             "layouts": list(LAYOUTS),
             "share": "longest common prefix with the previous turn's prompt (whole messages, "

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -16,15 +17,26 @@ from typing import Any
 
 from memstrata.context.briefing import iteration_items, working_items
 from memstrata.context.budget import Budget
-from memstrata.context.layout import DEFAULT_LAYOUT, Layout, arrangement, check_layout, render
+from memstrata.context.compaction import MIN_NEW_TOKENS
+from memstrata.context.layout import (
+    DEFAULT_LAYOUT,
+    VOLATILE_TIERS,
+    Layout,
+    arrangement,
+    check_layout,
+    render,
+)
 from memstrata.context.prefix import fingerprint
 from memstrata.context.report import Context
 from memstrata.context.summaries import Summary, summary_for
 from memstrata.context.tiers import BLOCK_TAGS, TierItem, TierPolicy, TierProvider, TierRequest
 from memstrata.context.windows import (
+    COMPACT_AT,
     DEFAULT_LOW_WATER,
+    DEFAULT_VOLATILE_ROOM,
     DEFAULT_WINDOW,
     context_window,
+    step_size,
     step_start,
 )
 from memstrata.conversation.branch import (
@@ -59,6 +71,9 @@ class Settings:
     layout: Layout = DEFAULT_LAYOUT
     #: What the window keeps of its share right after a step (the cache layout's).
     low_water: float = DEFAULT_LOW_WATER
+    #: The share of the budget the per-turn tiers may take beyond what the window's share
+    #: leaves, once the conversation fills that share (the cache layout's).
+    volatile_room: float = DEFAULT_VOLATILE_ROOM
 
 
 def _window(
@@ -254,12 +269,9 @@ def _grant_window(
     limit = budget.window_limit(system_tokens)
     start: int | None = None
     if low_water is not None:
-        base = (
-            br.summary.up_to_branch_tokens
-            if br.summary is not None
-            else sum(m.token_count for m in br.system)
-        )
-        start = step_start(base, br.leaf.branch_tokens, limit - system_tokens, low_water)
+        base = _base(br)
+        share = limit - system_tokens
+        start = step_start(base, br.leaf.branch_tokens, share, low_water, MIN_NEW_TOKENS)
         start = None if start == base else start
     kept, used, over = yield from _window(
         rt, conversation_id, br.leaf, br.system, floor, limit, tok, start
@@ -269,6 +281,34 @@ def _grant_window(
         br.leaf, br.system, system_tokens, window, used, over, br.summary, start is not None
     )
     return window
+
+
+def _base(br: _Branch) -> int:
+    """Where the window may start at the earliest, in cumulative tokens of the branch."""
+    if br.summary is not None:
+        return br.summary.up_to_branch_tokens
+    return sum(m.token_count for m in br.system)
+
+
+def _cache_share(br: _Branch, books: Budget, budget: int, settings: Settings) -> int | None:
+    """The cache layout's books once the window is read: what of the window's share the
+    per-turn tiers may not take, and where a compaction should stop when one is due (None:
+    not due). One is due when the window nears the top of its share; it then covers the
+    turns before the window's next step, so that the new summary and the step change the
+    prefix in the same turn, and the window seldom has to step on its own."""
+    assert br.leaf is not None
+    system_tokens = books.tiers["system"].granted
+    share = books.window_limit(system_tokens) - system_tokens
+    conversation = br.leaf.branch_tokens - sum(m.token_count for m in br.system)
+    room = int(settings.volatile_room * budget)
+    books.keep_share(share, conversation, room, VOLATILE_TIERS)
+    base, end = _base(br), br.leaf.branch_tokens
+    if share <= 0 or end - base <= COMPACT_AT * share:
+        return None
+    over = end - base - COMPACT_AT * share
+    step = step_size(share, settings.low_water, MIN_NEW_TOKENS)
+    # The grid of the window's steps, far enough that the window is back under COMPACT_AT.
+    return base + max(1, math.ceil(over / step)) * step
 
 
 def _window_from_depth(br: _Branch, window: Sequence[Message]) -> int | None:
@@ -323,18 +363,25 @@ def assemble(
     )
     books.note_asks(offered)
     late = [p for p in settings.providers if _after_window(p)]
-    books.hold(offered, [p.tier for p in late])
+    cache = order == "cache"
+    # The cache layout keeps the summary's room whole: a window taking it would push the
+    # summary out, and the prefix with it, whenever the window grows.
+    books.hold(offered, [p.tier for p in late], ("summary",) if cache else ())
     window: list[Message] = []
+    compact_before: int | None = None
     if br.leaf is not None:
-        stepped = settings.low_water if order == "cache" else None
-        window = yield from _grant_window(rt, conversation_id, br, books, stepped)
-    remaining = books.remaining
+        window = yield from _grant_window(
+            rt, conversation_id, br, books, settings.low_water if cache else None
+        )
+        if cache:
+            compact_before = _cache_share(br, books, budget, settings)
     if late:
         in_context = frozenset(m.id for m in (*br.system, *window))
         from_depth = _window_from_depth(br, window)
         for provider in late:
+            room = books.room_for(provider.tier)
             items = yield from _provide(
-                rt, provider, asking, policies, remaining, in_context, from_depth
+                rt, provider, asking, policies, room, in_context, from_depth
             )
             offered.setdefault(provider.tier, []).extend(items)
         books.note_asks({p.tier: offered[p.tier] for p in late})
@@ -351,8 +398,20 @@ def assemble(
     report.cache.breakpoint = out.breakpoint
     fp = None
     if br.leaf is not None:
-        report.compaction_due = books.compaction_due(
-            br.leaf, br.summary, settings.threshold, settings.window, context_window(model)
+        report.compaction_due = (
+            compact_before is not None
+            if cache
+            else books.compaction_due(
+                br.leaf, br.summary, settings.threshold, settings.window, context_window(model)
+            )
         )
         fp = fingerprint(br.leaf.id, tok.name, out.messages, out.tokens)
-    return Context(out.messages, report, window, br.system, chosen, fingerprint=fp)
+    return Context(
+        out.messages,
+        report,
+        window,
+        br.system,
+        chosen,
+        fingerprint=fp,
+        compact_before=compact_before,
+    )

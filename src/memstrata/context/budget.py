@@ -75,9 +75,9 @@ class Budget:
     order: list[str]  # tier names by priority
     report: ContextReport
     reserve: dict[str, int] = field(default_factory=dict)
-    #: Tokens of the window's share a stepped window leaves empty, kept empty (see
-    #: :meth:`record_window`): lent to the per-turn tiers they would make the prompt volatile.
+    #: Tokens of the window's share kept from the per-turn tiers (:meth:`keep_share`).
     held: int = 0
+    held_from: frozenset[str] = frozenset()
 
     @classmethod
     def open(
@@ -102,7 +102,7 @@ class Budget:
     @property
     def remaining(self) -> int:
         """What the system run and the window (with what it holds empty) leave for the others."""
-        return self.total - self.tiers["system"].granted - self.tiers["recent"].granted - self.held
+        return self.total - self.tiers["system"].granted - self.tiers["recent"].granted
 
     def note_asks(self, offered: Mapping[str, Sequence[TierItem]]) -> None:
         """Record what each tier asks for; a provider's tier with no policy goes last."""
@@ -113,12 +113,18 @@ class Budget:
                 self.policies[name] = TierPolicy(len(self.policies))
                 self.order.append(name)
 
-    def hold(self, offered: Mapping[str, Sequence[TierItem]], late: Sequence[str]) -> None:
+    def hold(
+        self,
+        offered: Mapping[str, Sequence[TierItem]],
+        late: Sequence[str],
+        whole: Sequence[str] = (),
+    ) -> None:
         """Reserve tokens for the tiers while the window is read; ``late`` names the tiers
-        whose providers run after the window."""
+        whose providers run after the window, ``whole`` those that keep all they ask for
+        (up to their cap) wherever they rank."""
         count = self.tokenizer.count_message
         first = {n: count(block(n, items[:1])) for n, items in offered.items() if items}
-        self.reserve = _reserves(self.order, self.policies, self.tiers, first)
+        self.reserve = _reserves(self.order, self.policies, self.tiers, first, whole)
         _reserve_late(late, self.order, self.policies, self.reserve)
 
     def window_limit(self, system_tokens: int) -> int:
@@ -154,13 +160,24 @@ class Budget:
             else sum(m.token_count for m in system)
         )
         tiers["recent"].asked = leaf.branch_tokens - base
-        if stepped:
-            # The window's share, less what it holds now, stays empty until its turns fill
-            # it: given to recall, it would be a volatile block as large as the step.
-            share = self.window_limit(system_tokens) - system_tokens
-            self.held = max(0, min(share, tiers["recent"].asked) - tiers["recent"].granted)
         self.report.newest_turn_over_budget = over
         _report_uncovered(self.report, leaf, system, window, summary, stepped)
+
+    def keep_share(
+        self, share: int, conversation: int, volatile_room: int, volatile: frozenset[str]
+    ) -> None:
+        """Keep what of the window's ``share`` the ``conversation`` (its tokens since the
+        system run) could fill but the window does not from the ``volatile`` tiers, all but
+        ``volatile_room`` tokens: given to a per-turn tier (recall), the room a stepped
+        window frees would make a block as large as the step, changing every turn. A young
+        conversation leaves the rest of the share to them."""
+        unused = min(share, conversation) - self.tiers["recent"].granted
+        self.held = max(0, unused - volatile_room)
+        self.held_from = volatile
+
+    def room_for(self, tier: str) -> int:
+        """What the system run and the window leave for ``tier``."""
+        return self.remaining - (self.held if tier in self.held_from else 0)
 
     def grant(
         self, offered: Mapping[str, list[TierItem]], arrange: Arrange = _as_granted
@@ -176,6 +193,7 @@ class Budget:
             self.tokenizer,
             self.report,
             arrange,
+            {name: self.held for name in self.held_from},
         )
 
     def note_summary(self, summary: Summary | None, used: bool) -> None:
@@ -287,6 +305,7 @@ def _reserves(
     policies: Mapping[str, TierPolicy],
     tiers: Mapping[str, TierReport],
     first: Mapping[str, int],
+    whole: Sequence[str] = (),
 ) -> dict[str, int]:
     """Tokens held back for each tier while the window is read: a tier ranked above the
     window keeps all it asks for (up to its cap), one below it its minimum, rounded up
@@ -301,7 +320,7 @@ def _reserves(
         cap = policies[name].cap
         minimum = policies[name].minimum
         floor = max(minimum, first.get(name, 0)) if minimum else 0
-        want = asked if above else min(floor, asked)
+        want = asked if above or name in whole else min(floor, asked)
         out[name] = want if cap is None else min(want, cap)
     return out
 
@@ -334,6 +353,7 @@ def _grant_tiers(
     tok: Tokenizer,
     report: ContextReport,
     arrange: Arrange,
+    held: Mapping[str, int],
 ) -> dict[str, list[TierItem]]:
     chosen: dict[str, list[TierItem]] = {}
     group_left = dict(GROUP_CAPS)
@@ -345,7 +365,7 @@ def _grant_tiers(
         later = sum(reserve.get(n, 0) for n in order[i + 1 :])
         cap = policies[name].cap
         group = policies[name].group
-        allow = remaining - later
+        allow = remaining - later - held.get(name, 0)
         if cap is not None:
             allow = min(allow, cap)
         if group is not None and group in group_left:

@@ -86,6 +86,9 @@ class Context:
     context_id: str | None = None
     # The hash chain of ``messages`` (compared with the branch's next context), not sent.
     fingerprint: Fingerprint | None = field(default=None, repr=False, compare=False)
+    # Under the cache layout, where the compaction it asks for should stop (a point of the
+    # branch in cumulative tokens: the window's next step), so both change the prefix at once.
+    compact_before: int | None = field(default=None, repr=False, compare=False)
 
     def to_openai(self) -> list[dict[str, Any]]:
         """OpenAI chat-completion messages, in the stable order (a copy of ``messages``).
