@@ -316,8 +316,12 @@ def test_provider_tier_plugs_in(mem: Memory) -> None:
     assert block["content"].count("recalled fact") == 25
     check_accounting(mem, scope, cid, ctx, msgs[-1].id)
     window_tokens = ctx.report.tiers["recent"].granted
-    small = mem.context(scope, cid, budget=window_tokens + 60)
+    # What the window leaves goes to the tier (classic layout); the cache layout keeps a
+    # per-turn tier of an ongoing conversation to a small room (5 % of the budget).
+    small = mem.context(scope, cid, budget=window_tokens + 60, layout="classic")
     assert 0 < small.report.tiers["recall"].items < 5
+    cached = mem.context(scope, cid, budget=window_tokens + 60)
+    assert cached.report.tiers["recall"].granted <= 0.05 * (window_tokens + 60)
     dropped = [d for d in small.report.dropped if d["tier"] == "recall"]
     assert dropped
     assert dropped[0]["provenance"]["message_id"].startswith("m")
@@ -338,6 +342,11 @@ def test_compaction_job_is_queued_and_runs(mem: Memory) -> None:
     after = mem.context(scope, cid, budget=3000)
     assert not after.report.compaction_due
     assert after.report.summary_id is not None
+    # The cache layout's compaction covers the turns before the window's next step: the
+    # window starts right after the summary, nothing between them is dropped.
+    assert after.report.covered_up_to == after.window[0].parent_id
+    assert not [d for d in after.report.dropped if d["tier"] == "recent"]
+    assert ctx.compact_before is not None
     check_accounting(mem, scope, cid, after, after.report.leaf_id or "")
 
 

@@ -181,17 +181,22 @@ def test_report_adds_up_and_stays_within_budget(mem: Memory) -> None:
         _old_fact(mem, scope, f"Fact {i}: Ottilie's goat number {i} likes carrots and hay")
     cid, _ = _today(mem, scope, "Which goat of Ottilie likes carrots and hay?")
     for budget in (120, 300, 700, 2000, 8000):
-        ctx = mem.context(scope, cid, budget=budget)
-        _check_report(ctx)
-        recall = ctx.report.tiers["recall"]
-        assert recall.items <= mem.core.recall.tier.k
-        lines = _recall_block(ctx).splitlines()[1:-1]
-        # One line per item, plus a heading per day.
-        assert len([x for x in lines if not x.startswith("[")]) == recall.items
-        if budget >= 700:
-            assert recall.items > 3
+        classic_granted = 0
+        for layout in ("classic", "cache"):
+            ctx = mem.context(scope, cid, budget=budget, layout=layout)
+            _check_report(ctx)
+            recall = ctx.report.tiers["recall"]
+            assert recall.items <= mem.core.recall.tier.k
+            lines = _recall_block(ctx).splitlines()[1:-1]
+            # One line per item, plus a heading per day.
+            assert len([x for x in lines if not x.startswith("[")]) == recall.items
+            if budget >= 700 and layout == "classic":
+                assert recall.items > 3  # it takes what the window leaves
+            if layout == "cache":  # an ongoing conversation: a small room, a stable prefix
+                assert recall.granted <= classic_granted
+            classic_granted = max(classic_granted, recall.granted)
     mem.core.recall.tier.k = 3
-    few = mem.context(scope, cid, budget=8000)
+    few = mem.context(scope, cid, budget=8000, layout="classic")
     assert few.report.tiers["recall"].items == 3
     with pytest.raises(InvalidInput):
         mem.core.recall.tier.k = -1

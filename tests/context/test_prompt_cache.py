@@ -259,3 +259,34 @@ def test_report_cache_prefix_tokens_follow_the_branch(memory: Memory) -> None:
     assert edited.report.cache.prefix_tokens == 0
     # Deleting the conversation removes its fingerprint with it.
     mem.conversations.delete(scope, conv.id)
+
+
+def test_a_long_conversation_keeps_its_prefix_between_steps(memory: Memory) -> None:
+    mem = memory
+    mem.core.context.auto_compact = False
+    scope = fresh_scope()
+    conv = mem.conversations.create(scope)
+    mem.messages.append(scope, conv.id, role="system", content="You are terse.")
+    previous = None
+    steps = 0
+    for i in range(24):
+        mem.messages.append(scope, conv.id, role="user", content=f"question {i} " + "w " * 30)
+        ctx = mem.context(scope, conv.id, budget=700)
+        assert ctx.report.total <= 700
+        stable = ctx.report.cache.breakpoint
+        assert stable is not None
+        if previous is not None and ctx.window[0].id == previous.window[0].id:
+            # No step: the previous stable part is repeated, and counted in the prefix.
+            end = (previous.report.cache.breakpoint or 0) + 1
+            assert ctx.messages[:end] == previous.messages[:end]
+            assert ctx.report.cache.prefix_tokens >= sum(
+                mem.core.rt.tokenizer.count_message(m["content"]) for m in previous.messages[:end]
+            )
+        elif previous is not None:
+            steps += 1
+            reasons = [d["reason"] for d in ctx.report.dropped if d["tier"] == "recent"]
+            assert reasons
+            assert reasons[0].startswith("before the window's step")
+        mem.messages.append(scope, conv.id, role="assistant", content=f"answer {i} " + "a " * 40)
+        previous = ctx
+    assert 1 <= steps <= 24 // 3

@@ -24,6 +24,7 @@ from memstrata.context.layout import (
     Layout,
     arrangement,
     check_layout,
+    newest_turn_start,
     render,
 )
 from memstrata.context.prefix import fingerprint
@@ -290,7 +291,15 @@ def _base(br: _Branch) -> int:
     return sum(m.token_count for m in br.system)
 
 
-def _cache_share(br: _Branch, books: Budget, budget: int, settings: Settings) -> int | None:
+def _ongoing(br: _Branch, window: Sequence[Message]) -> bool:
+    """Whether the branch holds a turn before the window's newest one."""
+    split = newest_turn_start(window)
+    return split < len(window) and window[split].depth > len(br.system)
+
+
+def _cache_share(
+    br: _Branch, books: Budget, window: Sequence[Message], budget: int, settings: Settings
+) -> int | None:
     """The cache layout's books once the window is read: what of the window's share the
     per-turn tiers may not take, and where a compaction should stop when one is due (None:
     not due). One is due when the window nears the top of its share; it then covers the
@@ -299,9 +308,8 @@ def _cache_share(br: _Branch, books: Budget, budget: int, settings: Settings) ->
     assert br.leaf is not None
     system_tokens = books.tiers["system"].granted
     share = books.window_limit(system_tokens) - system_tokens
-    conversation = br.leaf.branch_tokens - sum(m.token_count for m in br.system)
     room = int(settings.volatile_room * budget)
-    books.keep_share(share, conversation, room, VOLATILE_TIERS)
+    books.keep_share(share, _ongoing(br, window), room, VOLATILE_TIERS)
     base, end = _base(br), br.leaf.branch_tokens
     if share <= 0 or end - base <= COMPACT_AT * share:
         return None
@@ -374,7 +382,7 @@ def assemble(
             rt, conversation_id, br, books, settings.low_water if cache else None
         )
         if cache:
-            compact_before = _cache_share(br, books, budget, settings)
+            compact_before = _cache_share(br, books, window, budget, settings)
     if late:
         in_context = frozenset(m.id for m in (*br.system, *window))
         from_depth = _window_from_depth(br, window)

@@ -164,15 +164,15 @@ class Budget:
         _report_uncovered(self.report, leaf, system, window, summary, stepped)
 
     def keep_share(
-        self, share: int, conversation: int, volatile_room: int, volatile: frozenset[str]
+        self, share: int, ongoing: bool, volatile_room: int, volatile: frozenset[str]
     ) -> None:
-        """Keep what of the window's ``share`` the ``conversation`` (its tokens since the
-        system run) could fill but the window does not from the ``volatile`` tiers, all but
-        ``volatile_room`` tokens: given to a per-turn tier (recall), the room a stepped
-        window frees would make a block as large as the step, changing every turn. A young
-        conversation leaves the rest of the share to them."""
-        unused = min(share, conversation) - self.tiers["recent"].granted
-        self.held = max(0, unused - volatile_room)
+        """Once a conversation is ``ongoing`` (a turn before the newest), keep what of the
+        window's ``share`` the window does not fill from the ``volatile`` tiers, all but
+        ``volatile_room`` tokens: given to a per-turn tier (recall), the room a young or a
+        stepped window leaves would be a large block that changes every turn. A
+        conversation's first turn, with nothing to cache yet, leaves them all of it."""
+        unused = share - self.tiers["recent"].granted
+        self.held = max(0, unused - volatile_room) if ongoing else 0
         self.held_from = volatile
 
     def room_for(self, tier: str) -> int:
