@@ -3,7 +3,8 @@
  * conversation's context (`client.context`, within a token budget) as `messages` for
  * `generateText`/`streamText` (its leading system parts, such as the facts or a summary, as
  * `instructions`: the SDK takes system text there; blocks that change every turn, such as
- * recalled messages, stay in place among the messages, after the part a provider can cache);
+ * recalled messages, stay in place among the messages as user text, after the part a
+ * provider can cache);
  * `save` (or `onFinish`) stores the model's turn. The message that ends the context's stable
  * part carries Anthropic's cache hint (`providerOptions.anthropic.cacheControl`).
  *
@@ -108,8 +109,6 @@ export interface Prepared {
   /** The context's leading system messages, joined (absent when it has none). */
   instructions?: string;
   messages: ModelMessage[];
-  /** What a provider's prompt cache can serve (the report's `cache`), when the server says. */
-  cache?: CacheReport;
 }
 
 /** Anthropic's prompt-cache marker, as the AI SDK's Anthropic provider takes it per message. */
@@ -126,6 +125,9 @@ export interface MemstrataChat {
   save(responseMessages: ModelMessage[]): Promise<void>;
   /** For `generateText`/`streamText`'s `onFinish`: saves `event.responseMessages` (all steps). */
   onFinish: (event: { responseMessages: ModelMessage[] }) => Promise<void>;
+  /** What a provider's prompt cache can serve of the last prepared context (its report's
+   * `cache`), when the server says. */
+  readonly cache: CacheReport | undefined;
 }
 
 export function memstrataChat(options: MemstrataChatOptions): MemstrataChat {
@@ -133,7 +135,11 @@ export function memstrataChat(options: MemstrataChatOptions): MemstrataChat {
   const save = async (responseMessages: ModelMessage[]) => {
     for (const m of toAppends(responseMessages)) await client.messages.append(conversationId, m);
   };
+  let cache: CacheReport | undefined;
   return {
+    get cache() {
+      return cache;
+    },
     async prepare(input) {
       const message: ModelMessage = typeof input === "string" ? { role: "user", content: input } : input;
       await save([message]);
@@ -146,13 +152,15 @@ export function memstrataChat(options: MemstrataChatOptions): MemstrataChat {
       const lead = ctx.messages.findIndex((m) => m.role !== "system");
       const split = lead < 0 ? ctx.messages.length : lead;
       const system = ctx.messages.slice(0, split).map((m) => m.content);
-      const messages = toModelMessages(ctx.messages.slice(split));
-      const cache = ctx.report.cache;
+      // A block after the conversation began (recall, working memory) goes as user text:
+      // some providers (Anthropic) take system text only ahead of the conversation.
+      const rest = ctx.messages.slice(split).map((m) => (m.role === "system" ? { ...m, role: "user" as const } : m));
+      const messages = toModelMessages(rest);
+      cache = ctx.report.cache;
       // toModelMessages keeps one message per context message, so the index carries over.
       const at = cache?.breakpoint == null ? -1 : cache.breakpoint - split;
       if (at >= 0 && at < messages.length) messages[at] = { ...messages[at], providerOptions: CACHE_HINT } as ModelMessage;
-      const out: Prepared = system.length ? { instructions: system.join("\n\n"), messages } : { messages };
-      return cache ? { ...out, cache } : out;
+      return system.length ? { instructions: system.join("\n\n"), messages } : { messages };
     },
     save,
     onFinish: (event) => save(event.responseMessages),
