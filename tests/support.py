@@ -373,3 +373,24 @@ def served_in_thread(app: Any) -> Iterator[str]:
         server.should_exit = True
         thread.join(SERVER_WAIT_SECONDS)
         sock.close()
+
+
+def locomo_sample(
+    sample_id: str, speakers: tuple[str, str], turns: list[str], qa: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """One conversation in the LoCoMo file format: a single session, the speakers taking
+    turns (``D1:1``, ``D1:2``, ...), with its questions."""
+    a, b = speakers
+    return {
+        "sample_id": sample_id,
+        "conversation": {
+            "speaker_a": a,
+            "speaker_b": b,
+            "session_1_" + "date_time": "10:00 am on 1 June, 2023",
+            "session_1": [
+                {"speaker": speakers[i % 2], "dia_id": f"D1:{i + 1}", "text": t}
+                for i, t in enumerate(turns)
+            ],
+        },
+        "qa": qa,
+    }

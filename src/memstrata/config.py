@@ -61,6 +61,14 @@ class Settings(BaseSettings):
         "per read (appends never wait on the embedder); also in a debounced background job "
         "after appends; or never (keyword recall only).",
     )
+    recall_read_embed_max: int = Field(
+        default=256,
+        ge=0,
+        description="Most of the caller's waiting messages (newest first) a read "
+        "(context, recall search) embeds before it searches, so it finds what was just "
+        "written by meaning; past it, the read reports the rest as `pending` and queues "
+        "the embedding job.",
+    )
     receipts_inline_scan_max_messages: int = Field(
         default=10_000,
         ge=0,

@@ -4,37 +4,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 from memstrata.bench import context_quality as cq
-
-
-def _when(n: int) -> str:
-    return f"session_{n}_" + "date_time"
-
-
-def _sample(sid: str, a: str, b: str, turns: list[str], qa: list[dict[str, Any]]) -> dict[str, Any]:
-    return {
-        "sample_id": sid,
-        "conversation": {
-            "speaker_a": a,
-            "speaker_b": b,
-            _when(1): "10:00 am on 1 June, 2023",
-            "session_1": [
-                {"speaker": a if i % 2 == 0 else b, "dia_id": f"D1:{i + 1}", "text": t}
-                for i, t in enumerate(turns)
-            ],
-        },
-        "qa": qa,
-    }
+from support import locomo_sample
 
 
 def _data(tmp_path: Path) -> Path:
     samples = [
-        _sample(
+        locomo_sample(
             "s1",
-            "Ada",
-            "Bo",
+            ("Ada", "Bo"),
             [
                 "I bought a red kayak for the lake trips this summer",
                 "A red kayak sounds great, where will you paddle?",
@@ -47,10 +26,9 @@ def _data(tmp_path: Path) -> Path:
                 {"question": "Does Bo own a kayak?", "evidence": ["D1:2"], "category": 5},
             ],
         ),
-        _sample(
+        locomo_sample(
             "s2",
-            "Cy",
-            "Di",
+            ("Cy", "Di"),
             [
                 "I am learning the Sicilian defence in chess",
                 "Chess openings take a while, try the Najdorf",

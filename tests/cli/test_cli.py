@@ -186,8 +186,8 @@ def test_bench_dispatches_to_run_bench(run, monkeypatch, tmp_path):
 
     calls = []
 
-    def fake_run_bench(name, *, out, db, sizes, data, runs, time_limit, processes):
-        calls.append((name, out, db, sizes, data, runs, time_limit, processes))
+    def fake_run_bench(name, *, out, db, sizes, data, runs, time_limit, processes, settle):
+        calls.append((name, out, db, sizes, data, runs, time_limit, processes, settle))
         return {"name": name}
 
     monkeypatch.setattr(memstrata.bench, "run_bench", fake_run_bench)
@@ -197,12 +197,15 @@ def test_bench_dispatches_to_run_bench(run, monkeypatch, tmp_path):
     data = tmp_path / "d.json"
     run("bench", "peers", "--data", str(data), "--runs", "5", "--time-limit", "60")
     run("bench", "load", "--processes", "2")
+    run("bench", "recall-natural", "--data", str(data), "--settle", "1.5")
     assert calls == [
-        ("history", out, None, [10, 20, 30], None, None, None, None),
-        ("history", None, None, None, None, None, None, None),
-        ("peers", None, None, None, data, 5, 60.0, None),
-        ("load", None, None, None, None, None, None, 2),
+        ("history", out, None, [10, 20, 30], None, None, None, None, None),
+        ("history", None, None, None, None, None, None, None, None),
+        ("peers", None, None, None, data, 5, 60.0, None, None),
+        ("load", None, None, None, None, None, None, 2, None),
+        ("recall-natural", None, None, None, data, None, None, None, 1.5),
     ]
+    run("bench", "recall-natural", "--settle", "-1", code=2)
     run("bench", "peers", "--runs", "0", code=2)
     run("bench", "history", "--sizes", "ten", code=2)
 

@@ -349,11 +349,15 @@ def test_reads_match_on_one_store(live: Live) -> None:
         searches: list[tuple[str, dict[str, Any]]] = [
             ("WAL", {}),
             ("journal", {"message_range": 1, "k": 1}),
+            ("WAL", {"explain": True, "explain_ids": [a.id, q.id, "nope"]}),
+            ("journal", {"min_relevance": 0.5}),
         ]
         for query, options in searches:
-            assert remote.recall.search(ALICE, query, **options) == local.recall.search(
-                ALICE, query, **options
-            )
+            got_hits = remote.recall.search(ALICE, query, **options)
+            want_hits = local.recall.search(ALICE, query, **options)
+            assert got_hits == want_hits
+            assert got_hits.pending == want_hits.pending
+            assert got_hits.explained == want_hits.explained
         assert remote.facts.list(ALICE) == local.facts.list(ALICE)
         assert remote.working.get(ALICE) == local.working.get(ALICE)
         assert remote.longterm.profile(ALICE) == local.longterm.profile(ALICE)

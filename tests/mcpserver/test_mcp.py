@@ -258,6 +258,21 @@ async def test_stdio_serves_the_command_line_scope(tmp_path: Path) -> None:
 
             hits = _data(await _call(session, "search_memory", query="causeway tide"))
             assert a["id"] in [h["message_id"] for h in hits["hits"]]
+            assert all(0 <= h["relevance"] <= 1 for h in hits["hits"])
+            assert hits["pending"] == 0
+            why = _data(
+                await _call(
+                    session,
+                    "search_memory",
+                    query="causeway tide",
+                    explain=True,
+                    explain_ids=[a["id"], "no-such-message"],
+                )
+            )
+            assert all("cosine" in h["signals"] for h in why["hits"])
+            verdicts = {e["id"]: e["reason"] for e in why["explained"]}
+            assert verdicts["no-such-message"] == "unknown"
+            assert verdicts[a["id"]] in {"returned", "ranked_below_k"}
 
             empty = _data(await _call(session, "get_working_memory"))
             assert empty == {"exists": False, "conversation_id": None, "version": 0}

@@ -1,5 +1,6 @@
 """Read-path embedding: a context reuses its query message's stored vector, and a read
-catches up on waiting messages within a bounded budget (the job does the rest)."""
+embeds the caller's waiting messages, newest first, up to a bound by count (the job
+does the rest, and the read reports it as pending)."""
 
 from __future__ import annotations
 
@@ -58,23 +59,45 @@ def test_a_waiting_query_message_is_embedded_once(fake: tuple[Memory, FakeEmbedd
     assert mem.recall.pending(scope) == 0
 
 
-def test_catch_up_stops_at_its_budget(fake: tuple[Memory, FakeEmbedder]) -> None:
-    mem, _ = fake
+def test_a_read_embeds_the_newest_waiting_messages_up_to_its_bound(
+    fake: tuple[Memory, FakeEmbedder],
+) -> None:
+    mem, emb = fake
     scope = fresh_scope()
     _turns(mem, scope, 5)
     assert mem.recall.pending(scope) == 10
-    # An embedder measured slower than the whole budget: one message per read, the rest
-    # waits (found by keywords meanwhile).
-    mem.core.recall.seconds_per_doc = 10.0
+    mem.core.settings.recall_read_embed_max = 4
+    emb.calls.clear()
     hits = mem.recall.search(scope, "gardening", k=3)
     assert hits  # keywords find messages still waiting
-    assert mem.recall.pending(scope) == 9
+    # The four newest were embedded; the read says how many are left.
+    assert _embedded(emb)[:4] == [
+        "answer 4 on tomatoes",
+        "question 4 about gardening",
+        "answer 3 on tomatoes",
+        "question 3 about gardening",
+    ]
+    assert hits.pending == 6
+    assert mem.recall.pending(scope) == 6
     # What the read left is handed to the debounced embedding job.
     assert "recall.embed" in [j.kind for j in mem.jobs.list().items]
-    # A fast one: the read embeds everything waiting within the same budget.
-    mem.core.recall.seconds_per_doc = 1e-6
-    mem.recall.search(scope, "gardening", k=3)
+    # The next read takes the next four, then the rest: nothing is left.
+    assert mem.recall.search(scope, "gardening", k=3).pending == 2
+    assert mem.recall.search(scope, "gardening", k=3).pending == 0
     assert mem.recall.pending(scope) == 0
+
+
+def test_a_bound_of_zero_embeds_nothing_and_says_so(fake: tuple[Memory, FakeEmbedder]) -> None:
+    mem, emb = fake
+    scope = fresh_scope()
+    cid = _turns(mem, scope, 2)
+    mem.core.settings.recall_read_embed_max = 0
+    mem.messages.append(scope, cid, role="user", content="anything about roses?")
+    emb.calls.clear()
+    ctx = mem.context(scope, cid, query="roses")
+    assert _embedded(emb) == ["roses"]  # the query only
+    assert ctx.report.tiers["recall"].pending == 5
+    assert ctx.report.to_dict()["tiers"]["recall"]["pending"] == 5
 
 
 def test_flush_embeds_in_wide_windows(fake: tuple[Memory, FakeEmbedder]) -> None:

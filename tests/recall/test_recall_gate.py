@@ -10,7 +10,6 @@ import pytest
 from memstrata import Memory, Scope
 from memstrata.context import Context
 from memstrata.context.tiers import TierPolicy, default_policies
-from memstrata.embeddings import Embedder, get_embedder
 from memstrata.recall.gate import RelevanceGate
 from memstrata.recall.tier import BELOW_FLOOR
 from memstrata.storage.plan import Exec, write
@@ -26,25 +25,9 @@ PAST = [
 ]
 
 
-@pytest.fixture(scope="module")
-def minilm() -> Embedder:
-    # The floor is calibrated for the default embedder: the realistic cases use it
-    # (offline; its weights ship with the package).
-    emb = get_embedder()
-    assert emb is not None
-    return emb
-
-
 @pytest.fixture
 def mem(memory: Memory) -> Memory:
     memory.core.recall.use(FakeEmbedder(64))
-    memory.core.context.auto_compact = False
-    return memory
-
-
-@pytest.fixture
-def real(memory: Memory, minilm: Embedder) -> Memory:
-    memory.core.recall.use(minilm)
     memory.core.context.auto_compact = False
     return memory
 

@@ -101,6 +101,7 @@ EXPECTED = {
     "/v1/conversations/{cid}/history": {"get"},
     "/v1/conversations/{cid}/context": {"post"},
     "/v1/conversations/{cid}/compact": {"post"},
+    "/v1/conversations/{cid}/summary": {"get"},
     "/v1/conversations/{cid}/plan": {"get", "put"},
     "/v1/conversations/{cid}/iterations": {"get", "post"},
     "/v1/conversations/{cid}/runs/{run_id}/snapshot": {"get", "put"},
@@ -113,6 +114,7 @@ EXPECTED = {
     "/v1/facts/{fid}": {"get", "patch", "delete"},
     "/v1/facts/{fid}/history": {"get"},
     "/v1/profile": {"get"},
+    "/v1/memory/export": {"get"},
     # Prompt provenance.
     "/v1/conversations/{cid}/messages/{mid}/provenance": {"get"},
     "/v1/facts/{fid}/usage": {"get"},

@@ -103,6 +103,7 @@ COVERED: frozenset[tuple[str, str]] = frozenset(
         ("GET", "/v1/conversations/{cid}/history"),
         ("POST", "/v1/conversations/{cid}/context"),
         ("POST", "/v1/conversations/{cid}/compact"),
+        ("GET", "/v1/conversations/{cid}/summary"),
         ("GET", "/v1/conversations/{cid}/plan"),
         ("PUT", "/v1/conversations/{cid}/plan"),
         ("GET", "/v1/conversations/{cid}/iterations"),
@@ -128,6 +129,7 @@ COVERED: frozenset[tuple[str, str]] = frozenset(
         ("DELETE", "/v1/facts/{fid}"),
         ("GET", "/v1/facts/{fid}/history"),
         ("GET", "/v1/profile"),
+        ("GET", "/v1/memory/export"),
         # Prompt provenance (issue 20).
         ("GET", "/v1/conversations/{cid}/messages/{mid}/provenance"),
         ("GET", "/v1/facts/{fid}/usage"),
@@ -935,6 +937,20 @@ class RestIsolation(RuleBasedStateMachine):
             self.jobs[job["id"]] = actor.user
             self.job_convs[job["id"]] = cid
 
+    @rule(actor=actors, data=st.data())
+    def read_summary(self, actor: Actor, data: st.DataObject) -> None:
+        """The summary serving a branch (null before a compaction): the owner's only."""
+        picked = self.pick_conv(data, actor)
+        if picked is None:
+            return
+        actor, cid = picked
+        for who in self.pair(data, actor, self.convs[cid]):
+            r = self.call(
+                who, "GET", f"/v1/conversations/{cid}/summary", expect=self.expect_conv(cid, who)
+            )
+            if r.status_code == 200 and r.json()["summary"] is not None:
+                assert r.json()["summary"]["conversation_id"] == cid, r.text
+
     # -- lists, page by page ---------------------------------------------------------------
 
     def walk(
@@ -1150,6 +1166,13 @@ class RestIsolation(RuleBasedStateMachine):
         assert listed == expected, (listed, expected)
 
     # -- memory health and consolidation ---------------------------------------------------
+
+    @rule(actor=actors, data=st.data())
+    def export_memory(self, actor: Actor, data: st.DataObject) -> None:
+        """The memory document holds exactly the caller's own active facts."""
+        actor = self.pick_holder(data, actor, set(self.facts.values()))
+        r = self.call(actor, "GET", "/v1/memory/export", expect={200})
+        assert {f["id"] for f in r.json()["facts"]} <= self.own_facts(actor.scope), r.text
 
     @rule(actor=actors, data=st.data())
     def memory_health(self, actor: Actor, data: st.DataObject) -> None:

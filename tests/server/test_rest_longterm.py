@@ -273,6 +273,32 @@ async def test_profile_has_six_sections(client, keys, auth, store):
     assert all(s["summary"] == "" for s in bob.values())
 
 
+async def test_memory_export_is_the_callers_document_and_imports_back(client, keys, auth, store):
+    h = auth(keys.alice)
+    kept = await _add(client, h, "User keeps bees", category="preference")
+    gone = await _add(client, h, "User lives in Lisbon")
+    assert (await client.delete(f"/v1/facts/{gone['id']}", headers=h)).status_code == 204
+    store.longterm.import_memory(ALICE, {"user": {"workContext": {"summary": "Beekeeper."}}})
+    await _add(client, auth(keys.bob), "Bob likes chess")
+
+    r = await client.get("/v1/memory/export", headers=h)
+    assert r.status_code == 200
+    document = r.json()
+    assert document == store.longterm.export(ALICE)
+    assert [f["id"] for f in document["facts"]] == [kept["id"]]
+    assert document["facts"][0]["content"] == "User keeps bees"
+    assert document["user"]["workContext"]["summary"] == "Beekeeper."
+    assert "chess" not in r.text  # another user's memory never shows
+
+    # The document is the import format: a fresh user gets the same memory from it.
+    carol = Scope("t1", "carol")
+    store.longterm.import_memory(carol, document)
+    assert [f.content for f in store.facts.list(carol).items] == ["User keeps bees"]
+    # An admin key exports the user it names.
+    as_admin = await client.get("/v1/memory/export", headers=auth(keys.admin, user="alice"))
+    assert as_admin.json() == document
+
+
 # -- isolation -------------------------------------------------------------------------------
 
 

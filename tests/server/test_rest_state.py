@@ -113,6 +113,35 @@ async def test_iterations_snapshots_and_checkpoints(client, keys, auth, problem,
     problem(await client.delete("/v1/checkpoints/nothing/run-1", headers=h), 404)
 
 
+async def test_the_summary_serving_a_branch(client, keys, auth, problem):
+    h = auth(keys.alice)
+    cid = await _conversation(client, h, 40)
+    url = f"/v1/conversations/{cid}/summary"
+    r = await client.get(url, headers=h)
+    assert (r.status_code, r.json()) == (200, {"summary": None})  # nothing compacted yet
+    made = await client.post(f"/v1/conversations/{cid}/compact", json={"wait": True}, headers=h)
+    assert made.json()["outcome"] == "compacted"
+    r = await client.get(url, headers=h)
+    assert r.status_code == 200
+    assert r.json()["summary"] == made.json()["summary"]
+    covered = r.json()["summary"]["up_to_message_id"]
+    assert (await client.get(url, params={"leaf_id": covered}, headers=h)).json() == r.json()
+
+    # A branch that leaves the summarised one before its cover point has no summary.
+    messages = (await client.get(f"/v1/conversations/{cid}/messages", headers=h)).json()["items"]
+    fork = await client.post(
+        f"/v1/conversations/{cid}/messages",
+        json={"role": "user", "content": "another way", "parent_id": messages[0]["id"]},
+        headers=h,
+    )
+    r = await client.get(url, params={"leaf_id": fork.json()["id"]}, headers=h)
+    assert r.json() == {"summary": None}
+
+    problem(await client.get(url, headers=auth(keys.bob)), 404)
+    problem(await client.get(url, params={"leaf_id": "nope"}, headers=h), 404)
+    problem(await client.get("/v1/conversations/nope/summary", headers=h), 404)
+
+
 async def test_context_and_compact(client, keys, auth, problem, admin_mem: Memory):
     h = auth(keys.alice)
     cid = await _conversation(client, h, 60)

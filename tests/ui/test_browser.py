@@ -7,7 +7,8 @@ API's own report, a fact's superseded chain, the dead job and its retry. Every p
 load without script errors and without asking anything of another origin.
 
 Screenshots go to ``$MEMSTRATA_SCREENSHOTS`` (or a temporary directory; its path is
-printed). Waits are bounded (they fail instead of hanging); nothing asserts on timing.
+printed), at desktop and phone width, in the light and the dark colour scheme. Waits are
+bounded (they fail instead of hanging); nothing asserts on timing.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import os
 import re
 import shutil
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -65,6 +67,9 @@ class Seeded:
     ids: dict[str, str] = field(default_factory=dict)  # message name -> id
     dead_job: str = ""
     blocked_job: str = ""
+    carol: str = ""  # a user key of acme/carol, whose one conversation is long
+    long_cid: str = ""
+    long_fork: str = ""  # the first message of the long conversation's second branch
 
     @property
     def active_path(self) -> list[str]:
@@ -155,6 +160,7 @@ def seed(db: str, home: Path) -> Seeded:
         )
         bob = Scope("acme", "bob")
         mem.conversations.create(bob, title="Bob's notes")
+        long_cid, long_fork = seed_long(mem, Scope("acme", "carol"))
         # The extractions above are alice's usage; a budget used up from the start.
         mem.usage.set_budget("acme", "compaction", 0)
 
@@ -166,9 +172,36 @@ def seed(db: str, home: Path) -> Seeded:
             ids=ids,
             dead_job=dead.id,
             blocked_job=blocked.id,
+            carol=mem.keys.create("acme", user="carol")[1],
+            long_cid=long_cid,
+            long_fork=long_fork,
         )
     finally:
         mem.close()
+
+
+LONG = 60  # messages of the long conversation's first branch
+
+
+def seed_long(mem: Memory, scope: Scope) -> tuple[str, str]:
+    """A 60-message conversation, its oldest part compacted into a summary, and a second
+    branch forking off in the middle. Returns (conversation id, the fork's first message)."""
+    c = mem.conversations.create(scope, title="Planning the trip")
+    ids = []
+    for i in range(LONG):
+        role = "user" if i % 2 == 0 else "assistant"
+        text = (
+            f"Day {i // 2 + 1}: which town should we see next, and how long is the drive?"
+            if role == "user"
+            else f"Day {i // 2 + 1}: drive about {40 + i} km along the coast, then stay two nights."
+        )
+        ids.append(mem.messages.append(scope, c.id, role=role, content=text).id)
+    fork = mem.messages.append(
+        scope, c.id, role="user", content="Let's fly to the islands instead.", parent_id=ids[29]
+    )
+    mem.conversations.set_active_leaf(scope, c.id, ids[-1])
+    assert mem.compact(scope, c.id).outcome == "compacted"
+    return c.id, fork.id
 
 
 # -- the server ------------------------------------------------------------------------------
@@ -179,12 +212,12 @@ class Served:
     base: str
     seeded: Seeded
 
-    def api(self, method: str, path: str, **kw: Any) -> Any:
-        headers = {"Authorization": f"Bearer {self.seeded.alice}"}
+    def api(self, method: str, path: str, *, key: str = "", **kw: Any) -> Any:
+        headers = {"Authorization": f"Bearer {key or self.seeded.alice}", **kw.pop("headers", {})}
         with httpx.Client(base_url=self.base, trust_env=False, timeout=60) as c:
             r = c.request(method, path, headers=headers, **kw)
         assert r.status_code < 400, r.text
-        return r.json()
+        return r.json() if r.content else r.headers
 
 
 @pytest.fixture(scope="module")
@@ -278,9 +311,17 @@ class UI:
         return attrs(self.page.get_by_test_id(testid), name)
 
 
-@pytest.fixture
-def ui(browser: Browser, served: Served, shots: Path) -> Iterator[UI]:
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+DESKTOP = {"width": 1400, "height": 1000}
+PHONE = {"width": 390, "height": 844}  # a common phone, in CSS pixels
+
+
+@contextmanager
+def open_ui(
+    browser: Browser, served: Served, shots: Path, viewport: dict[str, int], scheme: str
+) -> Iterator[UI]:
+    """A fresh browser context (no session) at ``viewport``, with the system colour scheme
+    ``scheme``; fails the test on any script error, refused call or off-site request."""
+    context = browser.new_context(viewport=viewport, color_scheme=scheme)  # type: ignore[arg-type]
     context.set_default_timeout(UI_TIMEOUT_MS)
     page = context.new_page()
     u = UI(page, served.base, shots)
@@ -290,6 +331,12 @@ def ui(browser: Browser, served: Served, shots: Path) -> Iterator[UI]:
     finally:
         context.close()
     assert u.problems == []
+
+
+@pytest.fixture
+def ui(browser: Browser, served: Served, shots: Path) -> Iterator[UI]:
+    with open_ui(browser, served, shots, DESKTOP, "light") as u:
+        yield u
 
 
 def attrs(elements: Locator, name: str) -> list[str]:
@@ -333,15 +380,18 @@ def test_the_tree_draws_every_branch_and_highlights_the_active_one(ui: UI, serve
     assert attrs(highlighted, "data-id") == s.active_path
     viewed = tree.locator("[data-testid=tree-node][data-viewed=true]")
     assert attrs(viewed, "data-id") == s.active_path
-    assert ui.attrs("branch-message", "data-id") == s.active_path
+    # Only the viewed branch is open: the others wait folded behind their forks.
+    visible = [n.get_attribute("data-id") for n in nodes.all() if n.is_visible()]
+    assert visible == s.active_path
     ui.shot("tree-active")
 
-    # Clicking another leaf views its branch; the active branch stays highlighted.
+    # Opening another branch and clicking its leaf views it; the active one stays highlighted.
+    tree.locator(f"[data-testid=branch-fold][data-first='{s.ids['edit']}'] > summary").click()
     tree.locator(f"[data-id='{s.ids['e1']}']").click()
     edited = [s.ids[n] for n in ("q", "a1", "edit", "e1")]
     assert attrs(viewed, "data-id") == edited
     assert attrs(highlighted, "data-id") == s.active_path
-    assert ui.attrs("branch-message", "data-id") == edited
+    expect(ui.page.get_by_test_id("viewed-leaf")).to_have_attribute("data-id", s.ids["e1"])
     assert _query(ui.page)["leaf"] == [s.ids["e1"]]
     # Message text is shown as text, never as markup.
     edit_node = tree.locator(f"[data-id='{s.ids['edit']}']")
@@ -448,11 +498,11 @@ def test_an_assistant_message_shows_its_prompt_provenance(ui: UI, served: Served
     s = served.seeded
     ui.sign_in(s.alice)
     ui.go(f"/c/{s.cid}")
-    ui.page.get_by_test_id("branch").wait_for()
+    ui.page.get_by_test_id("tree").wait_for()
     panels = ui.page.get_by_test_id("provenance")
     expect(panels).to_have_count(1)  # a1 has no record; a2 has one
     assert panels.get_attribute("data-context-id") == s.ids["context"]
-    owner = ui.page.locator(f"[data-testid=branch-message][data-id='{s.ids['a2']}']")
+    owner = ui.page.locator(f"[data-testid=tree-node][data-id='{s.ids['a2']}']")
     expect(owner.get_by_test_id("provenance")).to_have_count(1)
     panels.locator("summary").click()
     items = panels.get_by_test_id("provenance-item")
@@ -563,7 +613,7 @@ def test_an_admin_key_picks_the_user_to_inspect(ui: UI, served: Served):
     ui.sign_in(served.seeded.admin)
     users = ui.page.get_by_test_id("user")
     users.first.wait_for()
-    assert sorted(ui.attrs("user", "data-user")) == ["alice", "bob"]
+    assert sorted(ui.attrs("user", "data-user")) == ["alice", "bob", "carol"]
     ui.shot("users")
     ui.page.locator("[data-testid=user][data-user=bob]").get_by_test_id("pick-user").click()
     expect(ui.page.get_by_test_id("conversation").locator("a")).to_have_text(["Bob's notes"])
@@ -645,3 +695,329 @@ def test_memory_health_plans_applies_and_undoes_a_consolidation(ui: UI, served: 
                 c.delete(
                     f"/v1/facts/{fid}", headers={"Authorization": f"Bearer {served.seeded.alice}"}
                 )
+
+
+# -- search, actions, long conversations, phone width, dark mode (issue 30) -------------------
+
+
+def _rank(hit: dict[str, Any]) -> tuple[str, float]:
+    """What the search view ranks a hit by: relevance when the server sends it."""
+    return ("relevance", hit["relevance"]) if "relevance" in hit else ("score", hit["score"])
+
+
+def test_search_shows_each_hits_rank_and_opens_its_conversation_there(ui: UI, served: Served):
+    s = served.seeded
+    ui.sign_in(s.alice)
+    ui.page.get_by_test_id("nav").filter(has_text="Search").click()
+    ui.page.get_by_test_id("search-input").fill("oolong")
+    ui.page.get_by_test_id("search-go").click()
+    ui.page.wait_for_url(re.compile(r"#/search\?q=oolong"))
+    hits = ui.page.get_by_test_id("hit")
+    hits.first.wait_for()
+    expected = served.api("POST", "/v1/recall/search", json={"query": "oolong", "k": 10})["hits"]
+    assert expected, "the seed says oolong"
+    assert attrs(hits, "data-message") == [h["message"]["id"] for h in expected]
+    assert attrs(hits, "data-rank") == [_rank(h)[0] for h in expected]
+    assert [float(v) for v in attrs(hits, "data-value")] == [_rank(h)[1] for h in expected]
+    for hit, want in zip(hits.all(), expected, strict=True):
+        name, value = _rank(want)
+        shown = hit.get_by_test_id("hit-rank").inner_text()
+        assert shown.startswith(f"{name} {value:.{2 if name == 'relevance' else 4}f}"), shown
+    ui.shot("search")
+
+    # A hit opens its conversation with that message on the branch drawn and marked.
+    first = expected[0]["message"]
+    hits.first.get_by_test_id("hit-link").click()
+    focused = ui.page.locator("[data-testid=tree-node].focus")
+    expect(focused).to_have_attribute("data-id", first["id"])
+    expect(focused).to_be_visible()
+    assert focused.get_attribute("data-viewed") == "true"
+    assert _query(ui.page)["focus"] == [first["id"]]
+
+    # A hit on a branch that is not the active one opens that branch.
+    ui.go("/search?q=pu-erh")
+    hits.first.wait_for()
+    found = served.api("POST", "/v1/recall/search", json={"query": "pu-erh", "k": 10})["hits"]
+    assert found[0]["message"]["id"] == s.ids["edit"]
+    hits.first.get_by_test_id("hit-link").click()
+    expect(ui.page.locator("[data-testid=tree-node].focus")).to_be_visible()
+    expect(ui.page.get_by_test_id("viewed-leaf")).to_have_attribute("data-id", s.ids["e1"])
+    ui.shot("search-opened-on-another-branch")
+
+
+def test_a_long_conversation_draws_each_message_once_beside_its_context(
+    browser: Browser, served: Served, shots: Path
+):
+    s = served.seeded
+    messages = served.api(
+        "GET", f"/v1/conversations/{s.long_cid}/messages", key=s.carol, params={"limit": 500}
+    )["items"]
+    summary = served.api("GET", f"/v1/conversations/{s.long_cid}/summary", key=s.carol)["summary"]
+    assert len(messages) == LONG + 1
+    assert summary is not None
+    with open_ui(browser, served, shots, DESKTOP, "light") as ui:
+        ui.sign_in(s.carol)
+        ui.go(f"/c/{s.long_cid}")
+        tree = ui.page.get_by_test_id("tree")
+        nodes = tree.get_by_test_id("tree-node")
+        expect(nodes).to_have_count(len(messages))
+        # Each message once, and its text once (the summary quotes some: it is apart).
+        assert sorted(attrs(nodes, "data-id")) == sorted(m["id"] for m in messages)
+        drawn = ui.page.get_by_test_id("messages-panel").inner_text()
+        assert [m["id"] for m in messages if drawn.count(m["content"]) > 1] == []
+        # The branch off message 30 is folded; the 60 of the active branch are drawn.
+        fork = ui.page.locator(f"[data-testid=tree-node][data-id='{s.long_fork}']")
+        expect(fork).to_be_hidden()
+        assert sum(n.is_visible() for n in nodes.all()) == LONG
+
+        # The context panel sits beside the messages, at the top, not under 60 messages.
+        messages_box = ui.page.get_by_test_id("messages-panel").bounding_box()
+        side_box = ui.page.get_by_test_id("context").bounding_box()
+        assert messages_box
+        assert side_box
+        assert side_box["x"] >= messages_box["x"] + messages_box["width"]
+        assert side_box["y"] < DESKTOP["height"]
+        height = ui.page.evaluate("document.documentElement.scrollHeight")
+        print(f"\n60-message conversation: page {height} px tall at {DESKTOP['height']} px")
+        assert height <= 1.25 * DESKTOP["height"]
+
+        # The compaction summary of the viewed branch, and the messages it stands in for.
+        shown = ui.page.get_by_test_id("compaction-summary")
+        expect(shown).to_have_attribute("data-id", summary["id"])
+        assert shown.get_by_test_id("summary-text").inner_text() == summary["content"]
+        covered = tree.locator("[data-testid=tree-node][data-covered=true]")
+        expect(covered).to_have_count(summary["up_to_depth"] + 1)
+        assert attrs(covered, "data-id")[-1] == summary["up_to_message_id"]
+        ui.shot("long-conversation")
+
+        # The tree folds to one line a message, and every branch opens on demand.
+        scroller = ui.page.get_by_test_id("tree-scroll")
+        full = scroller.evaluate("e => e.scrollHeight")
+        ui.page.get_by_test_id("tree-compact").click()
+        folded = scroller.evaluate("e => e.scrollHeight")
+        print(f"tree: {full} px of messages, {folded} px one line each")
+        assert folded < full
+        ui.page.get_by_test_id("tree-expand").click()
+        expect(fork).to_be_visible()
+        ui.shot("long-conversation-outline")
+        assert ui.page.get_by_test_id("tree-node").count() == len(messages)
+
+    for viewport, scheme in ((PHONE, "light"), (DESKTOP, "dark"), (PHONE, "dark")):
+        with open_ui(browser, served, shots, viewport, scheme) as ui:
+            ui.sign_in(s.carol)
+            ui.go(f"/c/{s.long_cid}")
+            ui.page.get_by_test_id("compaction-summary").wait_for()
+            assert ui.page.evaluate("document.documentElement.scrollWidth") <= viewport["width"]
+            # Stacked or not, the context is reached without scrolling past 60 messages.
+            side = ui.page.get_by_test_id("context").bounding_box()
+            assert side is not None
+            assert side["y"] < 2 * viewport["height"], side
+            ui.shot(f"long-conversation-{viewport['width']}-{scheme}")
+
+
+def test_a_branch_is_made_active_from_the_tree(ui: UI, served: Served):
+    s = served.seeded
+    url = f"/v1/conversations/{s.cid}"
+    try:
+        ui.sign_in(s.alice)
+        ui.go(f"/c/{s.cid}?leaf={s.ids['regen']}")
+        expect(ui.page.get_by_test_id("viewed-leaf")).to_have_attribute("data-id", s.ids["regen"])
+        ui.page.get_by_test_id("make-active").click()
+        regen = ui.page.locator(f"[data-testid=tree-node][data-id='{s.ids['regen']}']")
+        expect(regen).to_have_attribute("data-active", "true")
+        active = ui.page.locator("[data-testid=tree-node].active")
+        regen_path = [s.ids[n] for n in ("q", "a1", "q2", "regen")]
+        assert attrs(active, "data-id") == regen_path
+        assert served.api("GET", url)["active_leaf_id"] == s.ids["regen"]
+        expect(ui.page.get_by_test_id("make-active")).to_have_count(0)  # it is active now
+        ui.shot("branch-made-active")
+    finally:
+        served.api("PATCH", url, json={"active_leaf_id": s.ids["a2"]})
+
+
+def _receipt_shown(ui: UI, served: Served, kind: str, subject: str) -> dict[str, Any]:
+    """The receipts page opened by a deletion: its id in the address, the receipt read."""
+    ui.page.get_by_test_id("receipt").wait_for()
+    [rid] = _query(ui.page)["rid"]
+    receipt = served.api("GET", f"/v1/receipts/{rid}", key=served.seeded.admin)
+    assert receipt["kind"] == kind
+    assert subject in receipt["subject_ids"]
+    assert ui.page.get_by_test_id("receipt-kind").inner_text().startswith(f"{kind} of acme/")
+    assert "verified: nothing left" in ui.page.get_by_test_id("receipt-verified").inner_text()
+    return receipt
+
+
+def test_a_conversation_is_deleted_with_its_receipt(ui: UI, served: Served):
+    made = served.api("POST", "/v1/conversations", json={"title": "Scratch"})
+    served.api(
+        "POST", f"/v1/conversations/{made['id']}/messages", json={"role": "user", "content": "hi"}
+    )
+    ui.sign_in(served.seeded.alice)
+    ui.go(f"/c/{made['id']}")
+    ui.page.get_by_test_id("delete-conversation").click()
+    ui.shot("delete-conversation-confirm")
+    ui.page.get_by_test_id("delete-conversation-confirm").click()
+    receipt = _receipt_shown(ui, served, "conversation", made["id"])
+    assert receipt["tables"]["messages"] == 1
+    ui.shot("delete-conversation-receipt")
+    ids = [c["id"] for c in served.api("GET", "/v1/conversations")["items"]]
+    assert made["id"] not in ids
+
+
+def test_a_fact_is_edited_its_history_reads_old_to_new_and_it_is_deleted(ui: UI, served: Served):
+    fact = served.api("POST", "/v1/facts", json={"content": "User drinks black coffee"})
+    ui.sign_in(served.seeded.alice)
+    ui.go("/facts")
+    card = ui.page.locator(f"[data-testid=fact][data-id='{fact['id']}']")
+    card.get_by_test_id("fact-edit").click()
+    card.get_by_test_id("edit-content").fill("User drinks decaf coffee")
+    card.get_by_test_id("edit-save").click()
+    expect(card.get_by_test_id("fact-content")).to_have_text("User drinks decaf coffee")
+    assert served.api("GET", f"/v1/facts/{fact['id']}")["content"] == "User drinks decaf coffee"
+
+    card.locator("summary").click()
+    edited = card.locator("[data-testid=fact-event][data-event=edited]")
+    edited.wait_for()
+    assert edited.get_by_test_id("event-old").inner_text() == "User drinks black coffee"
+    assert edited.get_by_test_id("event-new").inner_text() == "User drinks decaf coffee"
+    created = card.locator("[data-testid=fact-event][data-event=created]")
+    assert created.get_by_test_id("event-new").inner_text() == "User drinks black coffee"
+    ui.shot("fact-edited-history")
+
+    # The superseded seed fact reads "old → new" too: its text, then its successor's.
+    facts = served.api("GET", "/v1/facts", params={"status": "all"})["items"]
+    [old] = [f for f in facts if f["status"] == "superseded"]
+    old_card = ui.page.locator(f"[data-testid=fact][data-id='{old['id']}']")
+    old_card.locator("summary").click()
+    superseded = old_card.locator("[data-testid=fact-event][data-event=superseded]")
+    assert superseded.get_by_test_id("event-old").inner_text() == old["content"]
+    successor = served.api("GET", f"/v1/facts/{old['superseded_by']}")["content"]
+    assert superseded.get_by_test_id("event-new").inner_text() == successor
+
+    card.get_by_test_id("fact-delete").click()
+    card.get_by_test_id("fact-delete-confirm").click()
+    _receipt_shown(ui, served, "fact", fact["id"])
+    ui.shot("fact-deleted-receipt")
+    remaining = served.api("GET", "/v1/facts", params={"status": "all"})["items"]
+    assert fact["id"] not in [f["id"] for f in remaining]
+
+
+def test_an_admin_exports_a_users_memory_and_deletes_the_user(
+    ui: UI, served: Served, tmp_path: Path
+):
+    s = served.seeded
+    dave = {"X-Memstrata-User": "dave"}
+    served.api("POST", "/v1/facts", key=s.admin, headers=dave, json={"content": "Dave keeps bees"})
+    want = served.api("GET", "/v1/memory/export", key=s.admin, headers=dave)
+    ui.sign_in(s.admin)
+    row = ui.page.locator("[data-testid=user][data-user=dave]")
+    with ui.page.expect_download() as download:
+        row.get_by_test_id("export-user").click()
+    saved = tmp_path / download.value.suggested_filename
+    download.value.save_as(saved)
+    assert saved.name == "memory-dave.json"
+    document = json.loads(saved.read_text(encoding="utf-8"))
+    assert document == want
+    assert [f["content"] for f in document["facts"]] == ["Dave keeps bees"]
+
+    row.get_by_test_id("delete-user").click()
+    row.get_by_test_id("delete-user-confirm").click()
+    _receipt_shown(ui, served, "user", "dave")
+    ui.shot("user-deleted-receipt")
+    users = served.api("GET", "/v1/users", key=s.admin)["items"]
+    assert "dave" not in [u["id"] for u in users]
+
+
+def test_empty_facts_and_profile_say_extraction_needs_a_model(
+    ui: UI, served: Served, tmp_path: Path
+):
+    ui.sign_in(served.seeded.admin)
+    ui.page.locator("[data-testid=user][data-user=bob]").get_by_test_id("pick-user").click()
+    ui.go("/facts")
+    help_box = ui.page.get_by_test_id("needs-model")
+    expect(help_box).to_contain_text("MEMSTRATA_LLM_BASE_URL")
+    assert "MEMSTRATA_LLM_MODEL" in help_box.inner_text()
+    ui.shot("facts-empty")
+    ui.go("/profile")
+    expect(ui.page.get_by_test_id("needs-model")).to_contain_text("fake://")
+    ui.shot("profile-empty")
+
+    # A user with a profile gets no such note, and exports their own memory from it.
+    ui.page.get_by_test_id("signout").click()
+    ui.sign_in(served.seeded.alice)
+    ui.go("/profile")
+    ui.page.get_by_test_id("profile").wait_for()
+    assert ui.page.get_by_test_id("needs-model").count() == 0
+    with ui.page.expect_download() as download:
+        ui.page.get_by_test_id("export-memory").click()
+    saved = tmp_path / "alice.json"
+    download.value.save_as(saved)
+    assert json.loads(saved.read_text(encoding="utf-8")) == served.api("GET", "/v1/memory/export")
+
+
+PAGES = ["/conversations", "/search?q=tea", "/facts", "/profile", "/jobs", "/receipts"]
+
+
+def test_at_phone_width_nothing_runs_off_screen(browser: Browser, served: Served, shots: Path):
+    s = served.seeded
+    with open_ui(browser, served, shots, PHONE, "light") as ui:
+        ui.sign_in(s.alice)
+        for route in [*PAGES, f"/c/{s.cid}"]:
+            ui.go(route)
+            ui.page.locator("main[data-view]").wait_for()
+            ui.page.get_by_test_id("loading").wait_for(state="detached")
+            links = ui.page.get_by_test_id("nav")
+            assert links.count() == 9
+            for link in links.all():
+                box = link.bounding_box()
+                assert box is not None
+                assert 0 <= box["x"] <= box["x"] + box["width"] <= PHONE["width"], (route, box)
+            width = ui.page.evaluate("document.documentElement.scrollWidth")
+            assert width <= PHONE["width"], (route, width)
+            ui.shot(
+                "phone-" + ("conversation" if route.startswith("/c/") else route[1:].split("?")[0])
+            )
+
+
+def _luminance(css: str) -> float:
+    r, g, b = (int(x) / 255 for x in re.findall(r"\d+", css)[:3])
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def test_dark_mode_follows_the_system_setting(browser: Browser, served: Served, shots: Path):
+    s = served.seeded
+    seen = {}
+    for scheme in ("light", "dark"):
+        with open_ui(browser, served, shots, DESKTOP, scheme) as ui:
+            ui.sign_in(s.alice)
+            ui.go("/facts")
+            ui.page.get_by_test_id("fact").first.wait_for()
+            colours = ui.page.evaluate(
+                """() => {
+                    const of = (el) => getComputedStyle(el);
+                    const card = document.querySelector("[data-testid=fact]");
+                    return {
+                        page: of(document.body).backgroundColor,
+                        text: of(document.body).color,
+                        card: of(card).backgroundColor,
+                        input: of(document.querySelector("select")).backgroundColor,
+                    };
+                }"""
+            )
+            seen[scheme] = {k: _luminance(v) for k, v in colours.items()}
+            ui.shot(f"facts-{scheme}")
+            ui.go(f"/c/{s.cid}")
+            ui.page.get_by_test_id("tree").wait_for()
+            ui.shot(f"conversation-{scheme}")
+            for route in ("/search?q=tea", "/jobs", "/health", "/usage"):
+                ui.go(route)
+                ui.page.locator("main[data-view]").wait_for()
+                ui.page.get_by_test_id("loading").wait_for(state="detached")
+                ui.shot(f"{route[1:].split('?')[0]}-{scheme}")
+    light, dark = seen["light"], seen["dark"]
+    assert light["page"] > 0.9
+    assert light["text"] < 0.3
+    assert dark["page"] < 0.15
+    assert dark["text"] > 0.8
+    assert dark["card"] < 0.2
+    assert dark["input"] < 0.2

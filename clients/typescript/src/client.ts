@@ -23,6 +23,10 @@ export type Job = S["JobOut"];
 export type Me = S["MeOut"];
 export type User = S["UserOut"];
 export type SearchHit = S["HitOut"];
+export type Explanation = S["ExplanationOut"];
+/** The hits, best first (an array), with what the server said beside them: `pending`
+ * (messages not yet searchable by meaning) and `explained` (one verdict per `explainIds`). */
+export type SearchResults = SearchHit[] & { pending: number; explained: Explanation[] };
 export type Turn = S["TurnOut"];
 export type NodeHistory = S["NodeHistoryOut"];
 export type ToolCall = S["ToolCall"];
@@ -253,13 +257,20 @@ export interface SearchOptions {
   messageRange?: number;
   /** ISO 8601: only messages created by then (servers that have it). */
   asOf?: string;
+  /** Leave out hits whose calibrated relevance (0..1) is below this. */
+  minRelevance?: number;
+  /** Add each hit's per-signal scores (`signals`). */
+  explain?: boolean;
+  /** Message ids to account for: each is returned, or `explained` says why not. */
+  explainIds?: string[];
   [extra: string]: unknown;
 }
 
 export class Recall {
   constructor(private readonly t: Transport) {}
-  async search(query: string, opts: SearchOptions = {}): Promise<SearchHit[]> {
-    const { k, conversationId, leafId, messageRange, asOf, ...extra } = opts;
+  async search(query: string, opts: SearchOptions = {}): Promise<SearchResults> {
+    const { k, conversationId, leafId, messageRange, asOf, minRelevance, explain, explainIds, ...extra } =
+      opts;
     const body = {
       query,
       k,
@@ -267,13 +278,17 @@ export class Recall {
       leaf_id: leafId,
       message_range: messageRange,
       as_of: asOf,
+      min_relevance: minRelevance,
+      explain,
+      explain_ids: explainIds,
       ...extra,
     };
-    const answer = await this.t.json<{ hits: SearchHit[] }>("POST", "/v1/recall/search", {
-      body,
-      idempotent: true,
-    });
-    return answer.hits;
+    const answer = await this.t.json<{ hits: SearchHit[]; pending?: number; explained?: Explanation[] }>(
+      "POST",
+      "/v1/recall/search",
+      { body, idempotent: true },
+    );
+    return Object.assign(answer.hits, { pending: answer.pending ?? 0, explained: answer.explained ?? [] });
   }
 }
 

@@ -412,6 +412,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/conversations/{cid}/summary": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The compaction summary serving a branch */
+        get: operations["summary_v1_conversations__cid__summary_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/facts": {
         parameters: {
             query?: never;
@@ -585,6 +602,26 @@ export interface paths {
         put?: never;
         /** Undo an applied consolidation (through supersession, kept in fact history) */
         post: operations["revert_consolidation_v1_memory_consolidations__consolidation_id__revert_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/memory/export": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The caller's memory (profile and facts) as one document
+         * @description DeerFlow's memory.json shape, the same document as `memstrata export --format deerflow`: the profile sections and the active facts with their ids and sources. `memstrata import FILE --format deerflow` (or `mem.longterm.import_memory`) reads it back.
+         */
+        get: operations["export_memory_v1_memory_export_get"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -1028,6 +1065,20 @@ export interface components {
             /** Title */
             title?: string | null;
         };
+        /** ExplanationOut */
+        ExplanationOut: {
+            /** Conversation Id */
+            conversation_id: string | null;
+            /** Id */
+            id: string;
+            /**
+             * Reason
+             * @description returned, or why not: below_relevance, ranked_below_k, other_branch, in_context, excluded, created_after_as_of, other_conversation, not_embedded, outside_candidate_pool, unknown (another user's message reads the same).
+             */
+            reason: string;
+            /** Relevance */
+            relevance?: number | null;
+        };
         /** FactBriefOut */
         FactBriefOut: {
             /** Category */
@@ -1314,8 +1365,24 @@ export interface components {
             neighbour_of?: string | null;
             /** Provenance */
             provenance: string[];
-            /** Score */
+            /**
+             * Relevance
+             * @description Calibrated probability that the message is relevant to the query (a neighbour carries its hit's).
+             * @default 0
+             */
+            relevance?: number;
+            /**
+             * Score
+             * @description Orders the hits of one search (fusion; not comparable across searches).
+             */
             score: number;
+            /**
+             * Signals
+             * @description With explain: the per-signal scores behind relevance and rank.
+             */
+            signals?: {
+                [key: string]: unknown;
+            } | null;
         };
         /** IterationIn */
         IterationIn: {
@@ -1812,6 +1879,17 @@ export interface components {
             /** Conversation Id */
             conversation_id?: string | null;
             /**
+             * Explain
+             * @description Add each hit's per-signal scores.
+             * @default false
+             */
+            explain?: boolean;
+            /**
+             * Explain Ids
+             * @description Message ids to account for: each is returned, or the answer says why not.
+             */
+            explain_ids?: string[];
+            /**
              * Include Other Branches
              * @description With leaf_id: also messages of the conversation's other branches (answers regenerated away, questions edited away).
              * @default false
@@ -1829,13 +1907,30 @@ export interface components {
              * @default 0
              */
             message_range?: number;
+            /**
+             * Min Relevance
+             * @description Leave out hits whose calibrated relevance is below this.
+             * @default 0
+             */
+            min_relevance?: number;
             /** Query */
             query: string;
         };
         /** SearchOut */
         SearchOut: {
+            /**
+             * Explained
+             * @description One verdict per id of explain_ids.
+             */
+            explained?: components["schemas"]["ExplanationOut"][];
             /** Hits */
             hits: components["schemas"]["HitOut"][];
+            /**
+             * Pending
+             * @description The caller's messages not yet searchable by meaning (past the read's embedding bound; found by keywords until embedded).
+             * @default 0
+             */
+            pending?: number;
         };
         /** SnapshotIn */
         SnapshotIn: {
@@ -1850,6 +1945,35 @@ export interface components {
          * @enum {string}
          */
         Status: "complete" | "pending";
+        /** SummaryAnswer */
+        SummaryAnswer: {
+            /** @description The rolling summary serving the branch; null when compaction has not summarised it yet. */
+            summary: components["schemas"]["SummaryOut"] | null;
+        };
+        /** SummaryOut */
+        SummaryOut: {
+            /** Content */
+            content: string;
+            /** Conversation Id */
+            conversation_id: string;
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /** Id */
+            id: string;
+            /** Method */
+            method: string;
+            /** Previous Id */
+            previous_id: string | null;
+            /** Up To Depth */
+            up_to_depth: number;
+            /** Up To Message Id */
+            up_to_message_id: string;
+            /** Version */
+            version: number;
+        };
         /**
          * ToolCall
          * @description An OpenAI-shaped tool call made by an assistant message.
@@ -4677,6 +4801,89 @@ export interface operations {
             };
         };
     };
+    summary_v1_conversations__cid__summary_get: {
+        parameters: {
+            query?: {
+                leaf_id?: string | null;
+            };
+            header?: {
+                /** @description Admin keys only: the user to act as. A user key sending it gets 403. */
+                "X-Memstrata-User"?: string | null;
+                /** @description Admin keys only: the agent to act as (optional). A user key sending it gets 403. */
+                "X-Memstrata-Agent"?: string | null;
+            };
+            path: {
+                cid: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SummaryAnswer"];
+                };
+            };
+            /** @description Missing, unknown or revoked API key. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The key may not do this (a user key on an admin route, or with admin headers). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No such conversation or leaf in this scope. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The request body is over the size limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A backend is unavailable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     list_facts_v1_facts_get: {
         parameters: {
             query?: {
@@ -5701,6 +5908,76 @@ export interface operations {
             };
             /** @description No such consolidation left to undo in this scope. */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The request body is over the size limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A backend is unavailable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    export_memory_v1_memory_export_get: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Admin keys only: the user to act as. A user key sending it gets 403. */
+                "X-Memstrata-User"?: string | null;
+                /** @description Admin keys only: the agent to act as (optional). A user key sending it gets 403. */
+                "X-Memstrata-Agent"?: string | null;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": unknown;
+                };
+            };
+            /** @description Missing, unknown or revoked API key. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The key may not do this (a user key on an admin route, or with admin headers). */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };

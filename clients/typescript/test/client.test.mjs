@@ -52,6 +52,24 @@ test("a canary of one key is never seen through the other", async () => {
   assert.equal((await a.me()).user, "alice");
 });
 
+test("search carries relevance, pending and why-not verdicts", async () => {
+  const a = clientA();
+  const word = unique("lighthouse");
+  const conv = await a.conversations.create({ title: "notes" });
+  const msg = await a.messages.append(conv.id, { role: "user", content: `the ${word} keeper` });
+  const hits = await a.recall.search(word, { k: 5, explain: true, explainIds: [msg.id, "no-such-id"] });
+  assert.ok(Array.isArray(hits));
+  assert.equal(hits.pending, 0);
+  assert.equal(hits[0].message.id, msg.id);
+  assert.ok(hits[0].relevance >= 0 && hits[0].relevance <= 1);
+  assert.ok(hits[0].signals && "keyword_coverage" in hits[0].signals);
+  const verdicts = Object.fromEntries(hits.explained.map((e) => [e.id, e.reason]));
+  assert.deepEqual(verdicts, { [msg.id]: "returned", "no-such-id": "unknown" });
+  const none = await a.recall.search(word, { minRelevance: 1 });
+  assert.equal(none.length, 0);
+  await assert.rejects(a.recall.search(word, { minRelevance: 2 }), InvalidInput);
+});
+
 test("an append retried with its id gives one message; other content is a Conflict", async () => {
   const a = clientA();
   const conv = await a.conversations.create({});

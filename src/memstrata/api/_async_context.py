@@ -59,8 +59,8 @@ class AsyncCompaction(AsyncSubAPI):
         s = _scope(scope)
         at = parse_instant(as_of, "as_of")
         settings = self.kit.settings()
-        query, qvec, space = await self._embed_query(s, conversation_id, leaf_id, query)
-        return await self._read(
+        query, qvec, space, pending = await self._embed_query(s, conversation_id, leaf_id, query)
+        context: Context = await self._read(
             ops.assemble,
             rt,
             s,
@@ -76,6 +76,10 @@ class AsyncCompaction(AsyncSubAPI):
             as_of=at,
             layout=layout,
         )
+        recall = context.report.tiers.get(self._core.recall.tier.tier)
+        if recall is not None:
+            recall.pending = pending
+        return context
 
     async def note_prefix(self, scope: Scope, conversation_id: str, ctx: Context) -> None:
         """Set ``ctx.report.cache.prefix_tokens``: the tokens ``ctx`` shares with the previous
@@ -90,12 +94,12 @@ class AsyncCompaction(AsyncSubAPI):
 
     async def _embed_query(
         self, scope: Scope, conversation_id: str, leaf_id: str | None, query: str | None
-    ) -> tuple[str | None, list[float] | None, str | None]:
+    ) -> tuple[str | None, list[float] | None, str | None, int]:
         """The query of the recall tier embedded before the assembly's transaction (the
         embedder may be slow or remote); with no embedder, keywords do it alone."""
         recall = self._core.recall
         if recall.tier not in self.kit.providers or recall.tier.k == 0:
-            return query, None, None
+            return query, None, None, 0
         return await AsyncCatchUp(self._core).context_query(scope, conversation_id, leaf_id, query)
 
     @attributed

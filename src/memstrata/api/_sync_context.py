@@ -53,8 +53,8 @@ class Compaction(SubAPI):
         s = _scope(scope)
         at = parse_instant(as_of, "as_of")
         settings = self.kit.settings()
-        query, qvec, space = self._embed_query(s, conversation_id, leaf_id, query)
-        return self._read(
+        query, qvec, space, pending = self._embed_query(s, conversation_id, leaf_id, query)
+        context: Context = self._read(
             ops.assemble,
             rt,
             s,
@@ -70,6 +70,10 @@ class Compaction(SubAPI):
             as_of=at,
             layout=layout,
         )
+        recall = context.report.tiers.get(self._core.recall.tier.tier)
+        if recall is not None:
+            recall.pending = pending
+        return context
 
     def note_prefix(self, scope: Scope, conversation_id: str, ctx: Context) -> None:
         """Set ``ctx.report.cache.prefix_tokens``: the tokens ``ctx`` shares with the previous
@@ -84,12 +88,12 @@ class Compaction(SubAPI):
 
     def _embed_query(
         self, scope: Scope, conversation_id: str, leaf_id: str | None, query: str | None
-    ) -> tuple[str | None, list[float] | None, str | None]:
+    ) -> tuple[str | None, list[float] | None, str | None, int]:
         """The query of the recall tier embedded before the assembly's transaction (the
         embedder may be slow or remote); with no embedder, keywords do it alone."""
         recall = self._core.recall
         if recall.tier not in self.kit.providers or recall.tier.k == 0:
-            return query, None, None
+            return query, None, None, 0
         return CatchUp(self._core).context_query(scope, conversation_id, leaf_id, query)
 
     @attributed

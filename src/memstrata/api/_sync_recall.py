@@ -10,7 +10,7 @@ from memstrata.longterm.clocks import parse_instant
 from memstrata.recall import index as idx
 from memstrata.recall import keywords
 from memstrata.recall.catchup import CatchUp
-from memstrata.recall.search import RecallHit, check_args
+from memstrata.recall.search import RecallResults, check_args, check_explain
 from memstrata.recall.search import search_op as _search_op
 from memstrata.recall.service import FLUSH_BATCH, RecallEngine
 from memstrata.types import Scope
@@ -40,7 +40,10 @@ class Recall(SubAPI):
         exclude_ids: Iterable[str] = (),
         include_other_branches: bool = False,
         as_of: datetime | str | None = None,
-    ) -> list[RecallHit]:
+        min_relevance: float = 0.0,
+        explain: bool = False,
+        explain_ids: Iterable[str] = (),
+    ) -> RecallResults:
         """The ``k`` messages of ``scope`` most relevant to ``query``, best first.
 
         ``conversation_id`` limits the search to one conversation (default: all of the
@@ -56,23 +59,38 @@ class Recall(SubAPI):
 
         ``as_of`` (a ``datetime`` or ISO 8601 text): search as memstrata stood then, over
         the messages created at or before that time only.
+
+        Every hit carries ``relevance``, the calibrated probability in [0, 1] that it is
+        relevant to the query; hits under ``min_relevance`` are left out (so a search
+        may return fewer than ``k``, or none). ``explain`` adds each hit's ``signals``
+        (keyword coverage and rank, cosine, the query's background similarity, fused
+        score). ``explain_ids`` (at most 100 message ids) fills ``results.explained``:
+        for each id, returned or why not (``memstrata.recall.search.WHY_NOT``; another
+        user's message reads as ``unknown``).
+
+        The search first embeds the caller's messages still waiting for a vector (up
+        to the ``recall_read_embed_max`` setting, newest first), so a message appended
+        before the call is found by meaning; ``results.pending`` counts those still
+        waiting past that bound (found by keywords only until embedded).
         """
         s = _scope(scope)
         before = parse_instant(as_of, "as_of")
         info = RecallEngine.analyse(query)
         excluded = check_args(k, message_range, exclude_ids)
+        floor, ids = check_explain(min_relevance, explain_ids)
         vectors = self._recall.vector_index()
         qvec = None
         emb = self._recall.embedder
         catch_up = CatchUp(self._core)
         catch_up.keywords()  # read-your-writes: full-text rows still waiting
+        pending = 0
         if vectors is not None and emb is not None:
-            catch_up.run(s, conversation_id=conversation_id)
+            pending = catch_up.run(s)
             with usage_purpose("query"):
                 qvec = (emb.embed([query]))[0]
         dialect = self._core.engine.dialect
         params = self._recall.params
-        return self._read(
+        results: RecallResults = self._read(
             _search_op,
             dialect,
             vectors,
@@ -87,7 +105,12 @@ class Recall(SubAPI):
             params=params,
             include_other_branches=bool(include_other_branches),
             created_by=before,
+            min_relevance=floor,
+            explain=bool(explain),
+            explain_ids=ids,
         )
+        results.pending = pending
+        return results
 
     @attributed
     def flush(

@@ -81,6 +81,19 @@ def _prompt_cache() -> Benchmark:
     )
 
 
+def _recall_natural() -> Benchmark:
+    from memstrata.bench import recall_natural
+
+    return Benchmark(
+        name="recall-natural",
+        summary="a user's own statements in the default context, asked in their words",
+        run=lambda db, sizes, progress, data=None, settle=0.0, **_: recall_natural.run(
+            data=data, db=db, settle=settle, progress=progress
+        ),
+        show=recall_natural.print_result,
+    )
+
+
 def _nodes() -> Benchmark:
     from memstrata.bench import nodes
 
@@ -184,6 +197,7 @@ _REGISTRY: dict[str, Callable[[], Benchmark]] = {
     "nodes": _nodes,
     "peers": _peers,
     "prompt-cache": _prompt_cache,
+    "recall-natural": _recall_natural,
     "serve": _serve,
 }
 
@@ -203,13 +217,15 @@ def run_bench(
     runs: int | None = None,
     time_limit: float | None = None,
     processes: int | None = None,
+    settle: float | None = None,
 ) -> dict[str, Any]:
     """Run benchmark ``name``, print its table, write its JSON to ``out`` and return it.
 
     ``db`` is a database URL to measure instead of a fresh temporary store;
     ``sizes`` overrides the benchmark's default sizes where it has any; ``runs`` and
     ``time_limit`` (seconds) apply to benchmarks that repeat runs or stop slow systems;
-    ``processes`` is the number of server processes of ``load``.
+    ``processes`` is the number of server processes of ``load``; ``settle`` the seconds
+    ``recall-natural`` waits between ingest and its first questions.
     """
     factory = _REGISTRY.get(name)
     if factory is None:
@@ -220,7 +236,13 @@ def run_bench(
         )
     bench = factory()
     status = Console(stderr=True)
-    given = {"data": data, "runs": runs, "time_limit": time_limit, "processes": processes}
+    given = {
+        "data": data,
+        "runs": runs,
+        "time_limit": time_limit,
+        "processes": processes,
+        "settle": settle,
+    }
     options = {k: v for k, v in given.items() if v is not None}
     result = bench.run(
         db, sizes, lambda line: status.print(line, style="dim", highlight=False), **options

@@ -34,6 +34,7 @@ from memstrata.bench.locomo import (
     HEADLINE_CATEGORIES,
     Conversation,
     Question,
+    append_turn,
     default_data_path,
     load,
 )
@@ -106,14 +107,7 @@ def _ingest(mem: Any, conv: Conversation, run_id: int) -> _Ingested:
     text_of: dict[str, str] = {}
     turn_of_line: dict[str, str] = {}
     for t in conv.turns:
-        msg = mem.messages.append(
-            scope,
-            c.id,
-            role="user",
-            content=t.text,
-            occurred_at=t.occurred_at,
-            metadata={"speaker": t.speaker, "dia_id": t.dia_id, "session": t.session},
-        )
+        msg = append_turn(mem, scope, c.id, t)
         text_of[t.dia_id] = t.text
         turn_of_line[render_item(msg)] = t.dia_id
     mem.recall.flush(scope)

@@ -33,6 +33,7 @@ __all__ = [
     "Question",
     "Turn",
     "aggregate",
+    "append_turn",
     "default_data_path",
     "load",
     "normalise_evidence",
@@ -155,6 +156,24 @@ def load(path: Path) -> list[Conversation]:
                 c.questions.append(Question(c.sample_id, qa["question"], int(qa["category"]), ev))
         out.append(c)
     return out
+
+
+def append_turn(mem: Any, scope: Any, conversation_id: str, turn: Turn, **metadata: Any) -> Any:
+    """Ingest one turn as protocol section 5.2 says: one user message per turn, at its
+    session's time, the speaker, dia id and session in metadata (plus ``metadata``)."""
+    return mem.messages.append(
+        scope,
+        conversation_id,
+        role="user",
+        content=turn.text,
+        occurred_at=turn.occurred_at,
+        metadata={
+            "speaker": turn.speaker,
+            "dia_id": turn.dia_id,
+            "session": turn.session,
+            **metadata,
+        },
+    )
 
 
 # -- scoring ---------------------------------------------------------------------------------
@@ -327,19 +346,7 @@ def run(
                 start = time.perf_counter()
                 for t in conv.turns:
                     t0 = time.perf_counter()
-                    msg = mem.messages.append(
-                        scope,
-                        c.id,
-                        role="user",
-                        content=t.text,
-                        occurred_at=t.occurred_at,
-                        metadata={
-                            "speaker": t.speaker,
-                            "dia_id": t.dia_id,
-                            "session": t.session,
-                            "conversation": conv.sample_id,
-                        },
-                    )
+                    msg = append_turn(mem, scope, c.id, t, conversation=conv.sample_id)
                     turn_ms.append((time.perf_counter() - t0) * 1000)
                     dia_of[msg.id] = t.dia_id
                     tokens_of[msg.id] = tokenizer.count_text(f"{t.speaker}: {t.text}")

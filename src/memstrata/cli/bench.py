@@ -47,7 +47,7 @@ def bench(
         Path | None,
         typer.Option(
             "--data",
-            help="Data set of the benchmark (locomo, context-quality, peers: the LoCoMo JSON file).",
+            help="Data set of the benchmark (locomo, context-quality, peers: the LoCoMo JSON file; recall-natural: its own JSON).",
         ),
     ] = None,
     runs: Annotated[
@@ -67,6 +67,14 @@ def bench(
         int | None,
         typer.Option("--processes", min=1, help="Server processes (load, serve)."),
     ] = None,
+    settle: Annotated[
+        float | None,
+        typer.Option(
+            "--settle",
+            min=0,
+            help="Seconds between ingest and the first questions (recall-natural).",
+        ),
+    ] = None,
 ) -> None:
     """Run a benchmark: prints a table and writes the JSON envelope with --out."""
     parsed = _parse_sizes(sizes)
@@ -84,4 +92,5 @@ def bench(
             runs=runs,
             time_limit=time_limit,
             processes=processes,
+            settle=settle,
         )

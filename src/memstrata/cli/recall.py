@@ -26,26 +26,65 @@ def search(
     conversation: Annotated[
         str | None, typer.Option("--conversation", help="Only this conversation.")
     ] = None,
+    min_relevance: Annotated[
+        float,
+        typer.Option("--min-relevance", min=0.0, max=1.0, help="Leave out less relevant hits."),
+    ] = 0.0,
+    explain: Annotated[
+        bool, typer.Option("--explain", help="Show each hit's signals (cosine, keywords, ...).")
+    ] = False,
+    explain_ids: Annotated[
+        list[str] | None,
+        typer.Option("--explain-id", help="A message id to account for (repeatable)."),
+    ] = None,
     as_json: JsonFlag = False,
     db: Db = None,
 ) -> None:
     """Search a user's past messages (hybrid keyword + semantic recall)."""
     with errors(), session(db, tenant, user, agent) as (mem, scope):
-        hits = mem.recall.search(scope, query, k=k, conversation_id=conversation)
-    if as_json:
-        dump({"hits": [h.to_dict() for h in hits]})
-        return
-    table = new_table("score", "conversation", "role", "when", "message")
-    for h in hits:
-        text = h.message.content.replace("\n", " ")
-        table.add_row(
-            f"{h.score:.4f}",
-            h.conversation_id[-12:],
-            h.message.role.value,
-            h.message.occurred_at.strftime("%Y-%m-%d %H:%M"),
-            text if len(text) <= 100 else text[:99] + "…",
+        hits = mem.recall.search(
+            scope,
+            query,
+            k=k,
+            conversation_id=conversation,
+            min_relevance=min_relevance,
+            explain=explain,
+            explain_ids=explain_ids or (),
         )
-    Console().print(table)
+    if as_json:
+        dump(
+            {
+                "hits": [h.to_dict() for h in hits],
+                "pending": hits.pending,
+                "explained": [e.to_dict() for e in hits.explained],
+            }
+        )
+        return
+    console = Console()
+    columns = ["relevance", "conversation", "role", "message"]
+    if explain:
+        columns[1:1] = ["cosine", "keywords"]
+    table = new_table(*columns)
+    for h in hits:
+        text = " ".join(h.message.content.split())
+        row = [f"{h.relevance:.3f}", h.conversation_id[-8:], h.message.role.value]
+        if explain:
+            sig = h.signals or {}
+            cos = sig.get("cosine")
+            row[1:1] = [
+                "-" if cos is None else f"{cos:.3f}",
+                f"{sig.get('keyword_coverage', 0):.2f}",
+            ]
+        table.add_row(*row, text if len(text) <= 60 else text[:59] + "…")
+    console.print(table)
+    if hits.pending:
+        console.print(
+            f"{hits.pending} messages are not searchable by meaning yet "
+            "(found by keywords; embedded by the next reads or the embedding job)."
+        )
+    for e in hits.explained:
+        where = f" in {e.conversation_id}" if e.conversation_id else ""
+        console.print(f"{e.id}{where}: {e.reason.replace('_', ' ')}")
 
 
 def reindex(

@@ -22,7 +22,7 @@ from memstrata.client._values import RemoteNodeHistory
 from memstrata.client._wire import file_json, iso_time, message_json, segment
 from memstrata.errors import InvalidInput
 from memstrata.nodes.layout import Turn
-from memstrata.recall.service import RecallHit
+from memstrata.recall.search import RecallResults, check_explain
 from memstrata.receipts import Receipt
 from memstrata.types import Conversation, FileRef, Message, MessagePatch, NewMessage, Page, Scope
 from memstrata.validation import build
@@ -218,9 +218,14 @@ class AsyncRemoteRecall:
         exclude_ids: Iterable[str] = (),
         include_other_branches: bool = False,
         as_of: datetime | str | None = None,
-    ) -> list[RecallHit]:
+        min_relevance: float = 0.0,
+        explain: bool = False,
+        explain_ids: Iterable[str] = (),
+    ) -> RecallResults:
         """The ``k`` messages of ``scope`` most relevant to ``query``, best first
-        (``as_of``: over the messages created by then)."""
+        (``as_of``: over the messages created by then), with ``pending`` and, for
+        ``explain_ids``, ``explained`` beside them (see ``mem.recall.search``)."""
+        floor, ids = check_explain(min_relevance, explain_ids)
         if isinstance(exclude_ids, str) or any(True for _ in exclude_ids):
             raise InvalidInput("exclude_ids is not offered by the REST API", field="exclude_ids")
         h = await self._s.scoped(scope)
@@ -232,12 +237,15 @@ class AsyncRemoteRecall:
             message_range=message_range,
             include_other_branches=include_other_branches or None,
             as_of=iso_time(as_of, "as_of"),
+            min_relevance=floor or None,
+            explain=bool(explain) or None,
+            explain_ids=ids or None,
         )
         # A search changes nothing: safe to send again.
         return await self._s.call(
             "POST",
             "/v1/recall/search",
-            lambda d: [decode.recall_hit(x) for x in d["hits"]],
+            decode.recall_results,
             headers=h,
             json=body,
             idempotent=True,

@@ -24,6 +24,7 @@ from memstrata.errors import MemstrataError
 from memstrata.jobs.ops import Job
 from memstrata.longterm.model import Fact, FactEvent, ProfileSection
 from memstrata.nodes.layout import Turn
+from memstrata.recall.search import Explanation, RecallResults
 from memstrata.recall.service import RecallHit
 from memstrata.receipts import Receipt
 from memstrata.state import Checkpoint, Iteration, PlanDoc, RunSnapshot, WorkingMemory
@@ -33,7 +34,7 @@ from memstrata.wire.conversations import ConversationOut, HistoryOut, MessageOut
 from memstrata.wire.jobs import JobOut
 from memstrata.wire.longterm import FactEventOut, FactOut, ProfileSectionOut
 from memstrata.wire.nodes import NodeHistoryOut, TurnOut
-from memstrata.wire.recall import HitOut
+from memstrata.wire.recall import ExplanationOut, HitOut
 from memstrata.wire.receipts import ReceiptOut
 from memstrata.wire.state import CheckpointOut, IterationOut, PlanOut, SnapshotOut, WorkingMemoryOut
 
@@ -55,6 +56,7 @@ __all__ = [
     "plan",
     "profile",
     "recall_hit",
+    "recall_results",
     "receipt",
     "snapshot",
     "turn",
@@ -88,6 +90,17 @@ history: Callable[[Any], RemoteHistory] = HistoryOut.decoder(RemoteHistory, mess
 _node_history = NodeHistoryOut.decoder(RemoteHistory, messages=HistoryMessage)
 context: Callable[[Any], RemoteContext] = ContextOut.decoder(RemoteContext)
 recall_hit: Callable[[Any], RecallHit] = HitOut.decoder()
+_explanation: Callable[[Any], Explanation] = ExplanationOut.decoder()
+
+
+def recall_results(d: Any) -> RecallResults:
+    return RecallResults(
+        [recall_hit(x) for x in d["hits"]],
+        pending=int(d.get("pending") or 0),
+        explained=[_explanation(x) for x in d.get("explained") or []],
+    )
+
+
 fact: Callable[[Any], Fact] = FactOut.decoder()
 fact_event: Callable[[Any], FactEvent] = FactEventOut.decoder()
 working: Callable[[Any], WorkingMemory] = WorkingMemoryOut.decoder()

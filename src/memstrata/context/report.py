@@ -21,6 +21,9 @@ class TierReport:
     items: int = 0
     # Why the tier is empty when it offered nothing usable (e.g. "below relevance floor").
     reason: str | None = None
+    # Recall only: the caller's messages not yet searchable by meaning when the context
+    # was assembled (past the read's catch-up bound; found by keywords meanwhile).
+    pending: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return to_json(self)

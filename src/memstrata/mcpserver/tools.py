@@ -31,6 +31,7 @@ from memstrata.context import Context as MemoryContext
 from memstrata.disclosure import client_message
 from memstrata.errors import InvalidInput, MemstrataError, NotFound, PreconditionFailed
 from memstrata.longterm.model import Fact
+from memstrata.recall.search import MAX_EXPLAIN_IDS
 from memstrata.recall.service import MAX_K, RecallHit
 from memstrata.state import WorkingMemory
 from memstrata.types import Scope
@@ -103,14 +104,18 @@ def _fact(f: Fact) -> Result:
 
 def _hit(h: RecallHit) -> Result:
     m = h.message
-    return {
+    out: Result = {
         "message_id": m.id,
         "conversation_id": h.conversation_id,
         "role": m.role.value,
         "content": m.content,
         "occurred_at": m.occurred_at.isoformat(),
         "score": round(h.score, 6),
+        "relevance": h.relevance,
     }
+    if h.signals is not None:
+        out["signals"] = h.signals
+    return out
 
 
 def _context(ctx: MemoryContext) -> Result:
@@ -312,9 +317,22 @@ class MemoryTools:
             Field(description="With leaf_id: also the conversation's other branches."),
         ] = False,
         as_of: Annotated[str | None, AS_OF] = None,
+        min_relevance: Annotated[
+            float,
+            Field(ge=0, le=1, description="Leave out hits less relevant than this (0..1)."),
+        ] = 0.0,
+        explain: Annotated[bool, Field(description="Add each hit's per-signal scores.")] = False,
+        explain_ids: Annotated[
+            list[str] | None,
+            Field(
+                max_length=MAX_EXPLAIN_IDS,
+                description="Message ids to account for: returned, or why not.",
+            ),
+        ] = None,
     ) -> Result:
         """Search the user's past messages across all conversations (keywords and meaning),
-        best match first."""
+        best match first; each hit has a relevance in 0..1. ``pending`` counts messages
+        not yet searchable by meaning."""
         hits = await self._mem.recall.search(
             self._scope_of(ctx),
             query,
@@ -323,8 +341,14 @@ class MemoryTools:
             leaf_id=leaf_id,
             include_other_branches=include_other_branches,
             as_of=as_of,
+            min_relevance=min_relevance,
+            explain=explain,
+            explain_ids=explain_ids or (),
         )
-        return {"hits": [_hit(h) for h in hits]}
+        out: Result = {"hits": [_hit(h) for h in hits], "pending": hits.pending}
+        if hits.explained:
+            out["explained"] = [e.to_dict() for e in hits.explained]
+        return out
 
     # -- long-term facts -----------------------------------------------------------------------
 

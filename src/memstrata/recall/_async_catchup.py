@@ -1,14 +1,15 @@
-"""Embedding on the read path, bounded in time (``_sync_catchup.py`` is generated).
+"""Embedding on the read path, so a read sees what its caller wrote (``_sync_catchup.py``
+is generated).
 
-New messages are embedded by the debounced ``recall.embed`` job after their append.
-A read (``mem.context``, ``mem.recall.search``) only catches up on what is still
-waiting, for at most :data:`CATCH_UP_SECONDS` of embedding: it embeds one message,
-then as many more as the embedder's measured cost per message says fit in the rest of
-the budget (never more than :data:`~memstrata.recall.service.EMBED_BATCH` at once, in
-at most :data:`CATCH_UP_STEPS` steps, each one read and one write transaction).
-What it leaves waiting is still found by keywords; the read queues the debounced
-embedding job for it (whatever ``MEMSTRATA_RECALL_EMBED`` says, a read never leaves work
-behind unqueued).
+Appends never wait on the embedder. A read (``mem.context``, ``mem.recall.search``)
+first embeds the caller's messages that are still waiting, newest first, across all of
+the caller's conversations, up to ``recall_read_embed_max`` messages (a setting, 256 by
+default) in batches of :data:`~memstrata.recall.service.EMBED_BATCH`: once an append has
+returned, the same user's next read finds it by meaning, however loaded the machine is.
+A bound by count, not by time, keeps the answer independent of machine load; what is
+left past it (a bulk import, say) is counted and reported as ``pending`` by the read,
+found by keywords meanwhile, and queued for the debounced ``recall.embed`` job
+(whatever ``MEMSTRATA_RECALL_EMBED`` says, a read never leaves work behind unqueued).
 
 A context whose query is the newest user message (the default) reuses that message's
 stored vector instead of embedding its text again; when the message is still waiting,
@@ -21,7 +22,6 @@ message appended a moment ago.
 
 from __future__ import annotations
 
-import time
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -42,12 +42,7 @@ if TYPE_CHECKING:
     from memstrata.embeddings.port import Embedder
     from memstrata.vectors.port import PlannedIndex
 
-__all__ = ["CATCH_UP_SECONDS", "CATCH_UP_STEPS", "AsyncCatchUp"]
-
-#: Longest a read spends embedding messages that are still waiting (beyond the first).
-CATCH_UP_SECONDS = 0.05
-#: Most embedding steps one read takes (bounds its extra transactions).
-CATCH_UP_STEPS = 4
+__all__ = ["AsyncCatchUp"]
 
 
 def _query_message(
@@ -88,88 +83,63 @@ class AsyncCatchUp:
             return 0
         return await self._core.engine.arun(write(kw.flush))
 
-    async def run(
-        self,
-        scope: Scope | None,
-        *,
-        conversation_id: str | None = None,
-        budget_s: float = CATCH_UP_SECONDS,
-    ) -> int:
-        """Embed waiting messages of ``scope`` / ``conversation_id``, oldest first: at
-        least one, then more while the budget lasts. Returns how many were embedded."""
+    async def run(self, scope: Scope, *, limit: int | None = None) -> int:
+        """Embed ``scope``'s waiting messages, newest first, at most ``limit`` of them
+        (default: the ``recall_read_embed_max`` setting). Returns how many are still
+        waiting after it (0: the read sees every message of the scope by meaning)."""
         vectors = await self._recall.avector_index()
         emb = self._recall.embedder
         if vectors is None or emb is None:
             return 0
-        done, after, spent, left = 0, 0, 0.0, True
-        for _ in range(CATCH_UP_STEPS):
-            size = self._step(done, budget_s - spent)
-            if size < 1:
-                break
+        most = self._core.settings.recall_read_embed_max if limit is None else limit
+        done, below, full = 0, None, True
+        while done < most:
+            size = min(EMBED_BATCH, most - done)
             docs = await self._core.engine.arun(
                 read(
                     partial(
-                        idx.pending,
-                        scope=scope,
-                        conversation_id=conversation_id,
-                        after_seq=after,
-                        limit=size,
+                        idx.pending, scope=scope, before_seq=below, limit=size, newest_first=True
                     )
                 )
             )
-            if not docs:
-                left = False
+            if docs:
+                await self._embed_store(emb, vectors, docs)
+                done += len(docs)
+                below = docs[-1].message.seq
+            full = len(docs) == size
+            if not full:
                 break
-            spent += (await self._embed_store(emb, vectors, docs))[1]
-            done += len(docs)
-            after = docs[-1].message.seq
-            left = len(docs) == size
-        if left and scope is not None:
-            # The budget ran out first: the embedding job takes the rest.
-            await self._core.engine.arun(
-                write(partial(self._recall.queue_embedding, scope, conversation_id))
-            )
-        return done
-
-    def _step(self, done: int, left_s: float) -> int:
-        """How many messages the next step embeds: one first (progress on every read),
-        then what the measured cost per message fits in ``left_s``."""
-        per_doc = self._recall.seconds_per_doc
-        if done == 0:
-            return 1 if per_doc is None or per_doc > left_s else self._fit(per_doc, left_s)
-        if per_doc is None:
+        if not full:
             return 0
-        return self._fit(per_doc, left_s)
-
-    @staticmethod
-    def _fit(per_doc: float, left_s: float) -> int:
-        return min(EMBED_BATCH, int(left_s / per_doc)) if per_doc > 0 else EMBED_BATCH
+        left = await self._core.engine.arun(read(partial(idx.count_waiting, scope)))
+        if left:
+            # Past the bound: the embedding job takes the rest (reads keep reporting it).
+            await self._core.engine.arun(write(partial(self._recall.queue_embedding, scope, None)))
+        return left
 
     async def _embed_store(
         self, emb: Embedder, vectors: PlannedIndex, docs: list[idx.PendingDoc]
-    ) -> tuple[list[list[float]], float]:
-        """Embed and store ``docs``; their vectors and the seconds the embedder took."""
-        t0 = time.perf_counter()
+    ) -> list[list[float]]:
+        """Embed and store ``docs``; returns their vectors."""
         made = await emb.aembed(RecallEngine.texts(docs))
-        seconds = time.perf_counter() - t0
-        self._recall.note_embed_cost(seconds, len(docs))
         items = RecallEngine.items(docs, made)
         await self._core.engine.arun(write(partial(RecallEngine.store_op, vectors, docs, items)))
-        return made, seconds
+        return made
 
     async def context_query(
         self, scope: Scope, conversation_id: str, leaf_id: str | None, query: str | None
-    ) -> tuple[str | None, list[float] | None, str | None]:
+    ) -> tuple[str | None, list[float] | None, str | None, int]:
         """The recall tier's query, its vector and the vector's space (None, None when
-        there is no embedder or nothing to ask), after a bounded catch-up of the
-        conversation. Given no ``query``, the newest user message on the branch is the
-        query and its stored vector is used (embedded now, and stored, when waiting)."""
+        there is no embedder or nothing to ask), and how many of the caller's messages
+        are still waiting after the catch-up (:meth:`run`). Given no ``query``, the
+        newest user message on the branch is the query and its stored vector is used
+        (embedded now, and stored, when waiting)."""
         recall = self._recall
         vectors = await recall.avector_index()
         emb = recall.embedder
         if vectors is None or emb is None:
             await self.keywords()
-            return query, None, None
+            return query, None, None, 0
         space = vectors.space
         if query is None:
             message, stored, waiting = await self._core.engine.arun(
@@ -187,20 +157,20 @@ class AsyncCatchUp:
             )
             await self.keywords(waiting=waiting)
             if message is None:
-                return None, None, None
+                return None, None, None, 0
             query = message.content
             qvec = await self._message_vector(emb, vectors, message, stored)
             if qvec is not None:
-                await self.run(scope, conversation_id=conversation_id)
-                return query, qvec, space.embedder
+                left = await self.run(scope)
+                return query, qvec, space.embedder, left
         else:
             await self.keywords()
         if not query.strip():
-            return query, None, None
-        await self.run(scope, conversation_id=conversation_id)
+            return query, None, None, 0
+        left = await self.run(scope)
         with usage_purpose("query"):  # the query's vector; messages' vectors are indexing
             qvec = (await emb.aembed([query[:MAX_QUERY_CHARS]]))[0]
-        return query, qvec, space.embedder
+        return query, qvec, space.embedder, left
 
     async def _message_vector(
         self, emb: Embedder, vectors: PlannedIndex, message: Message, stored: bytes | None
@@ -224,4 +194,4 @@ class AsyncCatchUp:
         )
         if not docs or docs[0].message.id != message.id:
             return None
-        return (await self._embed_store(emb, vectors, docs))[0][0]
+        return (await self._embed_store(emb, vectors, docs))[0]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -23,12 +22,7 @@ if TYPE_CHECKING:
     from memstrata.embeddings.port import Embedder
     from memstrata.vectors.port import PlannedIndex
 
-__all__ = ["CATCH_UP_SECONDS", "CATCH_UP_STEPS", "CatchUp"]
-
-#: Longest a read spends embedding messages that are still waiting (beyond the first).
-CATCH_UP_SECONDS = 0.05
-#: Most embedding steps one read takes (bounds its extra transactions).
-CATCH_UP_STEPS = 4
+__all__ = ["CatchUp"]
 
 
 def _query_message(
@@ -69,88 +63,63 @@ class CatchUp:
             return 0
         return self._core.engine.run(write(kw.flush))
 
-    def run(
-        self,
-        scope: Scope | None,
-        *,
-        conversation_id: str | None = None,
-        budget_s: float = CATCH_UP_SECONDS,
-    ) -> int:
-        """Embed waiting messages of ``scope`` / ``conversation_id``, oldest first: at
-        least one, then more while the budget lasts. Returns how many were embedded."""
+    def run(self, scope: Scope, *, limit: int | None = None) -> int:
+        """Embed ``scope``'s waiting messages, newest first, at most ``limit`` of them
+        (default: the ``recall_read_embed_max`` setting). Returns how many are still
+        waiting after it (0: the read sees every message of the scope by meaning)."""
         vectors = self._recall.vector_index()
         emb = self._recall.embedder
         if vectors is None or emb is None:
             return 0
-        done, after, spent, left = 0, 0, 0.0, True
-        for _ in range(CATCH_UP_STEPS):
-            size = self._step(done, budget_s - spent)
-            if size < 1:
-                break
+        most = self._core.settings.recall_read_embed_max if limit is None else limit
+        done, below, full = 0, None, True
+        while done < most:
+            size = min(EMBED_BATCH, most - done)
             docs = self._core.engine.run(
                 read(
                     partial(
-                        idx.pending,
-                        scope=scope,
-                        conversation_id=conversation_id,
-                        after_seq=after,
-                        limit=size,
+                        idx.pending, scope=scope, before_seq=below, limit=size, newest_first=True
                     )
                 )
             )
-            if not docs:
-                left = False
+            if docs:
+                self._embed_store(emb, vectors, docs)
+                done += len(docs)
+                below = docs[-1].message.seq
+            full = len(docs) == size
+            if not full:
                 break
-            spent += (self._embed_store(emb, vectors, docs))[1]
-            done += len(docs)
-            after = docs[-1].message.seq
-            left = len(docs) == size
-        if left and scope is not None:
-            # The budget ran out first: the embedding job takes the rest.
-            self._core.engine.run(
-                write(partial(self._recall.queue_embedding, scope, conversation_id))
-            )
-        return done
-
-    def _step(self, done: int, left_s: float) -> int:
-        """How many messages the next step embeds: one first (progress on every read),
-        then what the measured cost per message fits in ``left_s``."""
-        per_doc = self._recall.seconds_per_doc
-        if done == 0:
-            return 1 if per_doc is None or per_doc > left_s else self._fit(per_doc, left_s)
-        if per_doc is None:
+        if not full:
             return 0
-        return self._fit(per_doc, left_s)
-
-    @staticmethod
-    def _fit(per_doc: float, left_s: float) -> int:
-        return min(EMBED_BATCH, int(left_s / per_doc)) if per_doc > 0 else EMBED_BATCH
+        left = self._core.engine.run(read(partial(idx.count_waiting, scope)))
+        if left:
+            # Past the bound: the embedding job takes the rest (reads keep reporting it).
+            self._core.engine.run(write(partial(self._recall.queue_embedding, scope, None)))
+        return left
 
     def _embed_store(
         self, emb: Embedder, vectors: PlannedIndex, docs: list[idx.PendingDoc]
-    ) -> tuple[list[list[float]], float]:
-        """Embed and store ``docs``; their vectors and the seconds the embedder took."""
-        t0 = time.perf_counter()
+    ) -> list[list[float]]:
+        """Embed and store ``docs``; returns their vectors."""
         made = emb.embed(RecallEngine.texts(docs))
-        seconds = time.perf_counter() - t0
-        self._recall.note_embed_cost(seconds, len(docs))
         items = RecallEngine.items(docs, made)
         self._core.engine.run(write(partial(RecallEngine.store_op, vectors, docs, items)))
-        return made, seconds
+        return made
 
     def context_query(
         self, scope: Scope, conversation_id: str, leaf_id: str | None, query: str | None
-    ) -> tuple[str | None, list[float] | None, str | None]:
+    ) -> tuple[str | None, list[float] | None, str | None, int]:
         """The recall tier's query, its vector and the vector's space (None, None when
-        there is no embedder or nothing to ask), after a bounded catch-up of the
-        conversation. Given no ``query``, the newest user message on the branch is the
-        query and its stored vector is used (embedded now, and stored, when waiting)."""
+        there is no embedder or nothing to ask), and how many of the caller's messages
+        are still waiting after the catch-up (:meth:`run`). Given no ``query``, the
+        newest user message on the branch is the query and its stored vector is used
+        (embedded now, and stored, when waiting)."""
         recall = self._recall
         vectors = recall.vector_index()
         emb = recall.embedder
         if vectors is None or emb is None:
             self.keywords()
-            return query, None, None
+            return query, None, None, 0
         space = vectors.space
         if query is None:
             message, stored, waiting = self._core.engine.run(
@@ -168,20 +137,20 @@ class CatchUp:
             )
             self.keywords(waiting=waiting)
             if message is None:
-                return None, None, None
+                return None, None, None, 0
             query = message.content
             qvec = self._message_vector(emb, vectors, message, stored)
             if qvec is not None:
-                self.run(scope, conversation_id=conversation_id)
-                return query, qvec, space.embedder
+                left = self.run(scope)
+                return query, qvec, space.embedder, left
         else:
             self.keywords()
         if not query.strip():
-            return query, None, None
-        self.run(scope, conversation_id=conversation_id)
+            return query, None, None, 0
+        left = self.run(scope)
         with usage_purpose("query"):  # the query's vector; messages' vectors are indexing
             qvec = (emb.embed([query[:MAX_QUERY_CHARS]]))[0]
-        return query, qvec, space.embedder
+        return query, qvec, space.embedder, left
 
     def _message_vector(
         self, emb: Embedder, vectors: PlannedIndex, message: Message, stored: bytes | None
@@ -205,4 +174,4 @@ class CatchUp:
         )
         if not docs or docs[0].message.id != message.id:
             return None
-        return (self._embed_store(emb, vectors, docs))[0][0]
+        return (self._embed_store(emb, vectors, docs))[0]

@@ -23,8 +23,10 @@ __all__ = [
     "KeywordHit",
     "MessageKey",
     "ancestors_within",
+    "count_waiting",
     "delete_for_conversations",
     "delete_for_user",
+    "docs_by_message_id",
     "index_message",
     "key_of",
     "keyword_search",
@@ -185,12 +187,18 @@ def pending(
     conversation_id: str | None = None,
     embedder: str | None = None,
     after_seq: int = 0,
+    before_seq: int | None = None,
     limit: int = 256,
+    newest_first: bool = False,
 ) -> Op[list[PendingDoc]]:
     """Messages not yet embedded (``embedder=None``) or embedded in another space than
-    ``embedder`` (a reindex), oldest first, of one scope and/or one conversation."""
+    ``embedder`` (a reindex), oldest first (or ``newest_first``, below ``before_seq``),
+    of one scope and/or one conversation."""
     where = ["d.seq > ?"]
     params: list[Any] = [after_seq]
+    if before_seq is not None:
+        where.append("d.seq < ?")
+        params.append(before_seq)
     if embedder is None:
         where.append("d.embedder IS NULL")
     else:
@@ -204,12 +212,24 @@ def pending(
         where.append("d.conversation_id = ?")
         params.append(conversation_id)
     cols = ", ".join(f"m.{c.strip()}" for c in MESSAGE_COLUMNS.split(","))
+    order = "DESC" if newest_first else ""
     rows = yield Query(
         f"SELECT {cols}, d.tenant_id, d.user_id, d.agent_id FROM recall_docs d "
-        f"JOIN messages m ON m.seq = d.seq WHERE {' AND '.join(where)} ORDER BY d.seq LIMIT ?",
+        f"JOIN messages m ON m.seq = d.seq WHERE {' AND '.join(where)} "
+        f"ORDER BY d.seq {order} LIMIT ?",
         (*params, limit),
     )
     return [PendingDoc(to_message(r[:-3]), Scope(r[-3], r[-2], r[-1] or None)) for r in rows]
+
+
+def count_waiting(scope: Scope) -> Op[int]:
+    """How many of ``scope``'s messages have no vector yet (the partial index of
+    migration 26 holds only those, so this reads nothing else)."""
+    where, params = _scope_sql(scope)
+    rows = yield Query(
+        f"SELECT count(*) FROM recall_docs d WHERE {where} AND d.embedder IS NULL", params
+    )
+    return int(rows[0][0])
 
 
 def count_pending(scope: Scope | None, embedder: str) -> Op[int]:
@@ -221,6 +241,23 @@ def count_pending(scope: Scope | None, embedder: str) -> Op[int]:
         params += extra
     rows = yield Query(sql, params)
     return int(rows[0][0])
+
+
+def docs_by_message_id(scope: Scope, ids: Sequence[str]) -> Op[dict[str, list[tuple[str, bool]]]]:
+    """For each of ``ids`` that ``scope`` owns: its conversations (ids are unique per
+    conversation only) and whether each has a vector."""
+    out: dict[str, list[tuple[str, bool]]] = {}
+    where, params = _scope_sql(scope)
+    for start in range(0, len(ids), _BATCH):
+        batch = list(ids[start : start + _BATCH])
+        rows = yield Query(
+            f"SELECT d.message_id, d.conversation_id, d.embedder IS NOT NULL FROM recall_docs d "
+            f"WHERE d.message_id IN ({_ph(len(batch))}) AND {where}",
+            (*batch, *params),
+        )
+        for mid, conv, embedded in rows:
+            out.setdefault(mid, []).append((conv, bool(embedded)))
+    return out
 
 
 def mark_embedded(seqs: Sequence[int], embedder: str) -> Op[None]:

@@ -4,7 +4,7 @@ checks, the branch rule, neighbours, candidates (sans-IO; see memstrata.storage.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from memstrata import conversation as conv_ops
@@ -14,6 +14,7 @@ from memstrata.errors import InvalidInput, NotFound
 from memstrata.recall import index as idx
 from memstrata.recall.fusion import Candidate, FusionParams, fuse, ranks
 from memstrata.recall.index import MessageKey, key_of
+from memstrata.recall.relevance import RelevanceModel, Signals, background
 from memstrata.recall.text import QueryInfo, mentions_time
 from memstrata.storage.plan import Op
 from memstrata.storage.records import to_micros
@@ -34,22 +35,99 @@ SEARCH_TERM_CAP = 1000
 @dataclass(frozen=True, slots=True)
 class RecallHit:
     """One recalled message. ``provenance`` lists the message ids it stands for;
-    ``neighbour_of`` is set on a message returned as context around another hit."""
+    ``neighbour_of`` is set on a message returned as context around another hit.
+
+    ``score`` orders the hits (fusion, comparable within one search only); ``relevance``
+    is the calibrated probability that the message is relevant to the query, in [0, 1]
+    (:mod:`memstrata.recall.relevance`; a neighbour carries its hit's). ``signals`` holds
+    the per-signal scores when the search was asked to ``explain``."""
 
     message: Message
     conversation_id: str
     score: float
     provenance: tuple[str, ...]
     neighbour_of: str | None = None
+    relevance: float = 0.0
+    signals: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return to_json(self)
+
+
+#: ``explain_ids`` verdicts: the message was returned, or why it was not.
+RETURNED = "returned"
+WHY_NOT = (
+    "below_relevance",  # under the search's min_relevance
+    "ranked_below_k",  # a candidate, ranked below the k returned
+    "other_branch",  # off the branch searched (regenerated or edited away)
+    "in_context",  # already in the context being assembled (the recall tier's window)
+    "excluded",  # named in exclude_ids
+    "created_after_as_of",  # written after the search's as_of
+    "other_conversation",  # the search was limited to another conversation
+    "not_embedded",  # no vector yet and no keyword match: pending embedding
+    "outside_candidate_pool",  # neither ranker put it among its candidates
+    "unknown",  # no such message of the caller's (another owner's looks the same)
+)
+MAX_EXPLAIN_IDS = 100
+DEFAULT_MODEL = RelevanceModel()
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    """What became of one message id named in ``explain_ids``: ``reason`` is
+    :data:`RETURNED` or one of :data:`WHY_NOT`. ``conversation_id`` is None when unknown."""
+
+    id: str
+    conversation_id: str | None
+    reason: str
+    relevance: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return to_json(self)
+
+
+class RecallResults(list[RecallHit]):
+    """What a search returns: its hits (a list, best first) and, beside them, ``pending``
+    (the caller's messages not yet searchable by meaning: past the read's embedding
+    bound, found by keywords only) and ``explained`` (the ``explain_ids`` verdicts)."""
+
+    pending: int
+    explained: list[Explanation]
+
+    def __init__(
+        self,
+        hits: Iterable[RecallHit] = (),
+        *,
+        pending: int = 0,
+        explained: Iterable[Explanation] = (),
+    ) -> None:
+        super().__init__(hits)
+        self.pending = pending
+        self.explained = list(explained)
 
 
 def message_vector_id(conversation_id: str, message_id: str) -> str:
     """The vector id of a message: its conversation and id (ids are per conversation;
     migration 14 gave stored message vectors this form too)."""
     return f"{conversation_id}/{message_id}"
+
+
+def check_explain(min_relevance: float, explain_ids: Iterable[str]) -> tuple[float, list[str]]:
+    """``min_relevance`` in [0, 1]; ``explain_ids`` a collection of at most 100 ids."""
+    if (
+        isinstance(min_relevance, bool)
+        or not isinstance(min_relevance, int | float)
+        or not 0.0 <= min_relevance <= 1.0
+    ):
+        raise InvalidInput("min_relevance must be a number in 0..1", field="min_relevance")
+    if isinstance(explain_ids, str):
+        raise InvalidInput("explain_ids must be a collection of ids", field="explain_ids")
+    ids = list(dict.fromkeys(explain_ids))
+    if len(ids) > MAX_EXPLAIN_IDS:
+        raise InvalidInput(f"at most {MAX_EXPLAIN_IDS} explain_ids", field="explain_ids")
+    if not all(isinstance(i, str) and i for i in ids):
+        raise InvalidInput("explain_ids must be non-empty strings", field="explain_ids")
+    return float(min_relevance), ids
 
 
 def check_args(k: int, message_range: int, exclude_ids: Iterable[str]) -> frozenset[str]:
@@ -85,6 +163,12 @@ class BranchRule:
     other_branches: bool = False
     from_depth: int | None = None
     covered_depth: int | None = None
+
+    def why_not(self, message: Message, chain_id: str | None) -> str:
+        """Why :meth:`keeps` turned ``message`` away (an ``explain_ids`` reason)."""
+        if not self.branch.contains(chain_id, message.depth):
+            return "other_branch"
+        return "in_context"
 
     def keeps(self, message: Message, chain_id: str | None) -> bool:
         if message.conversation_id != self.branch.conversation_id:
@@ -186,11 +270,17 @@ def search_op(
     candidates: int = 100,
     include_other_branches: bool = False,
     created_by: int | None = None,
-) -> Op[list[RecallHit]]:
+    min_relevance: float = 0.0,
+    explain: bool = False,
+    explain_ids: Sequence[str] = (),
+    model: RelevanceModel = DEFAULT_MODEL,
+) -> Op[RecallResults]:
     """Hybrid search in one read transaction (see :mod:`memstrata.recall.fusion`).
 
     ``created_by`` (microseconds): only messages created at or before then count, hits
-    and neighbours alike (a search as of that time)."""
+    and neighbours alike (a search as of that time). Hits under ``min_relevance`` are
+    left out; ``explain`` adds each hit's signals; ``explain_ids`` says, per id, whether
+    it was returned and why not."""
     rule = yield from branch_rule(scope, conversation_id, leaf_id, include_other_branches)
     found = yield from candidates_op(
         dialect,
@@ -205,25 +295,61 @@ def search_op(
         cap=SEARCH_TERM_CAP,
         created_by=created_by,
     )
-    ranked = fuse(found.candidates, temporal=query.temporal, params=params)[:k]
+    judged = judge(found, model, fuse(found.candidates, temporal=query.temporal, params=params))
+    kept = [j for j in judged if j.relevance >= min_relevance]
+    ranked = kept[:k]
     messages = found.messages
+    signals = (lambda j: j.signals()) if explain else (lambda j: None)
     if message_range == 0:
-        return [
-            RecallHit(messages[(c.conversation_id, c.id)], c.conversation_id, c.score, (c.id,))
-            for c in ranked
+        hits = [
+            RecallHit(
+                messages[j.key], j.key[0], j.score, (j.key[1],), None, j.relevance, signals(j)
+            )
+            for j in ranked
         ]
+    else:
+        hits = yield from _with_neighbours(
+            scope, found, ranked, message_range, rule, created_by, excluded, signals
+        )
+    explained: list[Explanation] = []
+    if explain_ids:
+        explained = yield from _explain(
+            scope,
+            explain_ids,
+            found,
+            judged,
+            {h.message.id for h in hits if h.neighbour_of is None},
+            min_relevance,
+            excluded,
+            conversation_id,
+            vectors is not None and query_vector is not None,
+        )
+    return RecallResults(hits, explained=explained)
+
+
+def _with_neighbours(
+    scope: Scope,
+    found: Found,
+    ranked: Sequence[Judged],
+    message_range: int,
+    rule: BranchRule | None,
+    created_by: int | None,
+    excluded: frozenset[str],
+    signals: Any,
+) -> Op[list[RecallHit]]:
     # The work budget: neighbours for as many of the best hits as keep the answer within
     # MAX_RESULT messages; the rest come alone (documented truncation).
+    messages = found.messages
     with_context = max(1, MAX_RESULT // (2 * message_range + 1))
-    near = [messages[(c.conversation_id, c.id)] for c in ranked[:with_context]]
+    near = [messages[j.key] for j in ranked[:with_context]]
     before, after = yield from _neighbours(scope, near, message_range, rule)
     if created_by is not None:  # neighbours written since then were not there
         before = {k: [m for m in v if _created_by(m, created_by)] for k, v in before.items()}
         after = {k: [m for m in v if _created_by(m, created_by)] for k, v in after.items()}
     hits: list[RecallHit] = []
     seen: set[MessageKey] = set()
-    for c in ranked:
-        m = messages[(c.conversation_id, c.id)]
+    for j in ranked:
+        m = messages[j.key]
         around = (before.get(key_of(m), []), [m], after.get(key_of(m), []))
         for group in around:
             for other in group:
@@ -231,8 +357,103 @@ def search_op(
                     continue
                 seen.add(key_of(other))
                 of = None if other is m else m.id
-                hits.append(RecallHit(other, m.conversation_id, c.score, (other.id,), of))
+                hits.append(
+                    RecallHit(
+                        other,
+                        m.conversation_id,
+                        j.score,
+                        (other.id,),
+                        of,
+                        j.relevance,
+                        signals(j) if other is m else None,
+                    )
+                )
     return hits
+
+
+@dataclass(frozen=True, slots=True)
+class Judged:
+    """One fused candidate with its relevance (:mod:`memstrata.recall.relevance`)."""
+
+    key: MessageKey
+    score: float
+    relevance: float
+    judged: Signals
+    keyword_rank: int | None
+    vector_rank: int | None
+
+    def signals(self) -> dict[str, Any]:
+        s = self.judged
+        return {
+            "fused_score": round(self.score, 6),
+            "keyword_rank": self.keyword_rank,
+            "keyword_coverage": round(s.coverage, 4),
+            "vector_rank": self.vector_rank,
+            "cosine": None if s.cosine is None else round(s.cosine, 4),
+            "background": round(s.background, 4),
+            "standout": None if s.standout is None else round(s.standout, 4),
+            "relevance": round(self.relevance, 4),
+        }
+
+
+def judge(found: Found, model: RelevanceModel, ranked: Sequence[Candidate]) -> list[Judged]:
+    """The fused candidates, best first, each with its calibrated relevance."""
+    bg = background(list(found.similarity.values()))
+    out: list[Judged] = []
+    for c in ranked:
+        key = (c.conversation_id, c.id)
+        sig = Signals(found.coverage.get(key, 0.0), found.similarity.get(key), bg)
+        out.append(Judged(key, c.score, round(model(sig), 4), sig, c.keyword_rank, c.vector_rank))
+    return out
+
+
+def _explain(
+    scope: Scope,
+    ids: Sequence[str],
+    found: Found,
+    judged: Sequence[Judged],
+    returned: set[str],
+    min_relevance: float,
+    excluded: frozenset[str],
+    conversation_id: str | None,
+    semantic: bool,
+) -> Op[list[Explanation]]:
+    """Per id: returned, or the first reason it was not (see :data:`WHY_NOT`)."""
+    by_id: dict[str, list[Judged]] = {}
+    for j in judged:
+        by_id.setdefault(j.key[1], []).append(j)
+    dropped: dict[str, list[tuple[MessageKey, str]]] = {}
+    for key, why in found.dropped.items():
+        dropped.setdefault(key[1], []).append((key, why))
+    unseen = [i for i in ids if i not in by_id and i not in dropped and i not in excluded]
+    docs = (yield from idx.docs_by_message_id(scope, unseen)) if unseen else {}
+    out: list[Explanation] = []
+    for mid in ids:
+        if mid in by_id:
+            for j in by_id[mid]:
+                if mid in returned:
+                    reason = RETURNED
+                elif j.relevance < min_relevance:
+                    reason = "below_relevance"
+                else:
+                    reason = "ranked_below_k"
+                out.append(Explanation(mid, j.key[0], reason, j.relevance))
+        elif mid in dropped:
+            out += [Explanation(mid, key[0], why) for key, why in dropped[mid]]
+        elif mid in excluded:
+            out.append(Explanation(mid, None, "excluded"))
+        elif mid in docs:
+            for conv, embedded in docs[mid]:
+                if conversation_id is not None and conv != conversation_id:
+                    reason = "other_conversation"
+                elif semantic and not embedded:
+                    reason = "not_embedded"
+                else:
+                    reason = "outside_candidate_pool"
+                out.append(Explanation(mid, conv, reason))
+        else:
+            out.append(Explanation(mid, None, "unknown"))
+    return out
 
 
 def _created_by(message: Message, at: int) -> bool:
@@ -249,6 +470,8 @@ class Found:
     chains: dict[MessageKey, str | None]
     coverage: dict[MessageKey, float]
     similarity: dict[MessageKey, float]
+    #: Candidates a filter turned away, and why (``explain_ids`` reasons).
+    dropped: dict[MessageKey, str] = field(default_factory=dict)
 
 
 def candidates_op(
@@ -295,12 +518,15 @@ def candidates_op(
     )
     if rule is None and lazy_rule is not None:
         rule = yield from lazy_rule.resolve(labelled.values())
-    messages = {
-        key: m
-        for key, (m, chain) in labelled.items()
-        if (rule is None or rule.keeps(m, chain))
-        and (created_by is None or _created_by(m, created_by))
-    }
+    messages: dict[MessageKey, Message] = {}
+    dropped: dict[MessageKey, str] = {}
+    for key, (m, chain) in labelled.items():
+        if rule is not None and not rule.keeps(m, chain):
+            dropped[key] = rule.why_not(m, chain)
+        elif created_by is not None and not _created_by(m, created_by):
+            dropped[key] = "created_after_as_of"
+        else:
+            messages[key] = m
     kw_keys = [(h.conversation_id, h.message_id) for h in keyword]
     kw_rank = ranks([key for key in kw_keys if key in messages])
     vec_rank = ranks([key for key, _ in semantic if key in messages])
@@ -322,4 +548,5 @@ def candidates_op(
         {key: chain for key, (_, chain) in labelled.items() if key in messages},
         {key: v for key, v in coverage.items() if key in messages},
         {key: v for key, v in similarity.items() if key in messages},
+        dropped,
     )

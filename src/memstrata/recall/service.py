@@ -4,11 +4,11 @@ at append, the embedding job, and the search operation itself.
 Indexing at append runs inside the append's transaction (:meth:`RecallEngine.hook`): the
 keyword index row is cheap, so it commits with the message (on SQLite the full-text rows
 follow in batches, see :mod:`memstrata.recall.keywords`). Embedding is not cheap,
-so it never runs there: the hook queues a debounced ``recall.embed`` job per
-conversation (in the same transaction, so it cannot be lost), and a read first
-embeds a little of what is still waiting, within a time budget
-(:mod:`memstrata.recall.catchup`); what is left is found by keywords until the job
-or a later read embeds it.
+so it never runs there: a read first embeds the caller's messages still waiting, up to
+a bound by count (:mod:`memstrata.recall.catchup`), and with
+``MEMSTRATA_RECALL_EMBED=background`` the hook also queues a debounced ``recall.embed``
+job per conversation (in the same transaction, so it cannot be lost); what a read
+leaves waiting is found by keywords and reported as ``pending`` until it is embedded.
 """
 
 from __future__ import annotations
@@ -94,9 +94,6 @@ class RecallEngine:
         self._lock = threading.Lock()
         self.params = FusionParams()
         self.mode = core.settings.recall_embed
-        #: The embedder's recent wall-clock seconds per message (None: not measured yet),
-        #: which sizes the read path's catch-up steps (see ``recall.catchup``).
-        self.seconds_per_doc: float | None = None
         #: When the embedding job this process last queued per conversation is due (µs).
         self._queued: dict[str, int] = {}
 
@@ -124,14 +121,6 @@ class RecallEngine:
             self._resolved = True
             self._unavailable = None
             self._index = None
-
-    def note_embed_cost(self, seconds: float, n: int) -> None:
-        """Fold one measured embedding call (``n`` messages) into ``seconds_per_doc``."""
-        if n < 1:
-            return
-        cost = seconds / n
-        old = self.seconds_per_doc
-        self.seconds_per_doc = cost if old is None else 0.7 * old + 0.3 * cost
 
     # -- wiring ----------------------------------------------------------------------------
 

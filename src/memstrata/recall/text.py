@@ -237,11 +237,22 @@ def mentions_time(text: str) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class QueryInfo:
-    """What a search reads from its query: keyword terms, and whether it asks about time."""
+    """What a search reads from its query: keyword terms, whether it asks about time, and
+    whether it speaks in the first person (asks about the user's own life or work)."""
 
     text: str
     terms: tuple[str, ...]
     temporal: bool
+    personal: bool = False
+
+
+#: A query in the first person ("What kind of cat do I have?", "Which framework powers
+#: our API?") is about the user's own life or work, which their own past messages
+#: answer; English forms only (other languages get the general gate).
+_FIRST_PERSON = re.compile(
+    r"\b(?:i|i'm|i've|i'd|i'll|me|my|mine|myself|we|we're|we've|our|ours|us|ourselves)\b",
+    re.IGNORECASE,
+)
 
 
 def analyse_query(text: str, *, max_terms: int = 32) -> QueryInfo:
@@ -253,4 +264,9 @@ def analyse_query(text: str, *, max_terms: int = 32) -> QueryInfo:
         terms.append(w)
     if not terms:  # a query of function words only: search them rather than nothing
         terms = list(dict.fromkeys(w for w in words if len(w) <= 64))
-    return QueryInfo(text, tuple(terms[:max_terms]), _TIME_QUESTION.search(text) is not None)
+    return QueryInfo(
+        text,
+        tuple(terms[:max_terms]),
+        _TIME_QUESTION.search(text) is not None,
+        _FIRST_PERSON.search(text) is not None,
+    )

@@ -23,8 +23,9 @@ from memstrata.context.tiers import TierItem, TierRequest
 from memstrata.errors import InvalidInput
 from memstrata.recall import index as idx
 from memstrata.recall.fusion import FusionParams, fuse
-from memstrata.recall.gate import RelevanceGate
+from memstrata.recall.gate import ADMITTED, BELOW_FLOOR, PERSONAL, STANDS_OUT, RelevanceGate
 from memstrata.recall.index import key_of
+from memstrata.recall.relevance import RelevanceModel, Signals, background
 from memstrata.recall.search import MAX_K, LazyRule, candidates_op
 from memstrata.recall.text import analyse_query, speaker_of
 from memstrata.runtime import Runtime
@@ -50,10 +51,10 @@ MAX_TERMS = 12
 MAX_DF = 200
 #: Longest query text searched (the rest of a long message adds little but cost).
 MAX_QUERY_CHARS = 10_000
-#: The report's reason when candidates were found but none cleared the floor.
-BELOW_FLOOR = "below relevance floor"
-#: Candidates below the floor named in the report (the best of them).
-REPORTED_BELOW = 3
+#: Candidates turned away that the report names (the best ranked of them).
+REPORTED_REJECTED = 5
+#: Verdicts that let a candidate in.
+_IN = frozenset({ADMITTED, STANDS_OUT, PERSONAL})
 
 
 def render_item(message: Message) -> str:
@@ -94,6 +95,7 @@ class RecallTier:
         #: A term held by this many of the caller's messages or more is left out.
         self.max_df = MAX_DF
         self.gate = RelevanceGate()
+        self.relevance = RelevanceModel()
         self.fusion = TIER_FUSION
 
     @property
@@ -139,7 +141,8 @@ class RecallTier:
             created_by=request.as_of,
         )
         ranked = fuse(found.candidates, temporal=info.temporal, params=self.fusion)
-        considered: list[tuple[Message, float, float]] = []
+        bg = background(list(found.similarity.values()))
+        considered: list[tuple[Message, float, float, Signals]] = []
         siblings: set[tuple[str, str | None, str]] = set()
         best_coverage, best_similarity = 0.0, None
         for c in ranked:
@@ -159,41 +162,59 @@ class RecallTier:
             best_coverage = max(best_coverage, coverage)
             if sim is not None:
                 best_similarity = sim if best_similarity is None else max(best_similarity, sim)
-            considered.append((m, c.score, self.gate.evidence(coverage, sim)))
-        admitted = self.gate.admit([e for _, _, e in considered], best_coverage, best_similarity)
-        chosen = [c for c, ok in zip(considered, admitted, strict=True) if ok][: self.k]
-        below = [] if chosen else considered[:REPORTED_BELOW]
-        facts = yield from idx.facts_from(request.scope, [m for m, _, _ in chosen])
-        items = [
-            request.item(
-                m.id,
-                render_item(m),
-                message_id=m.id,
-                conversation_id=m.conversation_id,
-                heading=heading_of(m),
-                score=round(score, 6),
-                evidence=round(evidence, 3),
-                **({"covered_by": facts[key_of(m)]} if key_of(m) in facts else {}),
-            )
-            for m, score, evidence in chosen
+            signals = Signals(coverage, sim, bg)
+            considered.append((m, c.score, self.gate.evidence(coverage, sim), signals))
+        verdicts = self.gate.verdicts(
+            [e for _, _, e, _ in considered],
+            best_coverage,
+            best_similarity,
+            [(sg.cosine, sg.standout) for *_, sg in considered],
+            personal=info.personal,
+        )
+        chosen = [c for c, v in zip(considered, verdicts, strict=True) if v in _IN][: self.k]
+        rejected = [(c, v) for c, v in zip(considered, verdicts, strict=True) if v not in _IN][
+            :REPORTED_REJECTED
         ]
-        items = in_time_order(items, [m for m, _, _ in chosen], request)
-        if not items:
-            # Nothing cleared the floor: the assembler reports these, never injects them.
-            items = [
-                request.item(
-                    m.id,
-                    render_item(m),
-                    message_id=m.id,
-                    conversation_id=m.conversation_id,
-                    heading=heading_of(m),
-                    score=round(score, 6),
-                    evidence=round(evidence, 3),
-                    rejected=BELOW_FLOOR,
-                )
-                for m, score, evidence in below
-            ]
-        return items
+        facts = yield from idx.facts_from(request.scope, [m for m, *_ in chosen])
+        items = [
+            self._item(request, m, score, evidence, sg, covered_by=facts.get(key_of(m)))
+            for m, score, evidence, sg in chosen
+        ]
+        items = in_time_order(items, [m for m, *_ in chosen], request)
+        # Candidates turned away: the assembler reports them (ids and reasons), never
+        # injects them.
+        return items + [
+            self._item(request, m, score, evidence, sg, rejected=verdict)
+            for (m, score, evidence, sg), verdict in rejected
+        ]
+
+    def _item(
+        self,
+        request: TierRequest,
+        m: Message,
+        score: float,
+        evidence: float,
+        signals: Signals,
+        *,
+        covered_by: list[str] | None = None,
+        rejected: str | None = None,
+    ) -> TierItem:
+        extra: dict[str, object] = {}
+        if covered_by:
+            extra["covered_by"] = covered_by
+        if rejected is not None:
+            extra["rejected"] = rejected
+        return request.item(
+            m.id,
+            render_item(m),
+            message_id=m.id,
+            conversation_id=m.conversation_id,
+            heading=heading_of(m),
+            score=round(score, 6),
+            evidence=round(evidence, 3),
+            relevance=round(self.relevance(signals), 4),
+            **extra,
+        )
 
 
 def in_time_order(

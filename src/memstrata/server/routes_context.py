@@ -8,9 +8,10 @@ from typing import Any, Literal
 from fastapi import APIRouter, Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from memstrata.errors import NotFound
 from memstrata.server.auth import CallerScope, Mem
 from memstrata.server.responses import JSONResponse
-from memstrata.wire.context import CompactionOut, ContextOut
+from memstrata.wire.context import CompactionOut, ContextOut, SummaryOut
 from memstrata.wire.jobs import JobOut
 
 __all__ = ["router"]
@@ -52,6 +53,13 @@ class ContextIn(BaseModel):
         "stable part, a window that advances in steps, so providers can cache the prefix) or "
         "`classic` (every injected block before a sliding window). Default: the server's "
         "MEMSTRATA_CONTEXT_LAYOUT setting (`cache`).",
+    )
+
+
+class SummaryAnswer(BaseModel):
+    summary: SummaryOut | None = Field(
+        description="The rolling summary serving the branch; null when compaction has not "
+        "summarised it yet."
     )
 
 
@@ -100,3 +108,20 @@ async def compact(
         return JSONResponse(CompactionOut.encode(result))
     job = await mem.compaction.schedule(scope, cid, leaf_id=data.leaf_id)  # 404 first
     return JSONResponse({"job": JobOut.encode(job)}, status_code=202)
+
+
+@router.get(
+    "/summary",
+    response_model=SummaryAnswer,
+    responses=_NOT_FOUND,
+    summary="The compaction summary serving a branch",
+)
+async def summary(mem: Mem, scope: CallerScope, cid: str, leaf_id: str | None = None) -> Response:
+    try:
+        found = await mem.compaction.summary(scope, cid, leaf_id=leaf_id)
+    except NotFound as err:
+        # The conversation and leaf exist, but nothing summarises their branch yet.
+        if err.detail.get("kind") != "summary":
+            raise
+        return JSONResponse({"summary": None})
+    return JSONResponse({"summary": SummaryOut.encode(found)})

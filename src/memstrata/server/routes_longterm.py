@@ -1,5 +1,6 @@
-"""``/v1/facts`` and ``/v1/profile``: the caller's long-term memory; and
-``/v1/conversations/{cid}/observe``, which queues extraction of a conversation.
+"""``/v1/facts`` and ``/v1/profile``: the caller's long-term memory, and
+``/v1/memory/export``, both as one document; and ``/v1/conversations/{cid}/observe``,
+which queues extraction of a conversation.
 
 Extraction jobs are seen and retried through ``/v1/jobs`` like every other job.
 """
@@ -145,6 +146,20 @@ async def fact_history(mem: Mem, scope: CallerScope, fid: str) -> Response:
 async def profile(mem: Mem, scope: CallerScope) -> Response:
     sections = await mem.longterm.profile(scope)
     return JSONResponse({"sections": {p.name: ProfileSectionOut.encode(p) for p in sections}})
+
+
+@router.get(
+    "/memory/export",
+    summary="The caller's memory (profile and facts) as one document",
+    description=(
+        "DeerFlow's memory.json shape, the same document as `memstrata export --format "
+        "deerflow`: the profile sections and the active facts with their ids and sources. "
+        "`memstrata import FILE --format deerflow` (or `mem.longterm.import_memory`) reads "
+        "it back."
+    ),
+)
+async def export_memory(mem: Mem, scope: CallerScope) -> Response:
+    return JSONResponse(await mem.longterm.export(scope))
 
 
 class ObserveIn(BaseModel):

@@ -7,10 +7,11 @@ from datetime import datetime
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
+from memstrata.recall.search import MAX_EXPLAIN_IDS
 from memstrata.recall.service import MAX_K, MAX_RANGE
 from memstrata.server.auth import CallerScope, Mem
 from memstrata.server.responses import JSONResponse
-from memstrata.wire.recall import HitOut, SearchOut
+from memstrata.wire.recall import ExplanationOut, HitOut, SearchOut
 
 __all__ = ["router"]
 
@@ -35,6 +36,18 @@ class SearchIn(BaseModel):
         description="ISO 8601 time: search as of then, over the messages created at or "
         "before it only.",
     )
+    min_relevance: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=1.0,
+        description="Leave out hits whose calibrated relevance is below this.",
+    )
+    explain: bool = Field(default=False, description="Add each hit's per-signal scores.")
+    explain_ids: list[str] = Field(
+        default_factory=list,
+        max_length=MAX_EXPLAIN_IDS,
+        description="Message ids to account for: each is returned, or the answer says why not.",
+    )
 
 
 @router.post(
@@ -53,5 +66,14 @@ async def search(mem: Mem, scope: CallerScope, body: SearchIn) -> JSONResponse:
         message_range=body.message_range,
         include_other_branches=body.include_other_branches,
         as_of=body.as_of,
+        min_relevance=body.min_relevance,
+        explain=body.explain,
+        explain_ids=body.explain_ids,
     )
-    return JSONResponse({"hits": [HitOut.encode(h) for h in hits]})
+    return JSONResponse(
+        {
+            "hits": [HitOut.encode(h) for h in hits],
+            "pending": hits.pending,
+            "explained": [ExplanationOut.encode(e) for e in hits.explained],
+        }
+    )

@@ -22,6 +22,7 @@ from memstrata.storage.tables import (
     PROVENANCE_TABLES,
     RECALL_KEYWORDS,
     RECALL_TABLES,
+    RECALL_WAITING,
     RECEIPT_TABLES,
     RETENTION_TABLES,
     STATE_TABLES,
@@ -277,6 +278,12 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
             "context prefixes: each conversation's latest context as a hash chain, so the next "
             "one reports how much a provider's prompt cache can serve",
             render(dialect, PREFIX_TABLES),
+        ),
+        Migration(
+            26,
+            "recall: the owner's messages still waiting for a vector, indexed apart, so a "
+            "read embeds the newest of them and counts the rest cheaply",
+            (RECALL_WAITING,),
         ),
     )
     for dialect in TYPES

@@ -13,6 +13,7 @@ __all__ = [
     "PROVENANCE_TABLES",
     "RECALL_KEYWORDS",
     "RECALL_TABLES",
+    "RECALL_WAITING",
     "RETENTION_TABLES",
     "STATE_TABLES",
     "TYPES",
@@ -247,6 +248,12 @@ RECALL_TABLES = (
     )""",
     "CREATE INDEX recall_docs_owner ON recall_docs (tenant_id, user_id, agent_id)",
     "CREATE INDEX recall_docs_conversation ON recall_docs (conversation_id, embedder)",
+)
+# Migration 26: only the rows still waiting for a vector (few, normally), so a read finds
+# its owner's newest ones and counts them without visiting the embedded rest.
+RECALL_WAITING = (
+    "CREATE INDEX recall_docs_waiting ON recall_docs (tenant_id, user_id, agent_id, seq) "
+    "WHERE embedder IS NULL"
 )
 RECALL_KEYWORDS = {
     "sqlite": (

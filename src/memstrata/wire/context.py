@@ -31,6 +31,14 @@ class TierReportOut(Wire):
     granted: int
     items: int
     reason: Annotated[str | None, OmitNone] = None
+    pending: Annotated[
+        int | None,
+        OmitNone,
+        Field(
+            description="Recall only: the caller's messages not yet searchable by meaning "
+            "(past the read's embedding bound; found by keywords meanwhile)."
+        ),
+    ] = None
 
 
 class CacheReportOut(Wire):

@@ -26,6 +26,7 @@ CANONICAL: tuple[type[Wire], ...] = (
     longterm.ProfileSectionOut,
     nodes.TurnOut,
     nodes.NodeHistoryOut,
+    recall.ExplanationOut,
     recall.HitOut,
     state.PlanOut,
     state.IterationOut,

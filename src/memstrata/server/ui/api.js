@@ -30,8 +30,10 @@ export const session = {
     sessionStorage.setItem(KIND, kind);
     sessionStorage.removeItem(USER);
   },
+  /** Act as `user` from now on; null: as nobody (an admin key then picks again). */
   actAs(user) {
-    sessionStorage.setItem(USER, user);
+    if (user) sessionStorage.setItem(USER, user);
+    else sessionStorage.removeItem(USER);
   },
   end() {
     for (const k of [KEY, KIND, USER]) sessionStorage.removeItem(k);
@@ -48,15 +50,19 @@ export class ApiError extends Error {
   }
 }
 
-async function call(path, { method = "GET", query, body, key, asUser = true } = {}) {
+/**
+ * One call. asUser: true acts as the session's user (an admin key names it), false names
+ * nobody, a string names that user. Answers the JSON body, or with `withHeaders`
+ * {data, headers}.
+ */
+async function call(path, { method = "GET", query, body, key, asUser = true, withHeaders = false } = {}) {
   const url = new URL(path, location.origin);
   for (const [k, v] of Object.entries(query || {})) {
     if (v !== null && v !== undefined && v !== "") url.searchParams.set(k, String(v));
   }
   const headers = { Authorization: `Bearer ${key ?? session.key}`, Accept: "application/json" };
-  if (asUser && session.kind === "admin" && session.user) {
-    headers["X-Memstrata-User"] = session.user;
-  }
+  const named = typeof asUser === "string" ? asUser : asUser ? session.user : null;
+  if (named && session.kind === "admin") headers["X-Memstrata-User"] = named;
   if (body !== undefined) headers["Content-Type"] = "application/json";
   let response;
   try {
@@ -83,12 +89,18 @@ async function call(path, { method = "GET", query, body, key, asUser = true } = 
       (data && data.detail) || `${response.status} ${response.statusText}`,
     );
   }
-  return data;
+  return withHeaders ? { data, headers: response.headers } : data;
 }
 
 export const api = {
   get: (path, query, options) => call(path, { ...options, query }),
   post: (path, body, options) => call(path, { ...options, method: "POST", body }),
+  patch: (path, body, options) => call(path, { ...options, method: "PATCH", body }),
+  /** A deletion; answers the id of its receipt (the X-Memstrata-Receipt header). */
+  async remove(path, options) {
+    const { headers } = await call(path, { ...options, method: "DELETE", withHeaders: true });
+    return headers.get("X-Memstrata-Receipt");
+  },
 };
 
 /**

@@ -12,12 +12,14 @@ import { jobsView } from "./views/jobs.js";
 import { nodesView } from "./views/nodes.js";
 import { profileView } from "./views/profile.js";
 import { receiptsView } from "./views/receipts.js";
+import { searchView } from "./views/search.js";
 import { signInView } from "./views/signin.js";
 import { usageView } from "./views/usage.js";
 import { usersView } from "./views/users.js";
 
 const SECTIONS = [
   { path: "/conversations", label: "Conversations", match: ["/conversations", "/c"] },
+  { path: "/search", label: "Search", match: ["/search"] },
   { path: "/facts", label: "Facts", match: ["/facts"] },
   { path: "/profile", label: "Profile", match: ["/profile"] },
   { path: "/health", label: "Health", match: ["/health"] },
@@ -33,13 +35,15 @@ const ROUTES = [
   ["/users", usersView, { admin: true }],
   ["/conversations", conversationsView, {}],
   ["/c/:cid", conversationView, {}],
+  ["/search", searchView, {}],
   ["/facts", factsView, {}],
   ["/profile", profileView, {}],
   ["/health", healthView, {}],
   ["/jobs", jobsView, {}],
   ["/nodes", nodesView, {}],
   ["/usage", usageView, {}],
-  ["/receipts", receiptsView, {}],
+  // Any signed-in key: an admin key reads its tenant's receipts without picking a user.
+  ["/receipts", receiptsView, { anyKey: true }],
 ];
 
 const main = document.getElementById("main");
@@ -149,7 +153,8 @@ async function render() {
     path = session.signedIn ? (session.ready ? "/conversations" : "/users") : "/signin";
   }
   let found = match(path);
-  if (found && !found.flags.open && !found.flags.admin && !session.ready) found = match("/users");
+  const needsUser = found && !found.flags.open && !found.flags.admin && !found.flags.anyKey;
+  if (needsUser && !session.ready) found = match("/users");
   if (found && found.flags.admin && session.kind !== "admin") found = match("/conversations");
   drawChrome(path);
   if (!found) {

@@ -93,3 +93,49 @@ export function errorBox(err) {
 export function empty(text) {
   return h("p", { class: "muted empty" }, text);
 }
+
+/**
+ * A destructive action behind a second click: `label` first, then "Really?" with the
+ * action and Cancel. `action` is async; its failure is shown next to the buttons. Test ids:
+ * `testid` (the first button) and `testid`-confirm.
+ */
+export function confirmButton(label, testid, action) {
+  const box = h("span", { class: "confirm" });
+  const first = h(
+    "button",
+    { type: "button", class: "danger ghost", "data-testid": testid, onclick: () => ask() },
+    label,
+  );
+  function ask() {
+    const yes = h(
+      "button",
+      {
+        type: "button",
+        class: "danger",
+        "data-testid": `${testid}-confirm`,
+        onclick: async () => {
+          yes.disabled = true;
+          try {
+            await action();
+          } catch (err) {
+            fill(box, first, errorBox(err));
+          }
+        },
+      },
+      "Yes, delete for good",
+    );
+    const no = h("button", { type: "button", class: "ghost", onclick: () => fill(box, first) }, "Cancel");
+    fill(box, h("span", { class: "small" }, "Deleted data cannot be brought back. "), yes, no);
+  }
+  return fill(box, first);
+}
+
+/** Offer `text` to the reader as a file named `name` (nothing leaves the page). */
+export function download(name, text, type = "application/json") {
+  const url = URL.createObjectURL(new Blob([text], { type }));
+  const a = h("a", { href: url, download: name, hidden: true });
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 0);
+}

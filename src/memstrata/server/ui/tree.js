@@ -1,11 +1,14 @@
 // The message tree of a conversation, rebuilt from its flat list (oldest first, so a
 // parent always comes before its children). Pure functions: no DOM, no fetching.
 
-/** {byId: Map id -> node, roots: [node]}; a node is {message, children: [node]}. */
+/**
+ * {byId: Map id -> node, roots: [node]}; a node is {message, children: [node], index}
+ * (index: its place in the list, oldest first).
+ */
 export function buildTree(messages) {
   const byId = new Map();
   const roots = [];
-  for (const message of messages) byId.set(message.id, { message, children: [] });
+  messages.forEach((message, index) => byId.set(message.id, { message, children: [], index }));
   for (const message of messages) {
     const node = byId.get(message.id);
     const parent = message.parent_id ? byId.get(message.parent_id) : undefined;
@@ -48,4 +51,28 @@ export function runFrom(node) {
     nodes.push(current);
   }
   return { nodes, forks: current.children };
+}
+
+/** How many messages there are from `node` down (every sub-branch included). */
+export function sizeOf(node) {
+  let n = 0;
+  const stack = [node];
+  while (stack.length) {
+    const current = stack.pop();
+    n += 1;
+    stack.push(...current.children);
+  }
+  return n;
+}
+
+/** The newest leaf at or under `id` (the branch a message is most likely read on). */
+export function leafUnder(byId, id) {
+  let best = null;
+  const stack = id && byId.has(id) ? [byId.get(id)] : [];
+  while (stack.length) {
+    const node = stack.pop();
+    if (!node.children.length && (!best || node.index > best.index)) best = node;
+    stack.push(...node.children);
+  }
+  return best ? best.message.id : null;
 }

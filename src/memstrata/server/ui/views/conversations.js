@@ -9,7 +9,7 @@ function row(c) {
     { "data-testid": "conversation", "data-id": c.id },
     h("td", {}, h("a", { href: link(`/c/${encodeURIComponent(c.id)}`) }, c.title || "(untitled)")),
     h("td", { class: "num" }, c.message_count),
-    h("td", { class: "mono muted", title: c.id }, shortId(c.id)),
+    h("td", { class: "mono muted wide-only", title: c.id }, shortId(c.id)),
     h("td", { class: "muted time" }, when(c.updated_at)),
   );
 }
@@ -59,7 +59,7 @@ export async function conversationsView() {
           {},
           h("th", {}, "title"),
           h("th", { class: "num" }, "messages"),
-          h("th", {}, "id"),
+          h("th", { class: "wide-only" }, "id"),
           h("th", {}, "updated"),
         ),
       ),

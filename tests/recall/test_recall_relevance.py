@@ -1,0 +1,187 @@
+"""Relevance: a calibrated probability per candidate, the gate's paths (strong query,
+standout, first person), and the natural questions a user asks of their own notes."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from memstrata import Memory, Scope
+from memstrata.context import Context
+from memstrata.recall.gate import (
+    ADMITTED,
+    BELOW_FLOOR,
+    PERSONAL,
+    STANDS_OUT,
+    RelevanceGate,
+)
+from memstrata.recall.relevance import BACKGROUND_PRIOR, RelevanceModel, Signals, background
+from memstrata.recall.text import analyse_query
+from memstrata.testing.conformance import fresh_scope
+
+NOTES = [
+    "My cat Pixel is a Maine Coon and weighs almost nine kilos.",
+    "I grew up in a small town near Porto.",
+    "My partner Sam is a nurse who works night shifts.",
+    "I broke my left wrist skiing in 2021.",
+    "I ride a black Brompton folding bike to work.",
+    "I'm saving for a trip to Patagonia next winter.",
+    "My team lead is Tomasz and he hates long meetings.",
+    "I sing bass in a choir that rehearses on Wednesdays.",
+]
+ACK = "Got it, I'll remember that."
+
+
+def _notes(mem: Memory, scope: Scope) -> dict[str, str]:
+    ids = {}
+    for half in (NOTES[:4], NOTES[4:]):
+        conv = mem.conversations.create(scope, title="notes")
+        for text in half:
+            ids[text] = mem.messages.append(scope, conv.id, role="user", content=text).id
+            mem.messages.append(scope, conv.id, role="assistant", content=ACK)
+    return ids
+
+
+def _ask(mem: Memory, scope: Scope, question: str) -> Context:
+    conv = mem.conversations.create(scope, title="now")
+    mem.messages.append(scope, conv.id, role="user", content=question)
+    return mem.context(scope, conv.id, budget=4000)
+
+
+def _recalled(ctx: Context) -> str:
+    return "\n".join(
+        str(m["content"])
+        for m in ctx.messages
+        if m["role"] == "system" and str(m["content"]).startswith("<recalled-messages>")
+    )
+
+
+# -- the model (pure) ------------------------------------------------------------------------
+
+
+@given(
+    st.floats(0, 1),
+    st.one_of(st.none(), st.floats(-1, 1)),
+    st.floats(-1, 1),
+)
+def test_relevance_is_a_probability(coverage: float, cosine: float | None, bg: float) -> None:
+    r = RelevanceModel()(Signals(coverage, cosine, bg))
+    assert 0.0 <= r <= 1.0
+    assert not math.isnan(r)
+
+
+def test_relevance_grows_with_each_signal() -> None:
+    model = RelevanceModel()
+    base = Signals(0.2, 0.3, 0.1)
+    assert model(Signals(0.6, 0.3, 0.1)) > model(base)  # more keywords
+    assert model(Signals(0.2, 0.5, 0.1)) > model(base)  # closer
+    assert model(Signals(0.2, 0.3, -0.1)) > model(base)  # stands further above the rest
+    assert model(Signals(0.8, None)) > model(Signals(0.1, None))  # keywords alone
+
+
+def test_background_is_the_mean_of_the_runners_up_or_a_prior() -> None:
+    assert background([0.9, 0.2, 0.1, 0.3]) == BACKGROUND_PRIOR  # too few to measure
+    sims = [0.9] + [0.1] * 19 + [0.5] + [0.0] * 10
+    # The 2nd..21st highest: 0.5 and nineteen 0.1s; the best is not its own background.
+    assert background(sims) == pytest.approx((0.5 + 19 * 0.1) / 20)
+
+
+# -- the gate's paths (pure) -----------------------------------------------------------------
+
+
+def test_a_candidate_far_above_the_background_stands_out_of_a_weak_query() -> None:
+    gate = RelevanceGate()
+    # A weak query (best cosine 0.45): below the floor, but the first candidate stands
+    # 0.38 above what the store offers the query anyway.
+    verdicts = gate.verdicts([0.8, 0.1], 0.0, 0.45, [(0.45, 0.38), (0.12, 0.05)])
+    assert verdicts == [STANDS_OUT, BELOW_FLOOR]
+    # The same cosine in a store where everything is close to the query: nothing.
+    assert gate.verdicts([0.8, 0.7], 0.0, 0.45, [(0.45, 0.05), (0.43, 0.03)]) == [
+        BELOW_FLOOR,
+        BELOW_FLOOR,
+    ]
+
+
+def test_a_first_person_query_brings_its_best_few() -> None:
+    gate = RelevanceGate()
+    standouts = [(0.28, 0.14), (0.26, 0.12), (0.2, 0.06), (0.16, 0.02), (0.1, -0.04)]
+    evidence = [0.1] * 5
+    impersonal = gate.verdicts(evidence, 0.0, 0.28, standouts)
+    assert set(impersonal) == {BELOW_FLOOR}
+    personal = gate.verdicts(evidence, 0.0, 0.28, standouts, personal=True)
+    assert personal[:3] == [PERSONAL] * 3
+    assert personal[3:] == [BELOW_FLOOR] * 2
+    # Too far from anything: even a first-person query brings nothing.
+    far = [(0.12, 0.05), (0.1, 0.03)]
+    assert set(gate.verdicts([0.0, 0.0], 0.0, 0.12, far, personal=True)) == {BELOW_FLOOR}
+
+
+def test_a_strong_query_is_unchanged_by_the_new_paths() -> None:
+    gate = RelevanceGate()
+    verdicts = gate.verdicts([1.3, 0.3], 0.3, 0.7, [(0.7, 0.2), (0.5, 0.0)])
+    assert verdicts == [ADMITTED, ADMITTED]
+    assert gate.admit([1.3, 0.3], 0.3, 0.7) == [True, True]
+
+
+@pytest.mark.parametrize(
+    ("text", "personal"),
+    [
+        ("What kind of cat do I have?", True),
+        ("Which web framework powers our API?", True),
+        ("Who painted the Mona Lisa?", False),
+        ("Is Sydney the capital of Australia?", False),
+    ],
+)
+def test_first_person_queries_are_recognised(text: str, personal: bool) -> None:
+    assert analyse_query(text).personal is personal
+
+
+# -- natural questions over a user's own notes (the default embedder) ------------------------
+
+
+@pytest.mark.parametrize(
+    ("question", "answer"),
+    [
+        ("What kind of cat do I have?", "Maine Coon"),
+        ("Where did I grow up?", "Porto"),
+        ("Which bone did I fracture?", "wrist"),
+        ("Who leads my team?", "Tomasz"),
+        ("What part do I sing?", "bass"),
+    ],
+)
+def test_natural_questions_bring_back_the_statement(
+    real: Memory, question: str, answer: str
+) -> None:
+    scope = fresh_scope()
+    _notes(real, scope)
+    ctx = _ask(real, scope, question)
+    assert answer in _recalled(ctx)
+    assert ctx.report.tiers["recall"].pending == 0
+
+
+@pytest.mark.parametrize(
+    "question", ["Who painted the Mona Lisa?", "What does HTTP status 418 mean?"]
+)
+def test_unrelated_questions_bring_nothing(real: Memory, question: str) -> None:
+    scope = fresh_scope()
+    _notes(real, scope)
+    ctx = _ask(real, scope, question)
+    assert _recalled(ctx) == ""
+    assert ctx.report.tiers["recall"].granted == 0
+    rejected = [d for d in ctx.report.dropped if d["tier"] == "recall"]
+    assert rejected  # named with their reason and relevance, never injected
+    assert all(0.0 <= d["provenance"]["relevance"] <= 1.0 for d in rejected)
+
+
+def test_natural_questions_are_answered_right_after_they_were_written(real: Memory) -> None:
+    """Read-your-writes: no flush, no job, no wait between the appends and the question."""
+    scope = fresh_scope()
+    _notes(real, scope)
+    assert real.recall.pending(scope) == len(NOTES) * 2
+    hits = real.recall.search(scope, "Where did I grow up?", k=3)
+    assert "Porto" in hits[0].message.content
+    assert hits.pending == 0
+    assert real.recall.pending(scope) == 0
