@@ -216,6 +216,13 @@ class Settings(BaseSettings):
     longterm_max_attempts: int = Field(
         default=5, ge=1, le=20, description="Attempts of an extraction job before it is dead."
     )
+    longterm_branch_withdraw: bool = Field(
+        default=True,
+        description="Withdraw a fact once every message it came from is off its "
+        "conversation's active branch (regenerated away, edited away, deleted): superseded "
+        "with reason branch_abandoned, restored when its branch is active again (off: facts "
+        "stay as extracted).",
+    )
 
     def database_url(self) -> str:
         return self.db or f"sqlite:///{(self.home / 'memstrata.db').as_posix()}"

@@ -16,11 +16,15 @@ if TYPE_CHECKING:
     from memstrata.storage.plan import Op
     from memstrata.types import Message, Scope
 
-__all__ = ["Limits", "MessageHook", "Runtime", "page_limit"]
+__all__ = ["BranchHook", "Limits", "MessageHook", "Runtime", "page_limit"]
 
 #: Runs inside the transaction that stored a complete message (appended, or a pending one
 #: completed), so data derived from it (e.g. recall's keyword index) commits with it.
 MessageHook = Callable[["Scope", "Message"], "Op[None]"]
+#: Runs inside the transaction that moved a conversation's active branch off the path it
+#: was on (an append that forks, a new active leaf, deleted messages), with the
+#: conversation's id, so data judged against the active branch (facts) commits with it.
+BranchHook = Callable[["Scope", str], "Op[None]"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +47,7 @@ class Runtime:
     clock: Callable[[], int] = now_micros
     make_id: Callable[[], str] = new_id
     on_message: list[MessageHook] = field(default_factory=list)
+    on_branch_change: list[BranchHook] = field(default_factory=list)
 
 
 def page_limit(rt: Runtime, limit: int | None) -> int:

@@ -422,7 +422,9 @@ def test_branches_are_extracted_once_each(memory: Memory) -> None:
     memory.messages.append(s, c.id, role="user", content="I like hawks", parent_id=q.parent_id)
     memory.messages.append(s, c.id, role="assistant", content="b")
     memory.longterm.flush(s, c.id)
-    assert _contents(memory, s) == ["User likes hawks", "User likes owls"]
+    # The fact of the edited-away question is withdrawn (see test_branch_facts.py).
+    assert _contents(memory, s) == ["User likes hawks"]
+    assert _contents(memory, s, "superseded") == ["User likes owls"]
     assert "owls" not in llm.calls[1].messages[-1]["content"].split("<conversation>")[1]
 
 

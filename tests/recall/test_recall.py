@@ -112,7 +112,12 @@ def test_leaf_restricts_to_its_branch(mem: Memory) -> None:
     on_right = mem.recall.search(SCOPE, "visit", k=5, conversation_id=conv.id, leaf_id=right.id)
     assert {h.message.id for h in on_right} <= {root.id, right.id}
     assert on_right[0].message.id == right.id
-    both = mem.recall.search(SCOPE, "visit", k=5, conversation_id=conv.id)
+    # No leaf: the conversation's active branch (the newest answer), unless asked for all.
+    active = mem.recall.search(SCOPE, "visit", k=5, conversation_id=conv.id)
+    assert {h.message.id for h in active} <= {root.id, right.id}
+    both = mem.recall.search(
+        SCOPE, "visit", k=5, conversation_id=conv.id, include_other_branches=True
+    )
     assert {left.id, right.id} <= {h.message.id for h in both}
     with pytest.raises(InvalidInput):
         mem.recall.search(SCOPE, "visit", leaf_id=left.id)

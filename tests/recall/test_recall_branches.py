@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from memstrata import AsyncMemory, Memory, Scope
+from memstrata import AsyncMemory, Memory, Message, Scope
 from memstrata.config import Settings
 from memstrata.conversation.branches import branch_of, labels_of
 from memstrata.server import create_app
@@ -90,22 +90,27 @@ def _ids(hits: list[dict[str, Any]]) -> set[str]:
     return {h["message"]["id"] for h in hits}
 
 
+def _regenerated(mem: Memory, question: str, first: str, second: str) -> list[Message]:
+    """A conversation holding a question answered, then the answer regenerated: [the
+    question, the first answer (now off the active branch), the second]."""
+    conv = mem.conversations.create(ALICE)
+    q = mem.messages.append(ALICE, conv.id, role="user", content=question)
+    answers = [
+        mem.messages.append(ALICE, conv.id, role="assistant", content=text, parent_id=q.id)
+        for text in (first, second)
+    ]
+    return [q, *answers]
+
+
 async def test_a_regenerated_answer_never_comes_back_on_the_new_branch(rest: Rest) -> None:
     mem = rest.mem
-    conv = mem.conversations.create(ALICE)
-    q = mem.messages.append(
-        ALICE, conv.id, role="user", content="What is the capital of Australia?"
+    q, rejected, kept = _regenerated(
+        mem,
+        "What is the capital of Australia?",
+        "The capital is Sydney, the harbour city.",
+        "The capital is Canberra.",
     )
-    rejected = mem.messages.append(
-        ALICE,
-        conv.id,
-        role="assistant",
-        content="The capital is Sydney, the harbour city.",
-        parent_id=q.id,
-    )
-    kept = mem.messages.append(
-        ALICE, conv.id, role="assistant", content="The capital is Canberra.", parent_id=q.id
-    )
+    conv = mem.conversations.get(ALICE, q.conversation_id)
     follow = mem.messages.append(
         ALICE,
         conv.id,
@@ -113,8 +118,11 @@ async def test_a_regenerated_answer_never_comes_back_on_the_new_branch(rest: Res
         content="Tell me about the harbour city Sydney capital",
         parent_id=kept.id,
     )
-    # Without a leaf the abandoned answer is found: the filter is what keeps it out.
-    assert rejected.id in _ids(await rest.search(query="harbour city Sydney capital"))
+    # Without a leaf the conversation's active branch decides; asked for, it comes back.
+    assert rejected.id not in _ids(await rest.search(query="harbour city Sydney capital"))
+    assert rejected.id in _ids(
+        await rest.search(query="harbour city Sydney capital", include_other_branches=True)
+    )
     on_branch = await rest.search(
         query="harbour city Sydney capital", conversation_id=conv.id, leaf_id=follow.id
     )
@@ -179,6 +187,45 @@ async def test_an_edited_question_and_everything_under_it_stay_out(rest: Rest) -
         headers=rest.headers,
     )
     assert r.status_code == 422
+
+
+async def test_another_conversations_regenerated_answer_stays_out(rest: Rest) -> None:
+    """Across conversations each one counts by its active branch: an answer regenerated
+    away in an old chat is neither searched nor recalled in a new one, unless asked for;
+    made active again, it is back (and its sibling out)."""
+    mem = rest.mem
+    _, wrong, right = _regenerated(
+        mem,
+        "Is Sydney the capital city of Australia?",
+        "Yes, the capital is Sydney, its largest city.",
+        "No: the capital is Canberra, not Sydney.",
+    )
+    old = mem.conversations.get(ALICE, wrong.conversation_id)
+    new = mem.conversations.create(ALICE)
+    ask = "Is Sydney the capital city of Australia?"
+    mem.messages.append(ALICE, new.id, role="user", content=ask)
+    for body in ({}, {"conversation_id": old.id}):
+        hits = _ids(await rest.search(query="capital Sydney largest city", **body))
+        assert wrong.id not in hits
+        assert right.id in hits
+        everything = await rest.search(
+            query="capital Sydney largest city", include_other_branches=True, **body
+        )
+        assert wrong.id in _ids(everything)
+    for budget in (200, 8000):
+        text = await rest.context(new.id, budget=budget, query=ask)
+        assert "its largest city" not in text
+        assert "Canberra" in text
+    # The old answer made active again: it is the truth now, its sibling is not.
+    mem.conversations.set_active_leaf(ALICE, old.id, wrong.id)
+    hits = _ids(await rest.search(query="capital Sydney largest city"))
+    assert wrong.id in hits
+    assert right.id not in hits
+    assert "its largest city" in await rest.context(new.id, budget=8000, query=ask)
+    # Neighbours follow the active branch, not the newest child.
+    around = await rest.search(query="Is Sydney the capital city", message_range=1)
+    assert wrong.id in _ids(around)
+    assert right.id not in _ids(around)
 
 
 def _naive_path(mem: Memory, scope: Scope, cid: str, leaf: str) -> set[str]:

@@ -70,7 +70,10 @@ def test_explain_ids_says_why_not(mem: Memory) -> None:
     assert all(e.conversation_id is None for e in on_branch.explained if e.reason == "unknown")
     top = mem.recall.search(scope, "capital city", k=1, explain_ids=ids)
     assert len(top) == 1
-    assert {e.reason for e in top.explained if e.id != top[0].message.id} <= {
+    # With no leaf each conversation counts by its active branch: the answer regenerated
+    # away stays out of every search.
+    assert _why(top, wrong.id) == {"other_branch"}
+    assert {e.reason for e in top.explained if e.id not in (top[0].message.id, wrong.id)} <= {
         "ranked_below_k",
         "unknown",
     }

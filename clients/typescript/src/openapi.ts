@@ -1891,7 +1891,7 @@ export interface components {
             explain_ids?: string[];
             /**
              * Include Other Branches
-             * @description With leaf_id: also messages of the conversation's other branches (answers regenerated away, questions edited away).
+             * @description Also messages off the active branches: answers regenerated away, questions edited away (by default each conversation counts by its active branch, the one of leaf_id by that leaf's).
              * @default false
              */
             include_other_branches?: boolean;

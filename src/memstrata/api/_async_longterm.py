@@ -286,6 +286,7 @@ class AsyncLongTerm(AsyncSubAPI):
             threshold=kit.threshold,
             max_facts=kit.max_facts,
             near_duplicates=near,
+            branch_withdraw=kit.branch_withdraw,
         )
 
     async def _queued_flags(self, conversation_id: str) -> dict[str, bool]:

@@ -54,9 +54,10 @@ class AsyncRecall(AsyncSubAPI):
         (marked ``neighbour_of``), so a result may hold more than ``k`` items (at most
         2,000 with neighbours: past that, the lower hits come alone).
 
-        With ``leaf_id`` only that branch's messages are returned: not answers regenerated
-        away, questions edited away or anything under them. ``include_other_branches``
-        searches the whole conversation instead.
+        Only messages on each conversation's active branch are returned (with ``leaf_id``,
+        on the branch ending there): not answers regenerated away, questions edited away
+        or anything under them, in any of the user's conversations.
+        ``include_other_branches`` searches every branch instead.
 
         ``as_of`` (a ``datetime`` or ISO 8601 text): search as memstrata stood then, over
         the messages created at or before that time only.

@@ -280,6 +280,7 @@ class LongTerm(SubAPI):
             threshold=kit.threshold,
             max_facts=kit.max_facts,
             near_duplicates=near,
+            branch_withdraw=kit.branch_withdraw,
         )
 
     def _queued_flags(self, conversation_id: str) -> dict[str, bool]:

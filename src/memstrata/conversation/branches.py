@@ -28,7 +28,15 @@ from memstrata.storage.branch_tables import FILL_FORKS
 from memstrata.storage.plan import Exec, Op, Query
 from memstrata.storage.sql import BATCH, placeholders
 
-__all__ = ["Branch", "Label", "branch_of", "fill_forks", "label_child", "labels_of"]
+__all__ = [
+    "Branch",
+    "Label",
+    "active_branches",
+    "branch_of",
+    "fill_forks",
+    "label_child",
+    "labels_of",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,4 +148,35 @@ def labels_of(conversation_id: str, ids: Sequence[str]) -> Op[dict[str, tuple[st
         )
         for mid, chain_id, depth in rows:
             out[mid] = (chain_id, int(depth))
+    return out
+
+
+def active_branches(conversation_ids: Sequence[str], min_depth: int = 0) -> Op[dict[str, Branch]]:
+    """The active branch of each given conversation (the branch ending at its
+    ``active_leaf_id``), in one walk per batch of conversations: one row per fork on
+    each branch, as far up as ``min_depth`` (as :func:`branch_of`). A conversation with
+    no active leaf, or whose leaf carries no label, is left out (nothing to judge by)."""
+    out: dict[str, Branch] = {}
+    leaves: dict[str, str] = {}
+    exits: dict[str, dict[str, int]] = {}
+    for start in range(0, len(conversation_ids), BATCH):
+        batch = list(conversation_ids[start : start + BATCH])
+        rows = yield Query(
+            "WITH RECURSIVE ch(conversation_id, leaf_id, chain_id, exit_depth) AS ("
+            " SELECT m.conversation_id, m.id, m.chain_id, m.depth FROM conversations c"
+            " JOIN messages m ON m.conversation_id = c.id AND m.id = c.active_leaf_id"
+            f" WHERE c.id IN ({placeholders(len(batch))})"
+            " UNION ALL SELECT f.conversation_id, ch.leaf_id, f.from_chain, f.from_depth FROM ch"
+            " JOIN message_forks f ON f.conversation_id = ch.conversation_id"
+            " AND f.head_id = ch.chain_id WHERE f.from_depth >= ?)"
+            " SELECT conversation_id, leaf_id, chain_id, exit_depth FROM ch",
+            (*batch, min_depth),
+        )
+        for cid, leaf, chain_id, depth in rows:
+            leaves[cid] = leaf
+            if chain_id is not None:
+                chains = exits.setdefault(cid, {})
+                chains[chain_id] = max(chains.get(chain_id, -1), int(depth))
+    for cid, chains in exits.items():
+        out[cid] = Branch(cid, leaves[cid], chains)
     return out

@@ -144,7 +144,7 @@ def update_conversation(
     """Change the title, the metadata and/or the active leaf, all in one transaction."""
     check_metadata(rt, metadata)
     check_text(title, "title")
-    yield from get_conversation(scope, conversation_id)
+    before = yield from get_conversation(scope, conversation_id)
     sets: list[str] = []
     params: list[Any] = []
     if title is not None:
@@ -153,15 +153,20 @@ def update_conversation(
     if metadata is not None:
         sets.append("metadata = ?")
         params.append(dump_json(metadata))
+    moved = False
     if active_leaf_id is not None:
         leaf = to_message((yield from require_message(conversation_id, active_leaf_id)))
         sets.append("active_leaf_id = ?")
         params.append(leaf.id)
+        moved = leaf.id != before.active_leaf_id
     if sets:
         yield Exec(
             f"UPDATE conversations SET {', '.join(sets)}, updated_at = ? WHERE id = ?",
             (*params, rt.clock(), conversation_id),
         )
+    if moved:  # facts judged against the active branch follow it
+        for hook in rt.on_branch_change:
+            yield from hook(scope, conversation_id)
     return (yield from get_conversation(scope, conversation_id))
 
 

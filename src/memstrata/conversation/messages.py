@@ -177,6 +177,10 @@ def append_message(
         "updated_at = ? WHERE id = ?",
         (mid, now, conv.id),
     )
+    if conv.active_leaf_id is not None and (parent is None or parent.id != conv.active_leaf_id):
+        # A regeneration, an edit or a new root: the old leaf left the active branch.
+        for moved in rt.on_branch_change:
+            yield from moved(scope, conv.id)
     row = yield from require_message(conv.id, mid)
     message = to_message(row)
     if message.status is Status.COMPLETE:
@@ -270,6 +274,8 @@ def delete_message(rt: Runtime, scope: Scope, conversation_id: str, message_id: 
         "updated_at = ? WHERE id = ?",
         (leaf, len(ids), rt.clock(), conversation_id),
     )
+    for moved in rt.on_branch_change:
+        yield from moved(scope, conversation_id)
     return len(ids)
 
 

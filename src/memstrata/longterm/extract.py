@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from memstrata import conversation as conv_ops
-from memstrata.longterm import store, updates
+from memstrata.longterm import branchfacts, store, updates
 from memstrata.longterm.apply import UpdatePlan, plan_update
 from memstrata.longterm.capture import detect_signals, filter_turns
 from memstrata.longterm.model import (
@@ -217,8 +217,12 @@ def finish(
     threshold: float,
     max_facts: int,
     near_duplicates: Mapping[int, str] | None = None,
+    branch_withdraw: bool = False,
 ) -> Op[UpdatePlan]:
     """Apply ``update`` (None: nothing to apply) and log the attempt, atomically.
+
+    With ``branch_withdraw``, new facts drawn from a branch that is no longer the active
+    one (it was left while the model ran) are withdrawn at once (see ``branchfacts``).
 
     The conversation is held (between the user row and the owner's memory row, the
     lock order of every write) so a delete racing the extraction leaves no fact drawn
@@ -254,6 +258,8 @@ def finish(
             sources,
             event_at=_event_at(prepared, sources),
         )
+        if branch_withdraw and plan.new:
+            yield from branchfacts.reconcile(rt, prepared.conversation_id)
     yield from updates.mark_seen(prepared.conversation_id, prepared.read_ids)
     counts = plan.counts()
     yield from updates.record_update(

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from memstrata.jobs import ops as jobs_ops
-from memstrata.longterm import forget
+from memstrata.longterm import branchfacts, forget
 from memstrata.longterm.capture import capturable, signals_in
 from memstrata.longterm.model import Signal
 from memstrata.longterm.tier import FactsTier, ProfileTier
@@ -60,6 +60,8 @@ class LongTermKit:
         self.max_llm_calls = s.longterm_max_llm_calls
         self.max_input_tokens = s.longterm_max_input_tokens
         self.max_attempts = s.longterm_max_attempts
+        #: Withdraw facts whose sources all left the active branches (and restore them).
+        self.branch_withdraw = s.longterm_branch_withdraw
         #: Cosine similarity at or above which a new fact repeats an active one.
         self.near_duplicate = 0.92
         self._llm: LLM | None = _UNSET
@@ -121,6 +123,9 @@ class LongTermKit:
     def install(self) -> None:
         core = self._core
         core.rt.on_message.append(self.hook)
+        core.rt.on_branch_change.append(self.branch_moved)
+        # Before forgetting: it reads the provenance that forgetting removes.
+        core.rt.cascade.on_conversation_delete(self.conversations_deleted)
         core.rt.cascade.on_conversation_delete(forget.forget_conversations)
         core.rt.cascade.on_messages_delete(forget.forget_messages)
         core.rt.cascade.on_user_delete(forget.forget_user)
@@ -153,6 +158,16 @@ class LongTermKit:
             if moved:
                 return
         yield from self.enqueue(scope, message.conversation_id, message.id, flags)
+
+    def branch_moved(self, scope: Scope, conversation_id: str) -> Op[None]:
+        """A conversation's active branch moved: its facts follow (see branchfacts)."""
+        if self.branch_withdraw:
+            yield from branchfacts.reconcile(self._core.rt, conversation_id)
+
+    def conversations_deleted(self, conversation_ids: Sequence[str]) -> Op[None]:
+        """Facts also drawn from other conversations follow those (see branchfacts)."""
+        if self.branch_withdraw:
+            yield from branchfacts.before_conversations_delete(self._core.rt, conversation_ids)
 
     def pre_compaction(
         self, scope: Scope, conversation_id: str, batch: Sequence[Message]

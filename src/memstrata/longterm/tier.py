@@ -4,8 +4,9 @@
 The facts tier offers every fact of the caller's scope that is true now (or true at
 the call's ``as_of`` as known then, see :mod:`~memstrata.longterm.clocks`) as one line each,
 corrections first (confidence order, within a reserved 500 tokens), then the rest
-by confidence; the context's budget then takes whole lines, best first, up to the
-tier's cap (2000 tokens by default). Text is HTML-escaped, so a fact can never
+by confidence, then the facts a newer one contradicts, each marked ``(outdated)`` (see
+:mod:`~memstrata.longterm.currency`); the context's budget then takes whole lines, best
+first, up to the tier's cap (2000 tokens by default). Text is HTML-escaped, so a fact can never
 close the block it sits in, and the order is total (confidence, age, id), so the
 same memory state gives byte-identical blocks.
 """
@@ -17,8 +18,9 @@ from dataclasses import replace
 from memstrata.context.tiers import TierItem, TierRequest
 from memstrata.longterm import store
 from memstrata.longterm.clocks import AsOf
+from memstrata.longterm.currency import OUTDATED, outdated
 from memstrata.longterm.inject import fact_line, injection_order, profile_line
-from memstrata.longterm.model import FactStatus
+from memstrata.longterm.model import Fact, FactStatus
 from memstrata.runtime import Runtime
 from memstrata.storage.plan import Op
 from memstrata.storage.records import to_micros
@@ -43,19 +45,29 @@ class FactsTier:
         found = yield from store.true_facts(request.scope, rt.clock(), at)
         # As of then, a fact superseded since was active: it competes as one.
         facts = [replace(f, status=FactStatus.ACTIVE) for f in found]
+        # Of two that contradict, the older is not injected as current (see currency).
+        old = outdated(facts)
         items = {
             f.id: request.item(
                 f.id,
-                fact_line(f.content, f.category, f.confidence, f.source_error),
+                fact_line(f.content, f.category, f.confidence, f.source_error)
+                + (f" {OUTDATED}" if f.id in old else ""),
                 fact_id=f.id,
                 category=f.category,
                 confidence=f.confidence,
                 # The fact's version (provenance records which version a prompt held).
                 updated_at=to_micros(f.updated_at),
+                **({"outdated_by": old[f.id]} if f.id in old else {}),
             )
             for f in facts
         }
-        ordered = injection_order(facts, lambda f: items[f.id].tokens, self.guaranteed)
+        current = [f for f in facts if f.id not in old]
+        stale = [f for f in facts if f.id in old]
+
+        def cost(f: Fact) -> int:
+            return items[f.id].tokens
+
+        ordered = injection_order(current, cost, self.guaranteed) + injection_order(stale, cost, 0)
         return [items[f.id] for f in ordered]
 
 

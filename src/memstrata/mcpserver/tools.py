@@ -314,7 +314,7 @@ class MemoryTools:
         ] = None,
         include_other_branches: Annotated[
             bool,
-            Field(description="With leaf_id: also the conversation's other branches."),
+            Field(description="Also messages off each conversation's active branch."),
         ] = False,
         as_of: Annotated[str | None, AS_OF] = None,
         min_relevance: Annotated[

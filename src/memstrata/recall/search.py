@@ -12,6 +12,7 @@ from memstrata.conversation.branches import Branch, branch_of
 from memstrata.encoding import to_json
 from memstrata.errors import InvalidInput, NotFound
 from memstrata.recall import index as idx
+from memstrata.recall.branchtruth import ActiveBranches
 from memstrata.recall.fusion import Candidate, FusionParams, fuse, ranks
 from memstrata.recall.index import MessageKey, key_of
 from memstrata.recall.relevance import RelevanceModel, Signals, background
@@ -223,11 +224,16 @@ def branch_rule(
 
 
 def _neighbours(
-    scope: Scope, hits: Sequence[Message], n: int, rule: BranchRule | None
+    scope: Scope,
+    hits: Sequence[Message],
+    n: int,
+    rule: BranchRule | None,
+    truth: ActiveBranches | None = None,
 ) -> Op[tuple[dict[MessageKey, list[Message]], dict[MessageKey, list[Message]]]]:
     """Up to ``n`` messages before and after each hit on its branch: the rule's branch in
-    its conversation, else the newest child at each step. Batched: one query for every
-    hit's ancestors, then one per step down (never one per hit)."""
+    its conversation, the active branch in the others (``truth``), else the newest child
+    at each step. Batched: one query for every hit's ancestors, then one per step down
+    (never one per hit)."""
     keys = [key_of(m) for m in hits]
     up = yield from idx.ancestors_within(scope, keys, n)
     before = {k: list(reversed(up.get(k, []))) for k in keys}
@@ -237,15 +243,20 @@ def _neighbours(
         if not frontier:
             break
         children = yield from idx.labelled_children(scope, [key_of(m) for m in frontier.values()])
+        if truth is not None:
+            yield from truth.load(c for options in children.values() for c, _ in options)
         nxt: dict[MessageKey, Message] = {}
         for origin, cur in frontier.items():
             options = [
                 c
                 for c, chain in children.get(key_of(cur), [])
-                if rule is None
-                or c.conversation_id != rule.branch.conversation_id
-                or rule.other_branches
-                or rule.branch.contains(chain, c.depth)
+                if (
+                    rule is None
+                    or c.conversation_id != rule.branch.conversation_id
+                    or rule.other_branches
+                    or rule.branch.contains(chain, c.depth)
+                )
+                and (truth is None or truth.keeps(c, chain))
             ]
             if options:
                 nxt[origin] = options[-1]  # newest (children come in seq order)
@@ -282,6 +293,10 @@ def search_op(
     left out; ``explain`` adds each hit's signals; ``explain_ids`` says, per id, whether
     it was returned and why not."""
     rule = yield from branch_rule(scope, conversation_id, leaf_id, include_other_branches)
+    # Every other conversation (and this one without a leaf) by its active branch.
+    truth = None
+    if not include_other_branches:
+        truth = ActiveBranches(skip=None if rule is None else rule.branch.conversation_id)
     found = yield from candidates_op(
         dialect,
         vectors,
@@ -294,6 +309,7 @@ def search_op(
         rule=rule,
         cap=SEARCH_TERM_CAP,
         created_by=created_by,
+        truth=truth,
     )
     judged = judge(found, model, fuse(found.candidates, temporal=query.temporal, params=params))
     kept = [j for j in judged if j.relevance >= min_relevance]
@@ -309,7 +325,7 @@ def search_op(
         ]
     else:
         hits = yield from _with_neighbours(
-            scope, found, ranked, message_range, rule, created_by, excluded, signals
+            scope, found, ranked, message_range, rule, created_by, excluded, signals, truth
         )
     explained: list[Explanation] = []
     if explain_ids:
@@ -336,13 +352,14 @@ def _with_neighbours(
     created_by: int | None,
     excluded: frozenset[str],
     signals: Any,
+    truth: ActiveBranches | None = None,
 ) -> Op[list[RecallHit]]:
     # The work budget: neighbours for as many of the best hits as keep the answer within
     # MAX_RESULT messages; the rest come alone (documented truncation).
     messages = found.messages
     with_context = max(1, MAX_RESULT // (2 * message_range + 1))
     near = [messages[j.key] for j in ranked[:with_context]]
-    before, after = yield from _neighbours(scope, near, message_range, rule)
+    before, after = yield from _neighbours(scope, near, message_range, rule, truth)
     if created_by is not None:  # neighbours written since then were not there
         before = {k: [m for m in v if _created_by(m, created_by)] for k, v in before.items()}
         after = {k: [m for m in v if _created_by(m, created_by)] for k, v in after.items()}
@@ -489,9 +506,11 @@ def candidates_op(
     drop_common: bool = False,
     lazy_rule: LazyRule | None = None,
     created_by: int | None = None,
+    truth: ActiveBranches | None = None,
 ) -> Op[Found]:
     """Keyword and vector candidates of ``scope``, filtered by ``excluded`` and ``rule``
-    (and, with ``created_by``, to the messages created at or before that time)."""
+    (and, with ``created_by``, to the messages created at or before that time; with
+    ``truth``, to those on their conversation's active branch)."""
     keyword = yield from idx.keyword_search(
         dialect,
         scope,
@@ -518,11 +537,15 @@ def candidates_op(
     )
     if rule is None and lazy_rule is not None:
         rule = yield from lazy_rule.resolve(labelled.values())
+    if truth is not None:
+        yield from truth.load(m for m, _ in labelled.values())
     messages: dict[MessageKey, Message] = {}
     dropped: dict[MessageKey, str] = {}
     for key, (m, chain) in labelled.items():
         if rule is not None and not rule.keeps(m, chain):
             dropped[key] = rule.why_not(m, chain)
+        elif truth is not None and not truth.keeps(m, chain):
+            dropped[key] = "other_branch"
         elif created_by is not None and not _created_by(m, created_by):
             dropped[key] = "created_after_as_of"
         else:

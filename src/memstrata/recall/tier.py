@@ -21,7 +21,9 @@ from typing import TYPE_CHECKING
 from memstrata.context.budget import block, heading_cost
 from memstrata.context.tiers import TierItem, TierRequest
 from memstrata.errors import InvalidInput
+from memstrata.longterm.currency import stale_messages
 from memstrata.recall import index as idx
+from memstrata.recall.branchtruth import ActiveBranches
 from memstrata.recall.fusion import FusionParams, fuse
 from memstrata.recall.gate import ADMITTED, BELOW_FLOOR, PERSONAL, STANDS_OUT, RelevanceGate
 from memstrata.recall.index import key_of
@@ -55,6 +57,8 @@ MAX_QUERY_CHARS = 10_000
 REPORTED_REJECTED = 5
 #: Verdicts that let a candidate in.
 _IN = frozenset({ADMITTED, STANDS_OUT, PERSONAL})
+#: The verdict on a message whose facts were all superseded (see longterm.currency).
+SUPERSEDED = "superseded"
 
 
 def render_item(message: Message) -> str:
@@ -139,6 +143,8 @@ class RecallTier:
             cap=self.max_df,
             drop_common=True,
             created_by=request.as_of,
+            # The other conversations by their active branch (this one: by the rule).
+            truth=ActiveBranches(skip=None if rule is None else request.conversation_id),
         )
         ranked = fuse(found.candidates, temporal=info.temporal, params=self.fusion)
         bg = background(list(found.similarity.values()))
@@ -171,6 +177,15 @@ class RecallTier:
             [(sg.cosine, sg.standout) for *_, sg in considered],
             personal=info.personal,
         )
+        if request.as_of is None:
+            # A message whose facts were all superseded since is not current truth (as of
+            # a past time it was: the facts' state then decides, through the facts tier).
+            admitted = [c[0] for c, v in zip(considered, verdicts, strict=True) if v in _IN]
+            stale = yield from stale_messages(request.scope, admitted, rt.clock())
+            verdicts = [
+                SUPERSEDED if v in _IN and key_of(c[0]) in stale else v
+                for c, v in zip(considered, verdicts, strict=True)
+            ]
         chosen = [c for c, v in zip(considered, verdicts, strict=True) if v in _IN][: self.k]
         rejected = [(c, v) for c, v in zip(considered, verdicts, strict=True) if v not in _IN][
             :REPORTED_REJECTED

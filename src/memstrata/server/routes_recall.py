@@ -28,8 +28,9 @@ class SearchIn(BaseModel):
     message_range: int = Field(default=0, ge=0, le=MAX_RANGE)
     include_other_branches: bool = Field(
         default=False,
-        description="With leaf_id: also messages of the conversation's other branches "
-        "(answers regenerated away, questions edited away).",
+        description="Also messages off the active branches: answers regenerated away, "
+        "questions edited away (by default each conversation counts by its active branch, "
+        "the one of leaf_id by that leaf's).",
     )
     as_of: datetime | None = Field(
         default=None,
