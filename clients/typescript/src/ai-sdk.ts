@@ -135,10 +135,10 @@ export function memstrataChat(options: MemstrataChatOptions): MemstrataChat {
   const save = async (responseMessages: ModelMessage[]) => {
     for (const m of toAppends(responseMessages)) await client.messages.append(conversationId, m);
   };
-  let cache: CacheReport | undefined;
+  let last: CacheReport | undefined;
   return {
     get cache() {
-      return cache;
+      return last;
     },
     async prepare(input) {
       const message: ModelMessage = typeof input === "string" ? { role: "user", content: input } : input;
@@ -149,14 +149,18 @@ export function memstrataChat(options: MemstrataChatOptions): MemstrataChat {
         ...(options.model !== undefined ? { model: options.model } : {}),
         ...(query ? { query } : {}),
       });
+      const cache = ctx.report.cache;
+      // The instructions: the leading system messages of the stable part (a per-turn block
+      // right after them, as on a conversation's first turn, is not one of them).
       const lead = ctx.messages.findIndex((m) => m.role !== "system");
-      const split = lead < 0 ? ctx.messages.length : lead;
+      let split = lead < 0 ? ctx.messages.length : lead;
+      if (cache?.breakpoint != null && cache.breakpoint + 1 < split) split = cache.breakpoint + 1;
       const system = ctx.messages.slice(0, split).map((m) => m.content);
       // A block after the conversation began (recall, working memory) goes as user text:
       // some providers (Anthropic) take system text only ahead of the conversation.
       const rest = ctx.messages.slice(split).map((m) => (m.role === "system" ? { ...m, role: "user" as const } : m));
       const messages = toModelMessages(rest);
-      cache = ctx.report.cache;
+      last = cache;
       // toModelMessages keeps one message per context message, so the index carries over.
       const at = cache?.breakpoint == null ? -1 : cache.breakpoint - split;
       if (at >= 0 && at < messages.length) messages[at] = { ...messages[at], providerOptions: CACHE_HINT } as ModelMessage;
