@@ -36,7 +36,7 @@ from memstrata.api._async_transfer import AsyncTransfer
 from memstrata.api._async_usage import AsyncUsage
 from memstrata.api.core import Core
 from memstrata.config import Settings
-from memstrata.context import CompactionResult, Context
+from memstrata.context import CompactionResult, Context, prefix
 from memstrata.conversation.history import History
 from memstrata.embeddings.port import Embedder
 from memstrata.errors import InvalidInput
@@ -485,7 +485,7 @@ class AsyncMemory(AsyncSubAPI):
             as_of=as_of,
             layout=layout,
         )
-        await self.compaction.note_prefix(scope, conversation_id, ctx)
+        await self._note_prefix(scope, conversation_id, ctx)
         kit = self._core.context
         if ctx.report.compaction_due and kit.auto_compact:
             await self.compaction.schedule(
@@ -500,6 +500,17 @@ class AsyncMemory(AsyncSubAPI):
             rid = await self.provenance.record(scope, conversation_id, ctx, budget)
             ctx = replace(ctx, context_id=rid)
         return ctx
+
+    async def _note_prefix(self, scope: Scope, conversation_id: str, ctx: Context) -> None:
+        """Set ``ctx.report.cache.prefix_tokens``: the tokens ``ctx`` shares with the previous
+        context of its branch, whose fingerprint ``ctx``'s then replaces."""
+        fp = ctx.fingerprint
+        if fp is None:
+            return  # an empty conversation: nothing to compare or keep
+        on_branch = frozenset(m.id for m in (*ctx.system, *ctx.window)) | {fp.leaf_id}
+        ctx.report.cache.prefix_tokens = await self._write(
+            prefix.remember, self._core.rt, _scope(scope), conversation_id, fp, on_branch
+        )
 
     async def compact(
         self, scope: Scope, conversation_id: str, leaf_id: str | None = None

@@ -15,7 +15,7 @@ from typing import Any
 from memstrata import context as ops
 from memstrata import conversation as conversations
 from memstrata.api._async_base import AsyncSubAPI
-from memstrata.context import CompactionPlan, Context, Summary, prefix
+from memstrata.context import CompactionPlan, Context, Summary
 from memstrata.context.kit import COMPACT_JOB, CompactionResult, ContextKit
 from memstrata.context.summarize import build_prompt, extractive_summary, summary_problem
 from memstrata.jobs.ops import Job
@@ -80,17 +80,6 @@ class AsyncCompaction(AsyncSubAPI):
         if recall is not None:
             recall.pending = pending
         return context
-
-    async def note_prefix(self, scope: Scope, conversation_id: str, ctx: Context) -> None:
-        """Set ``ctx.report.cache.prefix_tokens``: the tokens ``ctx`` shares with the previous
-        context of its branch, whose fingerprint ``ctx``'s then replaces."""
-        fp = ctx.fingerprint
-        if fp is None:
-            return  # an empty conversation: nothing to compare or keep
-        on_branch = frozenset(m.id for m in (*ctx.system, *ctx.window)) | {fp.leaf_id}
-        ctx.report.cache.prefix_tokens = await self._write(
-            prefix.remember, self._core.rt, _scope(scope), conversation_id, fp, on_branch
-        )
 
     async def _embed_query(
         self, scope: Scope, conversation_id: str, leaf_id: str | None, query: str | None

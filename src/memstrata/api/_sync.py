@@ -32,7 +32,7 @@ from memstrata.api._sync_transfer import Transfer
 from memstrata.api._sync_usage import Usage
 from memstrata.api.core import Core
 from memstrata.config import Settings
-from memstrata.context import CompactionResult, Context
+from memstrata.context import CompactionResult, Context, prefix
 from memstrata.conversation.history import History
 from memstrata.embeddings.port import Embedder
 from memstrata.errors import InvalidInput
@@ -471,7 +471,7 @@ class Memory(SubAPI):
             as_of=as_of,
             layout=layout,
         )
-        self.compaction.note_prefix(scope, conversation_id, ctx)
+        self._note_prefix(scope, conversation_id, ctx)
         kit = self._core.context
         if ctx.report.compaction_due and kit.auto_compact:
             self.compaction.schedule(
@@ -486,6 +486,17 @@ class Memory(SubAPI):
             rid = self.provenance.record(scope, conversation_id, ctx, budget)
             ctx = replace(ctx, context_id=rid)
         return ctx
+
+    def _note_prefix(self, scope: Scope, conversation_id: str, ctx: Context) -> None:
+        """Set ``ctx.report.cache.prefix_tokens``: the tokens ``ctx`` shares with the previous
+        context of its branch, whose fingerprint ``ctx``'s then replaces."""
+        fp = ctx.fingerprint
+        if fp is None:
+            return  # an empty conversation: nothing to compare or keep
+        on_branch = frozenset(m.id for m in (*ctx.system, *ctx.window)) | {fp.leaf_id}
+        ctx.report.cache.prefix_tokens = self._write(
+            prefix.remember, self._core.rt, _scope(scope), conversation_id, fp, on_branch
+        )
 
     def compact(
         self, scope: Scope, conversation_id: str, leaf_id: str | None = None
