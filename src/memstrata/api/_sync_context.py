@@ -179,7 +179,9 @@ class Compaction(SubAPI):
             agent=s.agent,
             key=_job_key(s, conversation_id),
             conversation_id=conversation_id,
-            payload={"leaf_id": leaf_id, "keep_from": keep_from},
+            payload={"leaf_id": leaf_id}
+            if keep_from is None
+            else {"leaf_id": leaf_id, "keep_from": keep_from},
             delay_s=delay_s,
             max_wait_s=delay_s if max_wait_s is None else max_wait_s,
         )
