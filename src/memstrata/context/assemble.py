@@ -22,7 +22,6 @@ from memstrata.context.layout import (
     DEFAULT_LAYOUT,
     VOLATILE_TIERS,
     Layout,
-    arrangement,
     check_layout,
     newest_turn_start,
     render,
@@ -393,7 +392,7 @@ def assemble(
             )
             offered.setdefault(provider.tier, []).extend(items)
         books.note_asks({p.tier: offered[p.tier] for p in late})
-    chosen = books.grant(offered, arrangement(order))
+    chosen = books.grant(offered)
     books.note_summary(br.summary, "summary" in chosen)
     books.close()
     report = books.report

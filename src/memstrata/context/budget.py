@@ -13,7 +13,7 @@ held back while the window is read, what each tier is granted, and the report.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -25,14 +25,7 @@ from memstrata.types import Message
 if TYPE_CHECKING:
     from memstrata.context.summaries import Summary
 
-__all__ = ["Arrange", "Budget", "block", "heading_cost"]
-
-#: How a tier's granted items are written (e.g. facts in creation order), given the tier's name.
-Arrange = Callable[[str, list[TierItem]], list[TierItem]]
-
-
-def _as_granted(tier: str, items: list[TierItem]) -> list[TierItem]:
-    return items
+__all__ = ["Budget", "block", "heading_cost"]
 
 
 def block(tier: str, items: Sequence[TierItem]) -> str:
@@ -101,7 +94,7 @@ class Budget:
 
     @property
     def remaining(self) -> int:
-        """What the system run and the window (with what it holds empty) leave for the others."""
+        """What the system run and the window leave for the other tiers."""
         return self.total - self.tiers["system"].granted - self.tiers["recent"].granted
 
     def note_asks(self, offered: Mapping[str, Sequence[TierItem]]) -> None:
@@ -179,11 +172,8 @@ class Budget:
         """What the system run and the window leave for ``tier``."""
         return self.remaining - (self.held if tier in self.held_from else 0)
 
-    def grant(
-        self, offered: Mapping[str, list[TierItem]], arrange: Arrange = _as_granted
-    ) -> dict[str, list[TierItem]]:
-        """Grant the tiers other than the window, by priority: the items each injects, as
-        ``arrange`` writes them (their block is counted so written)."""
+    def grant(self, offered: Mapping[str, list[TierItem]]) -> dict[str, list[TierItem]]:
+        """Grant the tiers other than the window, by priority: the items each injects."""
         return _grant_tiers(
             self.order,
             self.policies,
@@ -192,7 +182,6 @@ class Budget:
             self.remaining,
             self.tokenizer,
             self.report,
-            arrange,
             {name: self.held for name in self.held_from},
         )
 
@@ -254,7 +243,6 @@ def _select(
     allow: int,
     tok: Tokenizer,
     dropped: list[dict[str, Any]],
-    arrange: Arrange = _as_granted,
 ) -> tuple[list[TierItem], int]:
     """Whole items, best first, while the block fits ``allow``; returns them and the block cost."""
     overhead = tok.count_message(block(tier, []))
@@ -269,10 +257,9 @@ def _select(
             dropped.append(_drop(tier, item, "over budget"))
     # Counted exactly on the final text; BPE across joins can differ from the item sums.
     while chosen:
-        written = arrange(tier, chosen)
-        cost = tok.count_message(block(tier, written))
+        cost = tok.count_message(block(tier, chosen))
         if cost <= allow:
-            return written, cost
+            return chosen, cost
         dropped.append(_drop(tier, chosen.pop(), "over budget"))
     return [], 0
 
@@ -352,7 +339,6 @@ def _grant_tiers(
     remaining: int,
     tok: Tokenizer,
     report: ContextReport,
-    arrange: Arrange,
     held: Mapping[str, int],
 ) -> dict[str, list[TierItem]]:
     chosen: dict[str, list[TierItem]] = {}
@@ -371,7 +357,7 @@ def _grant_tiers(
         if group is not None and group in group_left:
             allow = min(allow, group_left[group])
         usable = _usable(name, offered[name], taken, report)
-        items, cost = _select(name, usable, max(allow, 0), tok, report.dropped, arrange)
+        items, cost = _select(name, usable, max(allow, 0), tok, report.dropped)
         taken.update(item.id for item in items)
         if items:
             chosen[name] = items

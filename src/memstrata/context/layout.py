@@ -9,9 +9,9 @@ first, what changes every turn comes last::
     · working · plan · iterations · recall · the newest turn
 
 so from one turn to the next only the volatile blocks and the newest turn are new.
-Facts are written in creation order (their ids are time-ordered), so a fact gained
-or reinforced does not reorder the others. The ``classic`` layout keeps the earlier
-order (every injected block before the window).
+Facts keep their injection order (corrections first, then by confidence, age and id:
+a total order, so the block changes only when the facts do). The ``classic`` layout
+keeps the earlier order (every injected block before the window).
 
 The *stable part* ends at ``breakpoint``: the index of the last message that the
 next turn's context will repeat as long as nothing stable changes.
@@ -36,7 +36,6 @@ __all__ = [
     "VOLATILE_TIERS",
     "Layout",
     "Rendered",
-    "arrangement",
     "check_layout",
     "newest_turn_start",
     "render",
@@ -51,8 +50,6 @@ VOLATILE_TIERS = frozenset({"working", "plan", "iterations", "recall"})
 #: The ``cache`` layout's stable tiers, in order (``recent`` is split around the volatile blocks).
 CACHE_ORDER = ("system", "profile", "facts", "summary", "recent")
 _VOLATILE_ORDER = ("working", "plan", "iterations", "recall")
-# Tiers written in creation order under the cache layout (ids are time-ordered).
-_BY_CREATION = frozenset({"facts"})
 
 
 def check_layout(layout: str) -> Layout:
@@ -79,18 +76,6 @@ def newest_turn_start(window: Sequence[Message]) -> int:
         if window[i].role is Role.USER:
             return i
     return len(window)
-
-
-def arrangement(layout: Layout) -> Callable[[str, list[TierItem]], list[TierItem]]:
-    """How a tier's granted items are written: facts in creation order under the cache
-    layout, else as granted (best first). The budget counts the block so written."""
-
-    def arrange(tier: str, items: list[TierItem]) -> list[TierItem]:
-        if layout == "cache" and tier in _BY_CREATION:
-            return sorted(items, key=lambda i: i.id)
-        return items
-
-    return arrange
 
 
 class _Writer:
