@@ -71,8 +71,8 @@ class Settings:
     layout: Layout = DEFAULT_LAYOUT
     #: What the window keeps of its share right after a step (the cache layout's).
     low_water: float = DEFAULT_LOW_WATER
-    #: The share of the budget the per-turn tiers may take beyond what the window's share
-    #: leaves, once the conversation fills that share (the cache layout's).
+    #: The share of the budget the per-turn tiers may take beyond their reserves once a
+    #: conversation is under way (the cache layout's).
     volatile_room: float = DEFAULT_VOLATILE_ROOM
 
 
