@@ -37,8 +37,9 @@ $(VENV_CREWAI)/.installed: pyproject.toml
 	  -e ".[embed,crewai]" "crewai==1.15.*" "pytest>=8" "pytest-xdist>=3.5" "hypothesis>=6.100"
 	touch $@
 
+# make run PORT=8800 HOST=0.0.0.0 - elsewhere than 127.0.0.1:8700 (as MEMSTRATA_PORT/HOST do).
 run: $(VENV)/.installed-server
-	$(BIN)/memstrata serve
+	$(BIN)/memstrata serve $(if $(HOST),--host $(HOST)) $(if $(PORT),--port $(PORT))
 
 lint: $(VENV)/.installed-dev $(TS)/node_modules/.installed
 	$(BIN)/ruff check src tests scripts
@@ -96,7 +97,7 @@ test: lint typecheck services browser tools typescript $(VENV_CREWAI)/.installed
 
 # The quick loop while editing: unit-level tests, no live servers, browser, TypeScript
 # build, wheel build, examples or crash/load runs (slow and server marks, and the files below).
-FAST_SKIP := tests/ui tests/test_typescript_client.py tests/test_wheel_install.py \
+FAST_SKIP := tests/ui tests/test_typescript_client.py tests/test_wheel_install.py tests/test_verbatim_docs.py \
 	tests/test_examples.py tests/test_tutorial.py tests/longterm/test_longterm_example.py \
 	tests/integrations/test_langgraph_examples.py tests/test_crash_server.py \
 	tests/bench/test_bench_serve.py tests/bench/test_bench_peers.py tests/server/test_fuzz_rest.py

@@ -394,3 +394,31 @@ def locomo_sample(
         },
         "qa": qa,
     }
+
+
+def connect_to(base: str) -> socket.socket:
+    """A raw TCP connection to a live server's base URL."""
+    host, port = base.removeprefix("http://").split(":")
+    return socket.create_connection((host, int(port)), timeout=10)
+
+
+def closed_by_server(sock: socket.socket, wait_s: float = 30.0) -> bytes:
+    """Read until the server closes; fails if it keeps the connection open ``wait_s``."""
+    sock.settimeout(wait_s)
+    got = b""
+    while chunk := sock.recv(65536):  # socket.timeout here means the server held it open
+        got += chunk
+    return got
+
+
+def healthy_again(base: str) -> int:
+    """``/healthz``'s status once the server has noticed closed connections (it does so on
+    its next loop turns: a bounded loop, not a timing check)."""
+    import httpx
+
+    status = 0
+    for _ in range(100):
+        status = httpx.get(base + "/healthz", trust_env=False, timeout=10).status_code
+        if status == 200:
+            break
+    return status

@@ -388,9 +388,13 @@ def jobs_resume(run: Run, mem: Memory, http: httpx.Client, jobs: list[Job]) -> N
         time.sleep(0.2)
     assert [j.attempts for j in now] == [1] * len(jobs)
     assert scalar(mem, _waiting(run), *run.cids) == 0
-    # Recall finds a message appended before the kill by a word only it holds.
+    # Recall finds a message appended before the kill by a word only it holds (on any
+    # branch: each client built one of its own in the shared conversation).
     target = run.acked[len(run.acked) // 2]
-    r = http.post("/v1/recall/search", json={"query": target.body["content"].split()[4]})
+    r = http.post(
+        "/v1/recall/search",
+        json={"query": target.body["content"].split()[4], "include_other_branches": True},
+    )
     assert r.status_code == 200, r.text
     assert [h["message"]["id"] for h in r.json()["hits"]][:1] == [target.id]
 

@@ -172,3 +172,51 @@ def test_a_memory_extracts_with_the_demo_model(tmp_path) -> None:
 @pytest.mark.parametrize("text", ["", "   "])
 def test_empty_prompts_still_get_an_answer(text: str) -> None:
     assert answer([{"role": "user", "content": text}]).startswith("(demo model)")
+
+
+@pytest.mark.parametrize(
+    ("said", "learnt"),
+    [
+        (
+            "Please remember that I always want aisle seats on long flights.",
+            ["User always wants aisle seats on long flights"],
+        ),
+        (
+            "I usually fly economy, but I never check bags.",
+            ["User usually flies economy", "User never checks bags"],
+        ),
+        ("I'm allergic to peanuts.", ["User is allergic to peanuts"]),
+        ("My favourite colour is blue.", ["User's favourite colour is blue"]),
+        ("Remember: I need a quiet room", ["User needs a quiet room"]),
+        ("remember the meeting is on Friday", ["User asked to remember: the meeting is on Friday"]),
+    ],
+)
+def test_remember_habit_allergy_and_my_x_lines_become_facts(said: str, learnt: list[str]) -> None:
+    assert [f["content"] for f in extract([("user", said)])["newFacts"]] == learnt
+
+
+def test_a_new_value_of_my_x_supersedes_the_old_one() -> None:
+    known = [PromptFact("f1", "User's home airport is OSL", "context", 0.9, manual=False)]
+    (fact,) = extract([("user", "My home airport is BGO now.")], known)["newFacts"]
+    assert fact["content"] == "User's home airport is BGO now"
+    assert fact["supersedes"] == ["f1"]
+
+
+def test_a_memory_learns_a_remember_request_with_the_demo_model(tmp_path) -> None:
+    settings = Settings(
+        home=tmp_path,
+        llm_base_url="fake://",
+        llm_model="demo",
+        worker="off",
+        longterm_capture=True,
+        embedder="none",
+    )
+    scope = Scope("t", "u")
+    with Memory.open(settings=settings) as mem:
+        conv = mem.conversations.create(scope)
+        text = "Please remember that I always want aisle seats on long flights."
+        mem.messages.append(scope, conv.id, role="user", content=text)
+        mem.messages.append(scope, conv.id, role="assistant", content="Noted.")
+        assert mem.longterm.flush(scope, conv.id).outcome == "applied"
+        facts = [f.content for f in mem.facts.list(scope).items]
+    assert facts == ["User always wants aisle seats on long flights"]

@@ -80,15 +80,30 @@ def test_history_before_the_first_turn_keeps_only_the_system_run(mem):
     assert (h.messages, h.leaf_id) == ([], None)
 
 
-def test_history_before_checks_its_message_and_refuses_leaf_id_too(mem):
+def test_history_before_checks_its_message(mem):
     cid = _chat(mem, [("one?", "1")])
     other = _chat(mem, [("elsewhere", "x")])
     stranger = mem.messages.path(S, other)[-1].id
     with pytest.raises(NotFound):
         mem.history(S, cid, before=stranger)
-    leaf = mem.messages.path(S, cid)[-1].id
+
+
+def test_history_before_with_a_leaf_whose_branch_holds_it(mem):
+    cid = _chat(mem, [("one?", "1"), ("two?", "2")])
+    path = mem.messages.path(S, cid)
+    leaf = path[-1].id
+    # The two agree: the same answer as ``before`` alone, whatever branch is active.
+    assert mem.history(S, cid, leaf_id=leaf, before=leaf).messages == (
+        mem.history(S, cid, before=leaf).messages
+    )
+    got = mem.history(S, cid, leaf_id=leaf, before=path[2].id).messages
+    assert [m.content for m in got] == ["one?", "1"]
+    # A message of another branch is refused, naming both.
+    side = mem.messages.append(S, cid, role="user", content="side?", parent_id=path[1].id)
+    with pytest.raises(InvalidInput, match="not on the branch"):
+        mem.history(S, cid, leaf_id=leaf, before=side.id)
     with pytest.raises(InvalidInput):
-        mem.history(S, cid, leaf_id=leaf, before=leaf)
+        mem.history(S, cid, leaf_id=side.id, before=path[2].id)
 
 
 def test_max_messages_none_means_no_cap(mem):

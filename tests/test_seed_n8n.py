@@ -9,7 +9,7 @@ import pytest
 from longterm_support import rule_extractor
 from memstrata import Memory, Scope
 from memstrata.config import Settings
-from memstrata.errors import NotFound
+from memstrata.errors import Conflict, NotFound
 from memstrata.storage.plan import Op, Query, read
 from memstrata.testing import FakeEmbedder, FakeLLM
 from memstrata.testing.conformance import fresh_scope
@@ -21,6 +21,24 @@ def _talk(mem: Memory, scope: Scope, cid: str, *pairs: tuple[str, str]) -> list[
         ids.append(mem.messages.append(scope, cid, role="user", content=q).id)
         ids.append(mem.messages.append(scope, cid, role="assistant", content=a).id)
     return ids
+
+
+def test_a_message_is_found_by_id_alone_within_its_scope(memory: Memory):
+    s = fresh_scope()
+    cid = memory.conversations.create(s).id
+    q, _ = _talk(memory, s, cid, ("where?", "here"))
+    found = memory.messages.find(s, q)
+    assert (found.id, found.conversation_id, found.content) == (q, cid, "where?")
+    for other in (fresh_scope(), Scope(s.tenant, s.user, "an-agent")):
+        with pytest.raises(NotFound):
+            memory.messages.find(other, q)
+    with pytest.raises(NotFound):
+        memory.messages.find(s, "not-an-id")
+    # Ids are unique per conversation: one used twice in the scope must be told apart.
+    second = memory.conversations.create(s).id
+    memory.messages.append(s, second, role="user", content="again", id=q)
+    with pytest.raises(Conflict):
+        memory.messages.find(s, q)
 
 
 def test_delete_message_removes_its_subtree_and_moves_the_active_leaf(memory: Memory):

@@ -23,7 +23,7 @@ SUITE_TIMEOUT_S = 300
 
 def _key(db: str, env: dict[str, str], *who: str) -> str:
     out = subprocess.run(
-        [*CLI, "keys", "create", "--db", db, "--tenant", "ts", *who],
+        [*CLI, "keys", "create", "--db", db, "--init", "--tenant", "ts", *who],
         env=env,
         capture_output=True,
         text=True,

@@ -18,6 +18,19 @@ class Settings(BaseSettings):
     db: str | None = Field(default=None, description="Database URL; default: sqlite under home.")
     token_encoding: Literal["o200k_base", "cl100k_base"] = "o200k_base"
     sqlite_synchronous: Literal["OFF", "NORMAL", "FULL", "EXTRA"] = "NORMAL"
+    postgres_wait_s: float = Field(
+        default=5.0,
+        gt=0,
+        le=60,
+        description="How long a request waits for a PostgreSQL connection before it answers "
+        "503; after a connection failure requests answer 503 at once while a probe retries "
+        "every quarter second.",
+    )
+    ready_timeout_s: float = Field(
+        default=1.5,
+        gt=0,
+        description="/readyz answers 503 when the backends have not all answered within this.",
+    )
     max_content_bytes: int = Field(default=1_000_000, ge=1)
     max_body_bytes: int = Field(default=4_000_000, ge=1024)
     redis: str | None = Field(default=None, description="Redis URL for locks and job wake-ups.")
@@ -41,8 +54,10 @@ class Settings(BaseSettings):
     s3_secret_access_key: str | None = None
     blob_retries: int = Field(default=3, ge=0, description="Retries of a failed store request.")
     blob_timeout_s: float = Field(default=30.0, gt=0, description="Per-request store timeout.")
-    host: str = "127.0.0.1"
-    port: int = Field(default=8700, ge=1, le=65535)
+    host: str = Field(default="127.0.0.1", description="Where `memstrata serve` listens (--host).")
+    port: int = Field(
+        default=8700, ge=1, le=65535, description="The port `memstrata serve` listens on (--port)."
+    )
     llm_base_url: str | None = Field(default=None, description="OpenAI-compatible endpoint.")
     llm_api_key: str | None = Field(default=None, description="Key for the LLM endpoint.")
     llm_model: str | None = Field(default=None, description="Model for compaction; none: offline.")
@@ -72,10 +87,12 @@ class Settings(BaseSettings):
     receipts_inline_scan_max_messages: int = Field(
         default=10_000,
         ge=0,
-        description="A deletion's verification scan reads every table: it runs inside the "
-        "deleting call while the store holds at most this many messages (about 0.25 s at "
-        "10k on SQLite), else as a receipts.verify job (the receipt says verified: null "
-        "until it has run).",
+        description="A deletion's verification scan reads the owner's rows (every table's "
+        "rows for a user deletion): it runs inside the deleting call while the owner (the "
+        "store, for a user deletion) holds at most this many messages (a whole-store scan "
+        "takes about 0.25 s at 10k on SQLite), else in the tenant's receipts.verify job, "
+        "one per tenant and of low priority (the receipt says verified: null until it has "
+        "run).",
     )
     vector_cache_mb: int = Field(
         default=256,
@@ -136,6 +153,21 @@ class Settings(BaseSettings):
         ge=1,
         description="memstrata serve: open connections per process; a request on one more is "
         "answered 503 and its connection closed.",
+    )
+    serve_max_connections_per_address: int = Field(
+        default=100,
+        ge=0,
+        description="memstrata serve: open connections per client address; one more has a "
+        "second to send its request, answered 429 and closed (past twice this, closed at "
+        "once). Behind a reverse proxy every client shares its address: raise this, or 0 "
+        "for no cap.",
+    )
+    serve_store_check_s: float = Field(
+        default=2.0,
+        ge=0,
+        description="memstrata serve on a SQLite file: how often the database, -wal and -shm "
+        "are checked to be writable; once one is not, the server logs which and stops "
+        "cleanly, before sqlite's memory map of -shm could kill it (0: no check).",
     )
     serve_log_interval_s: float = Field(
         default=10.0,

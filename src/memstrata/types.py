@@ -208,7 +208,11 @@ def dump_tool_calls(calls: Iterable[ToolCall]) -> list[dict[str, Any]]:
 class Message:
     """A stored message. ``seq`` is server order; ``branch_tokens`` is the token
     count of the path from the root down to and including this message (store
-    encoding), so "tokens between X and the leaf" is one subtraction."""
+    encoding), so "tokens between X and the leaf" is one subtraction.
+
+    ``position`` is the message's place in its conversation (1, 2, 3, ...): what answers
+    show as ``seq``, as the store-wide counter would tell one user how much others write.
+    From the remote client, ``seq`` and ``position`` are both that number."""
 
     id: str
     conversation_id: str
@@ -222,10 +226,17 @@ class Message:
     metadata: dict[str, Any]
     occurred_at: datetime
     created_at: datetime
-    seq: int
-    depth: int
-    token_count: int
-    branch_tokens: int
+    # Defaults only for what the remote client rebuilds from an answer, which carries the
+    # position (as ``seq``) and not the store's counter: there ``seq`` is the position too.
+    seq: int = 0
+    depth: int = 0
+    token_count: int = 0
+    branch_tokens: int = 0
+    position: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.seq and self.position:
+            object.__setattr__(self, "seq", self.position)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict of every public field: the REST shape."""

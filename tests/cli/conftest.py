@@ -12,7 +12,13 @@ from typer.testing import CliRunner
 
 @pytest.fixture
 def db(tmp_path: Path) -> str:
-    return f"sqlite:///{(tmp_path / 'cli.db').as_posix()}"
+    """A store that exists, as the server's does (commands refuse a missing one)."""
+    from memstrata import Memory
+    from memstrata.config import Settings
+
+    url = f"sqlite:///{(tmp_path / 'cli.db').as_posix()}"
+    Memory.open(url, settings=Settings(home=tmp_path / "home", worker="off")).close()
+    return url
 
 
 @pytest.fixture

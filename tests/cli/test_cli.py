@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -34,8 +35,26 @@ def run(home: Path):
     return _run
 
 
+def test_keys_create_refuses_a_missing_store_unless_init(run, home, tmp_path):
+    # Run where no store is: an error naming the store looked for and the ways out, and
+    # nothing created (a key in a store the server does not read would be rejected).
+    refused = run("keys", "create", "--tenant", "acme", "--user", "u1", code=1)
+    assert refused.stdout == ""
+    message = " ".join(refused.stderr.split())
+    assert str(home / "memstrata.db") in message
+    assert "--db" in message
+    assert "--init" in message
+    assert not (home / "memstrata.db").exists()
+    db = tmp_path / "named.db"
+    refused = run("import", str(tmp_path / "x.json"), "--db", f"sqlite:///{db.as_posix()}", code=1)
+    assert "no memstrata store" in refused.stderr
+    assert not db.exists()
+    # A read names the command that makes a store.
+    assert "memstrata migrate" in " ".join(run("keys", "list", code=1).stderr.split())
+
+
 def test_keys_create_prints_only_the_key(run, home):
-    result = run("keys", "create", "--tenant", "acme", "--user", "u1", "--label", "ci")
+    result = run("keys", "create", "--tenant", "acme", "--user", "u1", "--label", "ci", "--init")
     assert KEY.fullmatch(result.stdout.rstrip("\n"))
     assert result.stdout.count("\n") == 1
     assert "acme" in result.stderr  # the note goes to stderr
@@ -50,7 +69,7 @@ def test_keys_create_prints_only_the_key(run, home):
 
 def test_keys_create_admin_and_db_option(run, tmp_path):
     db = f"sqlite:///{(tmp_path / 'other.db').as_posix()}"
-    result = run("keys", "create", "--tenant", "acme", "--admin", "--db", db)
+    result = run("keys", "create", "--tenant", "acme", "--admin", "--db", db, "--init")
     secret = result.stdout.strip()
     assert KEY.fullmatch(secret)
     with Memory.open(db) as mem:
@@ -84,7 +103,7 @@ def test_invalid_names_exit_1_with_one_line(run):
 
 
 def test_keys_list_json_and_revoke(run):
-    user_key = run("keys", "create", "--tenant", "acme", "--user", "u1").stdout.strip()
+    user_key = run("keys", "create", "--tenant", "acme", "--user", "u1", "--init").stdout.strip()
     admin_key = run("keys", "create", "--tenant", "acme", "--admin").stdout.strip()
     run("keys", "create", "--tenant", "other", "--user", "u2")
 
@@ -143,8 +162,33 @@ def test_migrate_hides_a_password_in_the_url(run):
     assert "hunter2" not in result.stdout + result.stderr
 
 
-def test_doctor_reports_ok(run):
+def test_doctor_creates_nothing_and_names_pending_migrations(run, home):
+    report = json.loads(run("doctor", "--json").stdout)
+    assert report["ok"] is True  # no store yet is a warning
+    assert report["database"]["exists"] is False
+    assert "memstrata migrate" in report["database"]["warnings"][0]
+    assert report["longterm"]["skipped"]
+    assert not (home / "memstrata.db").exists()
+    # A store two migrations behind: doctor names them and leaves them pending.
+    run("migrate")
+    with sqlite3.connect(home / "memstrata.db") as conn:
+        applied = [v for (v,) in conn.execute("SELECT version FROM schema_migrations ORDER BY 1")]
+        conn.execute("DELETE FROM schema_migrations WHERE version >= ?", (applied[-2],))
+    report = json.loads(run("doctor", "--json").stdout)
+    assert report["database"]["pending_migrations"] == applied[-2:]
+    assert "2 migration(s) pending" in run("doctor").stdout.replace("\n", " ")
+    with sqlite3.connect(home / "memstrata.db") as conn:
+        left = conn.execute("SELECT max(version) FROM schema_migrations").fetchone()[0]
+        assert left == applied[-3]  # nothing was applied
+
+
+def test_doctor_reports_ok(run, home):
+    run("migrate")
+    with sqlite3.connect(home / "memstrata.db") as conn:
+        before = list(conn.iterdump())
     result = run("doctor", "--json")
+    with sqlite3.connect(home / "memstrata.db") as conn:
+        assert list(conn.iterdump()) == before  # read only
     report = json.loads(result.stdout)
     assert report["ok"] is True
     assert report["memstrata"]
@@ -222,7 +266,8 @@ def test_worker_once_runs_what_is_due_and_exits(tmp_path: Path) -> None:
 
 
 def test_keys_rotate_and_expiry(run):
-    old = run("keys", "create", "--tenant", "acme", "--user", "u1", "--label", "ci").stdout.strip()
+    old = run("keys", "create", "--tenant", "acme", "--user", "u1", "--label", "ci", "--init")
+    old = old.stdout.strip()
     [key] = json.loads(run("keys", "list", "--json").stdout)
     new = run("keys", "rotate", key["id"], "--expires-in", "30d").stdout.strip()
     assert new.startswith("msk_")

@@ -29,11 +29,6 @@ MISSING = "01a00000-0000-7000-8000-000000000000"
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> str:
-    return f"sqlite:///{(tmp_path / 'cli.db').as_posix()}"
-
-
-@pytest.fixture
 def run(tmp_path: Path, db: str) -> Callable[..., Any]:
     """Run one command against the test database; asserts the exit code."""
     from memstrata.cli import app

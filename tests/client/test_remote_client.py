@@ -505,6 +505,20 @@ def test_another_users_conversation_is_not_found(live: Live) -> None:
         assert alice.conversations.get(ALICE, conv.id).message_count == 1
 
 
+def test_find_by_id_and_splice_over_rest(live: Live) -> None:
+    with RemoteMemory(live.url, live.key("t1", "alice")) as alice:
+        conv = alice.conversations.create(ALICE)
+        q = alice.messages.append(ALICE, conv.id, role="user", content="one?")
+        a = alice.messages.append(ALICE, conv.id, role="assistant", content="1")
+        q2 = alice.messages.append(ALICE, conv.id, role="user", content="two?")
+        assert alice.messages.find(ALICE, a.id).conversation_id == conv.id
+        receipt = alice.messages.delete(ALICE, conv.id, a.id, mode="splice")
+        assert receipt.subject_ids == [conv.id, a.id]
+        assert alice.messages.get(ALICE, conv.id, q2.id).parent_id == q.id
+        with pytest.raises(NotFound):
+            alice.messages.find(ALICE, a.id)
+
+
 def test_a_bad_key_is_unauthorized(live: Live) -> None:
     from memstrata.errors import Unauthorized
 

@@ -60,6 +60,7 @@ LOCAL_ONLY: dict[str, str] = {
     "nodes.open": "a local handle on the blob store",
     "recall.backfill": "`memstrata reindex` (operator task)",
     "receipts.verify": "re-runs a receipt's scan in the calling process (no REST route)",
+    "receipts.verify_pending": "the tenant's verification job runs it in a worker (no REST route)",
     "recall.flush": "embeds in the calling process",
     "recall.pending": "`memstrata reindex` (operator task)",
     "retention.apply": "`memstrata retention` (operator task, no REST route)",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import random
+import shlex
 import string
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -23,7 +24,7 @@ from memstrata.config import Settings
 from memstrata.errors import BackendUnavailable, InvalidInput
 from memstrata.server import create_app
 from memstrata.storage.plan import Exec, write
-from support import postgres_schema, postgres_url_for
+from support import closed_by_server, connect_to, healthy_again, postgres_schema, postgres_url_for
 
 pytestmark = pytest.mark.anyio
 
@@ -513,9 +514,12 @@ def _first_start_output(db: str, monkeypatch: pytest.MonkeyPatch, home: Path) ->
 
     from memstrata.cli import app as cli_app
 
-    monkeypatch.setattr(uvicorn, "run", lambda *a, **k: None)  # start-up only, no serving
+    def started(self: uvicorn.Server, sockets: object = None) -> None:
+        self.started = True  # start-up only, no serving
+
+    monkeypatch.setattr(uvicorn.Server, "run", started)
     monkeypatch.setenv("MEMSTRATA_HOME", str(home))
-    done = CliRunner().invoke(cli_app, ["serve", "--db", db])
+    done = CliRunner().invoke(cli_app, ["serve", "--db", db, "--port", "0"])
     assert done.exit_code == 0, done.output
     return done.output
 
@@ -527,7 +531,8 @@ def test_finding_14_postgres_first_start_prints_a_hint_not_a_key(
         url = postgres_url_for(schema)
         out = _first_start_output(url, monkeypatch, tmp_path)
         assert "msk_" not in out
-        assert "memstrata keys create --tenant" in out
+        # The whole command: the store named, not the default one where it is run.
+        assert f"memstrata keys create --db {shlex.quote(url)} --tenant" in out
         with Memory.open(url, settings=Settings(home=tmp_path, worker="off")) as mem:
             assert mem.keys.list(None) == []
     # The embedded default keeps DESIGN's promise: a key for the local user on first start.
@@ -561,38 +566,20 @@ def live(
         yield base, log
 
 
-def _closed_by_server(sock: Any, wait_s: float = 30.0) -> bytes:
-    """Read until the server closes; fails if it keeps the connection open ``wait_s``."""
-    sock.settimeout(wait_s)
-    got = b""
-    while True:
-        chunk = sock.recv(65536)  # socket.timeout here means the server held it open
-        if not chunk:
-            return got
-        got += chunk
-
-
-def _connect(base: str) -> Any:
-    import socket
-
-    host, port = base.removeprefix("http://").split(":")
-    return socket.create_connection((host, int(port)), timeout=10)
-
-
 @pytest.mark.server
 def test_finding_10_half_sent_requests_are_dropped(live: tuple[str, Path]) -> None:
     base, log = live
-    silent = _connect(base)  # connects and says nothing
-    half_headers = _connect(base)
+    silent = connect_to(base)  # connects and says nothing
+    half_headers = connect_to(base)
     half_headers.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ")
-    half_body = _connect(base)
+    half_body = connect_to(base)
     half_body.sendall(
         b"POST /v1/conversations HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
         b'Content-Length: 100\r\n\r\n{"title":'
     )
     for sock in (silent, half_headers, half_body):
         with sock:
-            assert _closed_by_server(sock) == b""
+            assert closed_by_server(sock) == b""
     text = log.read_text()
     assert "its request headers did not arrive in time" in text
     assert "its request body did not arrive in time" in text
@@ -602,7 +589,7 @@ def test_finding_10_half_sent_requests_are_dropped(live: tuple[str, Path]) -> No
 @pytest.mark.server
 def test_finding_10_over_the_connection_cap_gets_503_then_recovers(live: tuple[str, Path]) -> None:
     base, _ = live
-    idle = [_connect(base) for _ in range(4)]
+    idle = [connect_to(base) for _ in range(4)]
     try:
         r = httpx.get(base + "/healthz", trust_env=False, timeout=10)
         assert r.status_code == 503, r.text
@@ -612,11 +599,7 @@ def test_finding_10_over_the_connection_cap_gets_503_then_recovers(live: tuple[s
     finally:
         for sock in idle:
             sock.close()
-    for _ in range(100):  # the server notices the closes on its next loop turns
-        r = httpx.get(base + "/healthz", trust_env=False, timeout=10)
-        if r.status_code == 200:
-            break
-    assert r.status_code == 200, r.text
+    assert healthy_again(base) == 200
 
 
 @pytest.mark.server
@@ -626,9 +609,9 @@ def test_finding_15_malformed_http_is_problem_json_with_request_id(live: tuple[s
         b"POST /v1/conversations HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n{}",
         b"GET / HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n",
     ):
-        with _connect(base) as sock:
+        with connect_to(base) as sock:
             sock.sendall(raw)
-            answer = _closed_by_server(sock)
+            answer = closed_by_server(sock)
         head, _, body = answer.partition(b"\r\n\r\n")
         assert head.startswith(b"HTTP/1.1 400"), answer
         assert b"content-type: application/problem+json" in head.lower()

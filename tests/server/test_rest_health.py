@@ -96,6 +96,7 @@ EXPECTED = {
     "/v1/conversations/{cid}": {"get", "patch", "delete"},
     "/v1/conversations/{cid}/messages": {"get", "post"},
     "/v1/conversations/{cid}/messages/{mid}": {"get", "patch", "delete"},
+    "/v1/messages/{mid}": {"get"},
     "/v1/conversations/{cid}/leaves": {"get"},
     "/v1/conversations/{cid}/observe": {"post"},
     "/v1/conversations/{cid}/history": {"get"},

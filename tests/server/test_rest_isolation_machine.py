@@ -98,6 +98,7 @@ COVERED: frozenset[tuple[str, str]] = frozenset(
         ("GET", "/v1/conversations/{cid}/messages/{mid}"),
         ("PATCH", "/v1/conversations/{cid}/messages/{mid}"),
         ("DELETE", "/v1/conversations/{cid}/messages/{mid}"),
+        ("GET", "/v1/messages/{mid}"),
         ("POST", "/v1/conversations/{cid}/observe"),
         ("GET", "/v1/conversations/{cid}/leaves"),
         ("GET", "/v1/conversations/{cid}/history"),
@@ -278,7 +279,8 @@ class RestIsolation(RuleBasedStateMachine):
         self.budgets: dict[str, dict[str, int]] = {t: {} for t in TENANTS}
         # Deletion receipts: id -> (whose data, kind, subject ids); those of a deleted user
         # (its deletion's included) are for admins only from then on.
-        self.receipts: dict[str, tuple[UserId, str, list[str]]] = {}
+        # rid -> (owner, kind, subject ids, the agent the deletion was made as)
+        self.receipts: dict[str, tuple[UserId, str, list[str], str | None]] = {}
         self.hidden_receipts: set[str] = set()
 
     def teardown(self) -> None:
@@ -371,7 +373,7 @@ class RestIsolation(RuleBasedStateMachine):
         rid = r.headers["X-Memstrata-Receipt"]
         assert rid not in self.receipts
         subjects = [p for p in path[1:] if p != "messages"]
-        self.receipts[rid] = (owner, kind, subjects)
+        self.receipts[rid] = (owner, kind, subjects, None if kind == "user" else actor.agent)
 
     def send(
         self,
@@ -524,7 +526,7 @@ class RestIsolation(RuleBasedStateMachine):
         self.user_working = {o for o in self.user_working if o[:2] != user}
         self.checkpoints = {k: v for k, v in self.checkpoints.items() if k[0][:2] != user}
         self.user_rows[user[0]].discard(user[1])
-        self.hidden_receipts |= {r for r, (u, _, _) in self.receipts.items() if u == user}
+        self.hidden_receipts |= {r for r, (u, *_) in self.receipts.items() if u == user}
         self.dead_keys.add(user)
         self.erased_upto[user] = next(self.counter)
 
@@ -780,6 +782,12 @@ class RestIsolation(RuleBasedStateMachine):
         for who in self.pair(data, actor, self.convs[cid]):
             expect = {200} if self.msg_ok(mid, cid, who) else {404}
             self.call(who, "GET", f"{base}/messages/{mid}", expect=expect)
+            # By id alone: found in its owner's scope only, wherever it is.
+            owner, at = self.msgs[mid]
+            found = owner == who.scope and self.live(at, who.scope)
+            r = self.call(who, "GET", f"/v1/messages/{mid}", expect={200} if found else {404})
+            if r.status_code == 200:
+                assert r.json()["conversation_id"] == at, r.text
         expect = {200} if self.msg_ok(mid, cid, actor) else {404}
         r = self.call(actor, "GET", f"{base}/history", params={"leaf_id": mid}, expect=expect)
         if r.status_code == 200:
@@ -1512,10 +1520,15 @@ class RestIsolation(RuleBasedStateMachine):
             ok = False
         elif tenant_wide:
             ok = known[0][0] == actor.scope[0]
-        elif admin:
-            ok = known[0] == actor.user
-        else:
-            ok = known[0] == actor.user and known[1] != "user" and rid not in self.hidden_receipts
+        elif admin:  # naming an agent: that agent's deletions only (issue 28, N4)
+            ok = known[0] == actor.user and actor.agent in (None, known[3])
+        else:  # agents are kept apart: a user key reads its own deletions, not its agents'
+            ok = (
+                known[0] == actor.user
+                and known[1] != "user"
+                and known[3] is None
+                and rid not in self.hidden_receipts
+            )
         url = f"/v1/receipts/{rid}"
         r = self.call(actor, "GET", url, expect={200} if ok else {404}, tenant_wide=tenant_wide)
         if r.status_code == 200:

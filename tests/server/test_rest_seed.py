@@ -38,8 +38,37 @@ async def test_history_before_leaves_the_query_out(client, alice, conv):
     )
     assert r.status_code == 200, r.text
     assert [m["content"] for m in r.json()["messages"]] == ["one?", "1"]
+    # With a leaf whose branch holds it: the same history.
     both = {"before": q["id"], "leaf_id": q["id"]}
     r = await client.get(f"/v1/conversations/{conv}/history", params=both, headers=alice)
+    assert r.status_code == 200, r.text
+    assert [m["content"] for m in r.json()["messages"]] == ["one?", "1"]
+    side = await _post(client, alice, conv, "user", "side?", parent_id=None)
+    off = {"before": side["id"], "leaf_id": q["id"]}
+    r = await client.get(f"/v1/conversations/{conv}/history", params=off, headers=alice)
+    assert r.status_code == 422
+    assert "not on the branch" in r.json()["detail"]
+
+
+async def test_a_message_is_found_by_id_alone_in_the_callers_scope(client, alice, keys, auth, conv):
+    q = await _post(client, alice, conv, "user", "mine")
+    r = await client.get(f"/v1/messages/{q['id']}", headers=alice)
+    assert r.status_code == 200, r.text
+    assert (r.json()["conversation_id"], r.json()["content"]) == (conv, "mine")
+    r = await client.get(f"/v1/messages/{q['id']}", headers=auth(keys.bob))
+    assert r.status_code == 404
+
+
+async def test_delete_with_mode_splice_keeps_the_children(client, alice, conv):
+    q1 = await _post(client, alice, conv, "user", "one?")
+    a1 = await _post(client, alice, conv, "assistant", "1")
+    q2 = await _post(client, alice, conv, "user", "two?")
+    base = f"/v1/conversations/{conv}/messages"
+    r = await client.delete(f"{base}/{a1['id']}", params={"mode": "splice"}, headers=alice)
+    assert r.status_code == 204, r.text
+    r = await client.get(f"{base}/{q2['id']}", headers=alice)
+    assert r.json()["parent_id"] == q1["id"]
+    r = await client.delete(f"{base}/{q2['id']}", params={"mode": "all"}, headers=alice)
     assert r.status_code == 422
 
 

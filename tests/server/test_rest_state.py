@@ -81,6 +81,20 @@ async def test_working_memory_user_and_conversation(client, keys, auth, problem)
     )
 
 
+async def test_working_memory_put_without_format_takes_the_format_sent(client, keys, auth):
+    h = auth(keys.alice)
+    r = await client.put("/v1/working-memory", json={"content": {"step": 1}}, headers=h)
+    assert r.json()["format"] == "json"
+    text = "# Plan\n- step two"
+    r = await client.put("/v1/working-memory", json={"content": text}, headers=h)
+    assert (r.json()["format"], r.json()["content"]) == ("markdown", text)
+    cid = await _conversation(client, h)
+    r = await client.post(f"/v1/conversations/{cid}/context", json={}, headers=h)
+    prompt = "\n".join(str(m["content"]) for m in r.json()["messages"])
+    assert text in prompt
+    assert "\\n" not in prompt  # no JSON string escapes
+
+
 async def test_iterations_snapshots_and_checkpoints(client, keys, auth, problem, admin_mem: Memory):
     h = auth(keys.alice)
     cid = await _conversation(client, h)

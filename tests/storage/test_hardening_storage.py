@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import sqlite3
 import subprocess
 from collections.abc import Callable, Iterator
@@ -368,3 +369,25 @@ def test_finding19_cli_says_which_path_in_one_line(tmp_path: Path) -> None:
     assert result.stderr.count("\n") == 1
     assert str(home) in result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.server
+def test_f19_an_shm_made_immutable_while_serving_stops_the_server_cleanly_naming_it(
+    tmp_path: Path,
+) -> None:
+    """Issue 28: the start-up check does not cover a file made immutable later; a watch
+    does. The server logs one line naming ``-shm`` and exits as on SIGTERM (no SIGBUS)."""
+    from support import SERVER_WAIT_SECONDS, memstrata_serve, server_env
+
+    db = tmp_path / "served.db"
+    log = tmp_path / "serve.log"
+    env = server_env(home=str(tmp_path), serve_store_check_s="0.2", log_format="text")
+    with memstrata_serve(f"sqlite:///{db}", env, log, SERVER_WAIT_SECONDS) as (proc, _):
+        shm = tmp_path / "served.db-shm"
+        assert shm.exists()
+        with _immutable(shm):
+            code = proc.wait(timeout=SERVER_WAIT_SECONDS)
+    text = log.read_text()
+    assert code in (0, -signal.SIGTERM), text  # uvicorn re-raises the SIGTERM it handled
+    assert f"stopping: cannot use the sqlite store at {shm}: the file is not writable" in text
+    assert "Bus error" not in text

@@ -6,6 +6,7 @@ until its replacement began), on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 
 from memstrata import Memory, Scope
+from memstrata.backends.registry import applied_migrations
 from memstrata.config import Settings
 from memstrata.storage.plan import Exec, write
 from memstrata.storage.records import to_micros
@@ -29,18 +31,28 @@ T_OLD, T_NEW, T_CHANGE = (
 )
 
 
+@contextmanager
+def _store_at(
+    kind: str, version: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[str]:
+    """A store URL whose migrations stop at ``version`` until ``monkeypatch.undo()``."""
+    dialect = "sqlite" if kind == "sqlite" else "postgres"
+    # With message positions (24): today's append writes them.
+    positions = tuple(m for m in MIGRATIONS[dialect] if m.version == 24 and version < 24)
+    monkeypatch.setitem(MIGRATIONS, dialect, MIGRATIONS[dialect][:version] + positions)
+    if kind == "sqlite":
+        yield f"sqlite:///{(tmp_path / f'v{version}.db').as_posix()}"
+    else:
+        with postgres_schema() as schema:
+            yield postgres_url_for(schema)
+
+
 @pytest.fixture(params=["sqlite", "postgres"])
 def store_at_14(
     request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[tuple[str, pytest.MonkeyPatch]]:
-    """A store URL whose migrations stop at 14 until ``monkeypatch.undo()``."""
-    dialect = "sqlite" if request.param == "sqlite" else "postgres"
-    monkeypatch.setitem(MIGRATIONS, dialect, MIGRATIONS[dialect][:14])
-    if request.param == "sqlite":
-        yield f"sqlite:///{(tmp_path / 'v14.db').as_posix()}", monkeypatch
-    else:
-        with postgres_schema() as schema:
-            yield postgres_url_for(schema), monkeypatch
+    with _store_at(request.param, 14, tmp_path, monkeypatch) as url:
+        yield url, monkeypatch
 
 
 def _fact_row(
@@ -62,7 +74,7 @@ def test_migration_15_backfills_both_clocks(
     settings = Settings(home=tmp_path, worker="off")
     old = Memory.open(url, settings=settings)
     try:
-        assert old.core.engine.schema_version() == 14
+        assert old.core.engine.schema_version() == 24
         cid = old.conversations.create(ALICE).id
         said = old.messages.append(ALICE, cid, role="user", content="I like tea", occurred_at=SAID)
         statements = [
@@ -109,5 +121,57 @@ def test_migration_15_backfills_both_clocks(
         assert section.valid_from is not None
         assert to_micros(section.valid_from) == T_NEW
         assert section.recorded_at == section.valid_from
+    finally:
+        mem.close()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_at_20(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[str, pytest.MonkeyPatch]]:
+    with _store_at(request.param, 20, tmp_path, monkeypatch) as url:
+        yield url, monkeypatch
+
+
+def test_migrations_21_22_keep_edits_of_facts_and_sections_made_before_them(
+    store_at_20: tuple[str, pytest.MonkeyPatch], tmp_path: Path
+) -> None:
+    """Issue 28: a store at migration 20 upgrades (its facts and sections unchanged), and
+    edits after the upgrade keep their earlier versions."""
+    url, monkeypatch = store_at_20
+    settings = Settings(home=tmp_path, worker="off")
+    old = Memory.open(url, settings=settings)
+    try:
+        # 1..20, and the message positions (24) that today's appends write.
+        assert applied_migrations(url) == {*range(1, 21), 24}
+        old.core.rt.clock = lambda: T_OLD
+        fid = old.facts.add(ALICE, "likes tea").id
+
+        def section() -> Any:
+            yield Exec(
+                "INSERT INTO profile_sections (tenant_id, user_id, agent_id, section, summary, "
+                "updated_at, valid_from, recorded_at) VALUES (?, ?, '', ?, ?, ?, ?, ?)",
+                ("acme", "alice", "workContext", "Nurse", T_OLD, T_OLD, T_OLD),
+            )
+
+        old.core.engine.run(write(section))
+    finally:
+        old.close()
+    monkeypatch.undo()
+    mem = Memory.open(url, settings=settings)
+    try:
+        assert {21, 22} <= (applied_migrations(url) or set())
+        assert [f.content for f in mem.facts.list(ALICE).items] == ["likes tea"]
+        mem.core.rt.clock = lambda: T_NEW
+        mem.facts.edit(ALICE, fid, content="likes coffee")
+        from memstrata.longterm import store
+
+        rt = mem.core.rt
+        mem.core.engine.run(write(lambda: store.set_profile(rt, ALICE, {"workContext": "Doctor"})))
+        mid = datetime(2025, 5, 15, tzinfo=UTC)  # between T_OLD and T_NEW
+        assert [f.content for f in mem.facts.list(ALICE, as_of=mid).items] == ["likes tea"]
+        sections = {p.name: p.summary for p in mem.longterm.profile(ALICE, as_of=mid)}
+        assert sections["workContext"] == "Nurse"
+        assert {p.name: p.summary for p in mem.longterm.profile(ALICE)}["workContext"] == "Doctor"
     finally:
         mem.close()

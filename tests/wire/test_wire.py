@@ -89,6 +89,7 @@ def _message(mid: str = "m1", **changes: Any) -> Message:
         "depth": 2,
         "token_count": 5,
         "branch_tokens": 12,
+        "position": 7,  # as in a store of one conversation; see the test below
     }
     return Message(**{**fields, **changes})
 
@@ -292,6 +293,14 @@ def test_client_decoders_fill_what_the_answer_leaves_out() -> None:
     sections = decode.profile({"sections": {"a": {"summary": "x", "updated_at": None}}})
     assert sections == [ProfileSection("a", "x", None)]
     assert decode.user({"id": "u", "created_at": T0.isoformat()}) == ("u", T0)
+
+
+def test_a_message_shows_its_place_in_its_conversation_not_the_stores_counter() -> None:
+    message = _message(seq=90, position=3)
+    assert MessageOut.encode(message)["seq"] == 3
+    assert message.to_dict()["seq"] == 3
+    back = decode.message(MessageOut.encode(message))
+    assert (back.seq, back.position) == (3, 3)  # the remote client knows the position only
 
 
 def test_an_answer_of_another_shape_is_a_memstrata_error() -> None:

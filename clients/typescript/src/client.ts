@@ -216,9 +216,18 @@ export class Messages {
       idempotent: true,
     });
   }
-  /** `DELETE /v1/conversations/{cid}/messages/{mid}`: 404 in another conversation or scope. */
-  async delete(cid: string, mid: string): Promise<string> {
-    return receiptId(await this.t.request("DELETE", `${conv(cid)}/messages/${seg(mid)}`));
+  /** A message of the caller's scope by its id alone (`GET /v1/messages/{mid}`); 404 elsewhere. */
+  find(mid: string): Promise<Message> {
+    return this.t.json("GET", `/v1/messages/${seg(mid)}`);
+  }
+  /**
+   * `DELETE /v1/conversations/{cid}/messages/{mid}`: the message with its subtree, or with
+   * `{ mode: "splice" }` the message alone (its children re-attached to its parent);
+   * 404 in another conversation or scope.
+   */
+  async delete(cid: string, mid: string, opts: { mode?: "subtree" | "splice" } = {}): Promise<string> {
+    const query = opts.mode && opts.mode !== "subtree" ? { mode: opts.mode } : {};
+    return receiptId(await this.t.request("DELETE", `${conv(cid)}/messages/${seg(mid)}`, { query }));
   }
   /**
    * What the model saw before a reply: the context record linked to it (append the reply

@@ -263,11 +263,15 @@ export class MemstrataMemory implements BuiltMemory {
     return c.active_leaf_id ?? id;
   }
 
-  /** Deletes messages this store saved or read (memstrata needs the conversation of each). */
+  /**
+   * Deletes the named messages, from any instance: the conversation of an id this instance
+   * has not seen is looked up on the server (`GET /v1/messages/{id}`, the caller's scope only);
+   * an id that names no message is skipped, as n8n's stores do.
+   */
   async deleteMessages(messageIds: string[]): Promise<void> {
     for (const raw of messageIds) {
       const id = await messageIdFor(raw);
-      const cid = this.owners.get(id);
+      const cid = this.owners.get(id) ?? (await orMissing(this.client.messages.find(id), null, NotFound))?.conversation_id;
       if (!cid) continue;
       const stored = await orMissing(this.client.messages.get(cid, id), null, NotFound);
       const extra: string[] = [];
@@ -277,7 +281,8 @@ export class MemstrataMemory implements BuiltMemory {
         for (const c of toolCallsOf(message)) extra.push(await toolResultId(id, c.toolCallId));
       }
       for (const mid of [...extra.reverse(), id]) {
-        await orMissing(this.client.messages.delete(cid, mid), undefined, NotFound);
+        // n8n deletes the named messages only: the rest of the thread stays, re-attached.
+        await orMissing(this.client.messages.delete(cid, mid, { mode: "splice" }), undefined, NotFound);
         this.owners.delete(mid);
       }
     }

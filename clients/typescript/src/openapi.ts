@@ -323,7 +323,7 @@ export interface paths {
         put?: never;
         post?: never;
         /**
-         * Delete a message and the subtree under it
+         * Delete a message and the subtree under it (or, with mode=splice, it alone)
          * @description n8n's `deleteMessages` on a tree: the message goes with every reply, regeneration and follow-up under it, so every remaining branch stays whole. The active leaf moves to the message's parent when it was in the subtree (a deleted root: the newest remaining leaf). Summaries covering the messages are invalidated; recall and facts' provenance forget them (an extracted fact with no source left is erased).
          */
         delete: operations["delete_message_v1_conversations__cid__messages__mid__delete"];
@@ -640,6 +640,26 @@ export interface paths {
          * @description The caller's long-term memory: counts and examples (the caller's own facts only) of near-duplicate facts, contradiction candidates, stale facts (older than `stale_days`, never reinforced, never in a recorded context) and unused facts (`known: false` when usage is not recorded), with sizes.
          */
         get: operations["memory_health_v1_memory_health_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/messages/{mid}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Find a message of the caller's scope by its id alone
+         * @description The message (its `conversation_id` says where it is) for a caller that kept only the id, as n8n's `deleteMessages` does. 404 for another scope's message; 409 when the caller uses that id in two conversations (ids are unique per conversation).
+         */
+        get: operations["find_message_v1_messages__mid__get"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1594,7 +1614,7 @@ export interface components {
             role: components["schemas"]["Role"];
             /**
              * Seq
-             * @description Server order; decides which message is newest.
+             * @description The message's place in its conversation (1, 2, 3, ...): a later message has a larger one, so it decides which is newest.
              */
             seq: number;
             status: components["schemas"]["Status"];
@@ -2130,7 +2150,10 @@ export interface components {
              * @description Markdown text, or a JSON value with format json.
              */
             content: unknown;
-            /** Format */
+            /**
+             * Format
+             * @description Omitted: markdown for a string, json for any other value.
+             */
             format?: ("markdown" | "json") | null;
             /** Json Schema */
             json_schema?: {
@@ -4121,7 +4144,10 @@ export interface operations {
     };
     delete_message_v1_conversations__cid__messages__mid__delete: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description `subtree` (default): the message and everything under it. `splice`: the message alone, as n8n deletes; its children are re-attached to its parent (roots, for a root) with their replies. */
+                mode?: "subtree" | "splice";
+            };
             header?: {
                 /** @description Admin keys only: the user to act as. A user key sending it gets 403. */
                 "X-Memstrata-User"?: string | null;
@@ -6091,9 +6117,104 @@ export interface operations {
             };
         };
     };
-    profile_v1_profile_get: {
+    find_message_v1_messages__mid__get: {
         parameters: {
             query?: never;
+            header?: {
+                /** @description Admin keys only: the user to act as. A user key sending it gets 403. */
+                "X-Memstrata-User"?: string | null;
+                /** @description Admin keys only: the agent to act as (optional). A user key sending it gets 403. */
+                "X-Memstrata-Agent"?: string | null;
+            };
+            path: {
+                mid: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MessageOut"];
+                };
+            };
+            /** @description Missing, unknown or revoked API key. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The key may not do this (a user key on an admin route, or with admin headers). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No such message in this scope. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The id names messages of several of the caller's conversations. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The request body is over the size limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A backend is unavailable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    profile_v1_profile_get: {
+        parameters: {
+            query?: {
+                /** @description ISO 8601 time: each section as it held then, as known then unless known_at says otherwise (a section rewritten since reads in its earlier version). */
+                as_of?: string | null;
+                /** @description ISO 8601 time: answer as memstrata knew it then (default: as_of). */
+                known_at?: string | null;
+            };
             header?: {
                 /** @description Admin keys only: the user to act as. A user key sending it gets 403. */
                 "X-Memstrata-User"?: string | null;
@@ -6250,6 +6371,8 @@ export interface operations {
             header?: {
                 /** @description Admin keys only: that user's receipts. */
                 "X-Memstrata-User"?: string | null;
+                /** @description Admin keys naming a user: only that agent's receipts. */
+                "X-Memstrata-Agent"?: string | null;
             };
             path: {
                 rid: string;

@@ -114,6 +114,34 @@ test("deleteMessages removes a message (and its tool results) over REST", async 
   assert.deepEqual((await memory.getMessages(threadId)).map((m) => m.id), [m1.id]);
 });
 
+test("deleteMessages works from a fresh instance: the id alone finds the message", async () => {
+  const threadId = unique("thread");
+  const saver = new MemstrataMemory(clientA());
+  await saver.saveThread({ id: threadId, resourceId: "alice" });
+  const now = Date.now();
+  const m1 = { id: crypto.randomUUID(), createdAt: new Date(now), role: "user", content: [{ type: "text", text: "one" }] };
+  const m2 = { id: "n8n-elsewhere-2", createdAt: new Date(now + 1), role: "assistant", content: [{ type: "text", text: "two" }] };
+  await saver.saveMessages({ threadId, resourceId: "alice", messages: [m1, m2] });
+  // Another process: it never saved nor read these messages.
+  await new MemstrataMemory(clientA()).deleteMessages([m2.id]);
+  assert.deepEqual((await saver.getMessages(threadId)).map((m) => m.id), [m1.id]);
+  // Another user's instance cannot reach them, and an unknown id is skipped.
+  await new MemstrataMemory(clientB()).deleteMessages([m1.id, "no-such-message"]);
+  assert.deepEqual((await saver.getMessages(threadId)).map((m) => m.id), [m1.id]);
+});
+
+test("deleteMessages removes only the named message of a linear thread", async () => {
+  const memory = new MemstrataMemory(clientA());
+  const threadId = unique("thread");
+  await memory.saveThread({ id: threadId, resourceId: "alice" });
+  const now = Date.now();
+  const say = (id, role, text, i) => ({ id, createdAt: new Date(now + i), role, content: [{ type: "text", text }] });
+  const msgs = [say(crypto.randomUUID(), "user", "one", 0), say("n8n-mid-2", "assistant", "two", 1), say(crypto.randomUUID(), "user", "three", 2), say("n8n-mid-4", "assistant", "four", 3)];
+  await memory.saveMessages({ threadId, resourceId: "alice", messages: msgs });
+  await memory.deleteMessages([msgs[1].id]);
+  assert.deepEqual((await memory.getMessages(threadId)).map((m) => m.id), [msgs[0].id, msgs[2].id, msgs[3].id]);
+});
+
 test("episodic memory on facts: save, search, sources, reflection", async () => {
   const { hasEpisodicMemoryStore } = await import("@n8n/agents");
   const memory = new MemstrataMemory(clientB(), { episodic: true });

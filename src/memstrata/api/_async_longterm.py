@@ -158,6 +158,8 @@ class AsyncLongTerm(AsyncSubAPI):
         the active leaf), with the correction and reinforcement signals of its last
         captured turns. Returns the (merged) job."""
         s, kit = _scope(scope), self.kit
+        # Checked like a message id before anything is read or queued (a malformed id is 422).
+        leaf_id = None if leaf_id is None else parse_id(leaf_id, field="leaf_id")
 
         def op() -> Any:
             leaf, signals = yield from ex.recent_signals(s, conversation_id, leaf_id)
@@ -311,10 +313,21 @@ class AsyncLongTerm(AsyncSubAPI):
             return {}
         return todo.matches(vectors, kit.near_duplicate)
 
-    async def profile(self, scope: Scope) -> list[ProfileSection]:
-        """The six profile sections (an unwritten one has an empty summary)."""
+    async def profile(
+        self,
+        scope: Scope,
+        *,
+        as_of: datetime | str | None = None,
+        known_at: datetime | str | None = None,
+    ) -> list[ProfileSection]:
+        """The six profile sections (an unwritten one has an empty summary); with
+        ``as_of``/``known_at`` (as for :meth:`list`), each section as it held then, as
+        known then: a section rewritten since reads in its earlier version."""
         s = _scope(scope)
-        return await self._read(store.get_profile, s)
+        at = clocks.as_of(as_of, known_at)
+        if at is None:
+            return await self._read(store.get_profile, s)
+        return await self._read(store.get_profile, s, at.known_at, at.valid_at)
 
     async def updates(self, scope: Scope, limit: int = 50) -> list[dict[str, Any]]:
         """The extraction log, newest first: outcome, token usage, counts, notes, and the

@@ -4,21 +4,27 @@ Each deletion of the facade (``mem.users.delete``, ``mem.conversations.delete``,
 ``mem.messages.delete``, ``mem.facts.delete``) writes its receipt in its own transaction
 and then, through :func:`settle`, purges the blob prefixes it made unreachable and runs
 the verification scan, storing the result on the receipt before returning it. The scan
-reads every table, so on a store past ``MEMSTRATA_RECEIPTS_INLINE_SCAN_MAX_MESSAGES``
-messages (default :data:`INLINE_SCAN_MAX_MESSAGES`) it runs as a ``receipts.verify`` job
-instead, and the receipt answers ``verified: null`` until then.
+reads the owner's rows (every table's rows for a user deletion), so past
+``MEMSTRATA_RECEIPTS_INLINE_SCAN_MAX_MESSAGES`` messages (default
+:data:`INLINE_SCAN_MAX_MESSAGES`: the owner's, or the store's for a user deletion) it runs in
+the tenant's ``receipts.verify`` job instead (one per tenant, of low priority), and the
+receipt answers ``verified: null`` until then.
 """
 
 from __future__ import annotations
 
+import contextlib
+import time
+from functools import partial
+
 from memstrata.api._async_base import AsyncSubAPI
 from memstrata.api.core import Core
-from memstrata.errors import MemstrataError
+from memstrata.errors import MemstrataError, NotFound
 from memstrata.nodes.service import blobs_for
 from memstrata.receipts import Receipt, verify
 from memstrata.receipts import blobs as receipt_blobs
 from memstrata.receipts import ops as receipt_ops
-from memstrata.receipts.job import VERIFY_JOB
+from memstrata.receipts.job import VERIFY_JOB, job_key
 from memstrata.receipts.ops import Deletion
 from memstrata.storage.plan import read, write
 from memstrata.types import Scope
@@ -51,7 +57,13 @@ async def settle(core: Core, deletion: Deletion) -> Receipt:
                 write(lambda: receipt_ops.drop_purge_jobs(prefixes))
             )
     inline_max = core.settings.receipts_inline_scan_max_messages
-    if await core.engine.arun(read(receipt_ops.store_size)) > inline_max:
+    if receipt.kind == "user":  # the scan reads the whole store
+        size = await core.engine.arun(read(receipt_ops.store_size))
+    else:  # the scan reads the owner's rows
+        size = await core.engine.arun(
+            read(lambda: receipt_ops.owner_size(receipt.tenant, receipt.user, inline_max))
+        )
+    if size > inline_max:
         return await AsyncReceipts(core)._verify_later(receipt, counts, more, found)
     return await _verify(core, receipt, counts, more, found, prefixes)
 
@@ -80,6 +92,33 @@ async def _verify(
     )
 
 
+async def _clear_together(core: Core, receipts: list[Receipt]) -> set[str]:
+    """Fact deletions of one owner share one scan, their ids searched together: when it
+    finds nothing, each is verified without a scan of its own (the ids of those it
+    verified); when it finds something, each gets its own scan, which says whose it is."""
+    groups: dict[tuple[str, str], list[Receipt]] = {}
+    for r in receipts:
+        if r.kind == "fact":
+            groups.setdefault((r.tenant, r.user), []).append(r)
+    keeps = frozenset(core.rt.cascade.keeps_ids)
+    done: set[str] = set()
+    for (tenant, user), group in groups.items():
+        if len(group) < 2:
+            continue
+        ids = [i for r in group for i in r.subject_ids]
+        subject = verify.Subject("fact", tenant, user, ids)
+        scan = partial(verify.scan, core.engine.dialect, subject, keeps)
+        if await core.engine.arun(read(scan)):
+            continue
+        now = core.rt.clock()
+        for r in group:
+            verified = partial(receipt_ops.set_verification, r, dict(r.blobs), {}, True, [], now)
+            with contextlib.suppress(NotFound):  # retention removed it meanwhile
+                await core.engine.arun(write(verified))
+            done.add(r.id)
+    return done
+
+
 class AsyncReceipts(AsyncSubAPI):
     """Read deletion receipts, and run a receipt's verification scan again."""
 
@@ -87,16 +126,57 @@ class AsyncReceipts(AsyncSubAPI):
         """A receipt: ``owner`` a scope reads the receipts of that user's own deletions
         (not the user's deletion itself, which only the tenant's admins read: ``admin=True``
         reads every receipt of the user); a tenant name reads any receipt of the tenant.
-        NotFound for another tenant's or user's."""
+        NotFound for another tenant's or user's. A scope with an agent reads that agent's
+        deletions only, and one without reads none of its agents' (unless ``admin``)."""
         tenant, user = self._owner(owner)
-        return await self._read(receipt_ops.get, tenant, user, receipt_id, admin=admin)
+        agent = owner.agent if isinstance(owner, Scope) else None
+        return await self._read(receipt_ops.get, tenant, user, receipt_id, admin=admin, agent=agent)
 
     async def verify(self, owner: Scope | str, receipt_id: str) -> Receipt:
         """Run the receipt's verification scan again (e.g. after a restore from a backup)
         and store its result."""
         tenant, user = self._owner(owner)
-        receipt = await self._read(receipt_ops.get, tenant, user, receipt_id)
+        agent = owner.agent if isinstance(owner, Scope) else None
+        receipt = await self._read(receipt_ops.get, tenant, user, receipt_id, agent=agent)
         return await _verify(self._core, receipt, dict(receipt.blobs), {}, [], [])
+
+    async def verify_pending(
+        self, tenant: str, *, limit: int = 50, budget_s: float | None = None
+    ) -> int:
+        """Verify up to ``limit`` of the tenant's receipts still unverified, oldest first
+        (what the ``receipts.verify`` job runs), stopping once ``budget_s`` seconds have
+        gone (after one at least); queues the tenant's job again when any are left, so
+        other work gets the worker in between. Returns how many were verified."""
+        tenant = _scope(Scope(tenant, "admin")).tenant
+        todo = await self._read(receipt_ops.pending, tenant, limit + 1)
+        start = time.monotonic()
+        cleared = await _clear_together(self._core, todo[:limit])
+        done = len(cleared)
+        for receipt in todo[:limit]:
+            if receipt.id in cleared:
+                continue
+            if done and budget_s is not None and time.monotonic() - start >= budget_s:
+                break
+            done += 1
+            try:
+                await _verify(self._core, receipt, dict(receipt.blobs), {}, [], [])
+            except NotFound:  # retention removed it meanwhile
+                continue
+        if len(todo) > done:
+            await self._queue(tenant)
+        return done
+
+    async def _queue(self, tenant: str) -> None:
+        """Queue the tenant's verification job, or merge into the queued one (a tenant
+        never has more than one waiting, however many deletions it makes)."""
+        await self._enqueue(
+            VERIFY_JOB,
+            tenant=tenant,
+            user=None,
+            agent=None,
+            key=job_key(tenant),
+            max_wait_s=0.0,
+        )
 
     async def _verify_later(
         self, receipt: Receipt, blobs: dict[str, int], more: dict[str, int], found: list[str]
@@ -108,15 +188,7 @@ class AsyncReceipts(AsyncSubAPI):
         pending = await self._write(
             receipt_ops.set_verification, receipt, blobs, more, None, found, now
         )
-        await self._enqueue(
-            VERIFY_JOB,
-            tenant=receipt.tenant,
-            user=None,
-            agent=None,
-            key=receipt.id,
-            payload={"receipt_id": receipt.id},
-            max_wait_s=0.0,
-        )
+        await self._queue(receipt.tenant)
         return pending
 
     @staticmethod

@@ -36,7 +36,9 @@ class AsyncWorking(AsyncSubAPI):
         template: Any = None,
         expected_version: int | None = None,
     ) -> WorkingMemory:
-        """Write the document (markdown text, or JSON checked against the schema/template)."""
+        """Write the document (markdown text, or JSON checked against the schema/template).
+
+        Without ``format``, a string is markdown and any other value json."""
         rt = self._core.rt
         return await self._write(
             ops.put_working_memory,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime
@@ -34,6 +35,7 @@ from memstrata.api.core import Core
 from memstrata.config import Settings
 from memstrata.context import CompactionResult, Context, prefix
 from memstrata.conversation.history import History
+from memstrata.conversation.splice import DELETE_MODES
 from memstrata.embeddings.port import Embedder
 from memstrata.errors import InvalidInput
 from memstrata.receipts import Receipt, UserDeleted
@@ -200,17 +202,34 @@ class Messages(SubAPI):
     def get(self, scope: Scope, conversation_id: str, message_id: str) -> Message:
         return self._read(ops.get_message, _scope(scope), conversation_id, message_id)
 
+    def find(self, scope: Scope, message_id: str) -> Message:
+        """A message of the scope by its id alone (its ``conversation_id`` says where it
+        is); NotFound in another scope, Conflict when the scope uses that id in two
+        conversations (ids are unique per conversation)."""
+        return self._read(ops.find_message, _scope(scope), message_id)
+
     def delete(
-        self, scope: Scope, conversation_id: str, message_id: str, *, actor: str | None = None
+        self,
+        scope: Scope,
+        conversation_id: str,
+        message_id: str,
+        *,
+        actor: str | None = None,
+        mode: str = "subtree",
     ) -> Receipt:
         """Delete a message and the subtree under it (n8n's ``deleteMessages``, on a tree).
         The active leaf moves to the message's parent when
         it was in the subtree; summaries covering the messages are invalidated; recall
         and facts' provenance forget them. NotFound in another conversation or scope.
-        Returns the deletion's receipt."""
+        Returns the deletion's receipt.
+
+        ``mode="splice"`` deletes the message alone, as n8n does: its children are
+        re-attached to its parent (roots, for a root), keeping their own replies."""
+        if mode not in DELETE_MODES:
+            raise InvalidInput(f"mode must be one of {', '.join(DELETE_MODES)}", field="mode")
         rt = self._core.rt
         deletion = self._write(
-            receipt_ops.delete_message,
+            functools.partial(receipt_ops.delete_message, splice=mode == "splice"),
             rt,
             _scope(scope),
             conversation_id,

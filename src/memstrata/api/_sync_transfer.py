@@ -9,6 +9,7 @@ from memstrata.api._sync_base import SubAPI
 from memstrata.api._sync_recall import Recall
 from memstrata.conversation.branches import fill_forks
 from memstrata.nodes.service import blobs_for
+from memstrata.storage.positions import fill_positions
 from memstrata.transfer.native import (
     BATCH,
     ExportScope,
@@ -92,5 +93,6 @@ class Transfer(SubAPI):
             read_rows += len(batch)
             tick(len(batch))
         self._write(fill_forks, sorted(conversations))
+        self._write(fill_positions, sorted(conversations))
         indexed = Recall(self._core).backfill()
         return {"rows": read_rows, "added": added, "blobs": blobs, "indexed": indexed}

@@ -21,7 +21,7 @@ from memstrata.locks import DistributedLock, FileLock
 from memstrata.recall.service import RecallEngine
 from memstrata.redact import RedactingLLM, Redactor
 from memstrata.runtime import Limits, Runtime
-from memstrata.storage.engine import Engine
+from memstrata.storage.engine import Engine, Pingable
 from memstrata.storage.plan import Op, Query, read
 from memstrata.tokens import get_tokenizer
 from memstrata.types import Scope
@@ -127,7 +127,11 @@ class Core:
             lock = redis_backend.RedisLock(client)
             wakeup = redis_backend.RedisWakeup(client)
             probes["redis"] = lambda: redis_backend.ping(client)
-        engine = open_engine(url or s.database_url(), sqlite_synchronous=s.sqlite_synchronous)
+        engine = open_engine(
+            url or s.database_url(),
+            sqlite_synchronous=s.sqlite_synchronous,
+            postgres_wait_s=s.postgres_wait_s,
+        )
         if lock is None and engine.dialect == "postgres":
             from memstrata.backends.postgres import PostgresEngine, PostgresLock
 
@@ -155,7 +159,10 @@ class Core:
         """Ask every configured backend for a trivial answer: ``{name: "ok" | reason}``."""
         results: dict[str, str] = {}
         try:
-            self.engine.run(read(_ping))
+            if isinstance(self.engine, Pingable):  # connects directly, with a short timeout
+                self.engine.ping()
+            else:
+                self.engine.run(read(_ping))
             results[self.engine.dialect] = "ok"
         except MemstrataError as exc:
             results[self.engine.dialect] = exc.message
@@ -167,8 +174,14 @@ class Core:
                 results[name] = exc.message
         return results
 
-    async def acheck(self) -> dict[str, str]:
-        return await anyio.to_thread.run_sync(self.check)
+    async def acheck(self, timeout_s: float | None = None) -> dict[str, str]:
+        """:meth:`check` from async code; past ``timeout_s`` the answer is that the
+        backends did not answer in time (the probe thread is left to finish on its own)."""
+        if timeout_s is None:
+            return await anyio.to_thread.run_sync(self.check)
+        with anyio.move_on_after(timeout_s):
+            return await anyio.to_thread.run_sync(self.check, abandon_on_cancel=True)
+        return {self.engine.dialect: f"no answer within {timeout_s:g} s"}
 
     def open_blob_store(self) -> BlobStore:
         """A blob store at ``blobs=`` (or the settings' location): features reach storage

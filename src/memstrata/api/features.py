@@ -85,6 +85,9 @@ def _context(core: Core) -> None:
     core.rt.cascade.on_messages_delete(context_ops.forget_messages)
     core.rt.cascade.on_conversation_delete(prefix.forget_conversations)
     core.rt.cascade.on_messages_delete(prefix.forget_messages)
+    # A summary whose cover point moved held a spliced-out message's text.
+    core.rt.cascade.on_messages_moved(context_ops.forget_messages)
+    core.rt.cascade.on_messages_moved(prefix.forget_messages)  # it hashed their old order
     core.jobs.register(COMPACT_JOB, compact_job)
 
 

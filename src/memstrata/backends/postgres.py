@@ -11,6 +11,13 @@ dropped is retried once on a fresh connection. A write is retried only when its
 connection was found dead before BEGIN (nothing reached the server); once it has
 started it never is, since it may have committed: the client retries it safely
 with the same message id.
+
+An outage is answered in seconds, not minutes: a request waits at most ``wait_s`` (the
+setting ``MEMSTRATA_POSTGRES_WAIT_S``, default 5) for a pooled connection, each
+connection attempt gives up after libpq's shortest timeout, and after a connection
+failure a circuit breaker (:mod:`memstrata.backends.breaker`) fails requests at once,
+letting one probe through every quarter second; the probe that connects again starts
+fresh pools (the old ones may be far into their reconnect backoff).
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from functools import lru_cache
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
+from memstrata.backends.breaker import Breaker
 from memstrata.errors import (
     BackendUnavailable,
     Conflict,
@@ -40,7 +48,7 @@ from memstrata.storage.schema import MIGRATIONS
 try:
     import psycopg
     from psycopg import errors as pg_errors
-    from psycopg_pool import AsyncConnectionPool, ConnectionPool
+    from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise MissingDependency(
         'PostgreSQL needs the postgres extra: pip install "memstrata[postgres]"'
@@ -61,6 +69,9 @@ _UNAVAILABLE = {
     "08": "unreachable (the connection failed)",
     "40": "busy: a concurrent transaction got in the way, retry",
 }
+# libpq's shortest connect timeout (smaller values count as 2 s): a pool's connection
+# attempt or a probe never hangs longer on an unreachable host.
+_CONNECT_TIMEOUT_S = 2
 _LOCKS = {"skip_locked": " FOR UPDATE SKIP LOCKED", "share": " FOR SHARE", "update": " FOR UPDATE"}
 
 
@@ -84,7 +95,13 @@ class PostgresEngine:
     dialect = "postgres"
 
     def __init__(
-        self, url: str, *, min_size: int = 1, max_size: int = 10, schema: str | None = None
+        self,
+        url: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 10,
+        schema: str | None = None,
+        wait_s: float = 5.0,
     ) -> None:
         parts = urlsplit(url)
         self._where = f"{parts.hostname or 'localhost'}:{parts.port or 5432}"
@@ -94,16 +111,14 @@ class PostgresEngine:
         if schema is not None:
             self._kwargs["options"] = f"-c search_path={schema}"
         self._min, self._max = min_size, max_size
-        self._pool = ConnectionPool(
-            url,
-            min_size=min_size,
-            max_size=max_size,
-            kwargs=self._kwargs,
-            open=False,
-            name="memstrata",
-        )
-        self._apools: dict[asyncio.AbstractEventLoop, AsyncConnectionPool] = {}
+        self._wait_s = wait_s
+        self._pool_kwargs = {**self._kwargs, "connect_timeout": _CONNECT_TIMEOUT_S}
+        self._breaker = Breaker()
+        self._generation = 0  # bumped when the breaker closes: pools made before are stale
+        self._pool = self._new_pool()
+        self._apools: dict[asyncio.AbstractEventLoop, tuple[int, AsyncConnectionPool]] = {}
         self._alock = threading.Lock()
+        self._closing: set[asyncio.Task[None]] = set()
         try:
             # One direct connection first: its error says why (refused, auth, no such
             # database) where a pool would only report a timeout.
@@ -113,6 +128,84 @@ class PostgresEngine:
             self._pool.close()
             raise self._unavailable(exc, startup=True) from None
         self.migrate()
+
+    def _new_pool(self) -> ConnectionPool:
+        return ConnectionPool(
+            self._conninfo,
+            min_size=self._min,
+            max_size=self._max,
+            kwargs=self._pool_kwargs,
+            open=False,
+            name="memstrata",
+            timeout=self._wait_s,
+        )
+
+    # -- outages -------------------------------------------------------------------------
+
+    def _failed_fast(self) -> BackendUnavailable:
+        return BackendUnavailable(
+            f"PostgreSQL at {self._where} is unreachable (the connection failed moments ago)",
+            where=self._where,
+        )
+
+    def _reconnected(self) -> None:
+        """A connection worked: when the breaker was open, start fresh pools."""
+        if not self._breaker.succeeded():
+            return
+        log.warning("PostgreSQL at %s is reachable again", self._where)
+        with self._alock:
+            old = self._pool
+            self._pool = self._new_pool()
+            self._pool.open(wait=False)
+            self._generation += 1
+        # Closing waits for its workers: not on the caller's time.
+        threading.Thread(target=old.close, kwargs={"timeout": 1.0}, daemon=True).start()
+
+    def _admit(self) -> None:
+        """Fail at once while the breaker is open, unless this call is the probe."""
+        state = self._breaker.admit()
+        if state == "closed":
+            return
+        if state == "open":
+            raise self._failed_fast()
+        self._probe()
+
+    def _probe(self) -> None:
+        """Connect directly: BackendUnavailable (the breaker open) when that fails."""
+        try:
+            psycopg.connect(self._conninfo, **self._pool_kwargs).close()
+        except psycopg.Error as exc:
+            self._breaker.failed()
+            raise self._unavailable(exc) from None
+        self._reconnected()
+
+    async def _aadmit(self) -> None:
+        state = self._breaker.admit()
+        if state == "closed":
+            return
+        if state == "open":
+            raise self._failed_fast()
+        await self._aprobe()
+
+    async def _aprobe(self) -> None:
+        try:
+            conn = await psycopg.AsyncConnection.connect(self._conninfo, **self._pool_kwargs)
+            await conn.close()
+        except psycopg.Error as exc:
+            self._breaker.failed()
+            raise self._unavailable(exc) from None
+        self._reconnected()
+
+    def ping(self) -> None:
+        """Readiness: connect directly (never waiting on the pool) within libpq's shortest
+        timeout and ask for one row; BackendUnavailable when that fails."""
+        try:
+            with psycopg.connect(self._conninfo, **self._pool_kwargs) as conn:
+                conn.execute("SELECT 1")
+        except psycopg.Error as exc:
+            self._breaker.failed()
+            raise self._unavailable(exc) from None
+        self._reconnected()
 
     # -- errors --------------------------------------------------------------------------
 
@@ -142,6 +235,10 @@ class PostgresEngine:
         if isinstance(exc, UnicodeEncodeError):  # a lone surrogate in a stored text
             return InvalidInput("a text value is not valid Unicode")
         if isinstance(exc, psycopg.OperationalError | pg_errors.AdminShutdown):
+            # No connection within the wait: an outage. A connection that dropped is not
+            # one by itself; the next call's probe tells (see run()).
+            if isinstance(exc, PoolTimeout):
+                self._breaker.failed()
             return self._unavailable(exc)
         return exc
 
@@ -177,8 +274,11 @@ class PostgresEngine:
 
     def run(self, plan: Plan[T]) -> T:
         """Run ``plan`` in one transaction; see the module docstring for the retry rule."""
+        self._admit()
         try:
             return self._run_once(plan)
+        except PoolTimeout as exc:  # waited long enough: no second wait
+            raise self.translate(exc) from None
         except _NotStarted:
             pass  # the connection was dead before BEGIN: nothing ran, any plan may retry
         except (BackendUnavailable, psycopg.OperationalError) as exc:
@@ -186,32 +286,42 @@ class PostgresEngine:
                 raise self.translate(exc) from None
         except psycopg.Error as exc:
             raise self.translate(exc) from None
+        # The connection was dead: is the database reachable at all? If not, say so now
+        # rather than wait for the pool (and open the breaker for the next callers).
+        self._probe()
         self._pool.check()  # drop the other dead connections before the one retry
         try:
             return self._run_once(plan)
         except _NotStarted as exc:
-            raise self._unavailable(exc.cause) from None
+            raise self.translate(exc.cause) from None
         except psycopg.Error as exc:
             raise self.translate(exc) from None
 
     async def _apool(self) -> AsyncConnectionPool:
         loop = asyncio.get_running_loop()
-        pool = self._apools.get(loop)
-        if pool is None:
-            pool = AsyncConnectionPool(
-                self._conninfo,
-                min_size=self._min,
-                max_size=self._max,
-                kwargs=self._kwargs,
-                open=False,
-            )
-            try:
-                await pool.open(wait=True, timeout=10)
-            except Exception as exc:
-                await pool.close()
-                raise self._unavailable(exc) from None
-            with self._alock:
-                self._apools[loop] = pool
+        generation = self._generation
+        made = self._apools.get(loop)
+        if made is not None and made[0] == generation:
+            return made[1]
+        pool = AsyncConnectionPool(
+            self._conninfo,
+            min_size=self._min,
+            max_size=self._max,
+            kwargs=self._pool_kwargs,
+            open=False,
+            timeout=self._wait_s,
+        )
+        try:
+            await pool.open(wait=True, timeout=self._wait_s)
+        except Exception as exc:
+            await pool.close()
+            raise self.translate(exc) from None
+        with self._alock:
+            self._apools[loop] = (generation, pool)
+        if made is not None:  # made before the database came back: close it aside
+            task = asyncio.get_running_loop().create_task(made[1].close(timeout=1.0))
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
         return pool
 
     async def _arun_once(self, plan: Plan[T]) -> T:
@@ -237,8 +347,11 @@ class PostgresEngine:
             return result
 
     async def arun(self, plan: Plan[T]) -> T:
+        await self._aadmit()
         try:
             return await self._arun_once(plan)
+        except PoolTimeout as exc:
+            raise self.translate(exc) from None
         except _NotStarted:
             pass
         except (BackendUnavailable, psycopg.OperationalError) as exc:
@@ -246,11 +359,12 @@ class PostgresEngine:
                 raise self.translate(exc) from None
         except psycopg.Error as exc:
             raise self.translate(exc) from None
+        await self._aprobe()
         await (await self._apool()).check()
         try:
             return await self._arun_once(plan)
         except _NotStarted as exc:
-            raise self._unavailable(exc.cause) from None
+            raise self.translate(exc.cause) from None
         except psycopg.Error as exc:
             raise self.translate(exc) from None
 
@@ -301,16 +415,16 @@ class PostgresEngine:
 
     def close(self) -> None:
         """Close the sync pool, and the async pools whose loops are not running."""
-        self._pool.close()
-        for loop, pool in list(self._apools.items()):
+        self._pool.close(timeout=1.0)
+        for loop, (_, pool) in list(self._apools.items()):
             if not loop.is_closed() and not loop.is_running():
-                loop.run_until_complete(pool.close())
+                loop.run_until_complete(pool.close(timeout=1.0))
                 del self._apools[loop]
 
     async def aclose(self) -> None:
-        pool = self._apools.pop(asyncio.get_running_loop(), None)
-        if pool is not None:
-            await pool.close()
+        made = self._apools.pop(asyncio.get_running_loop(), None)
+        if made is not None:
+            await made[1].close(timeout=1.0)
         self.close()
 
 

@@ -10,14 +10,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from memstrata.errors import ConfigurationError
+from memstrata.errors import ConfigurationError, MissingDependency
 
 if TYPE_CHECKING:
     from memstrata.blobs import BlobStore
     from memstrata.config import Settings
     from memstrata.storage.engine import Engine
 
-__all__ = ["open_blob_store", "open_engine", "redact", "sqlite_path"]
+__all__ = ["applied_migrations", "open_blob_store", "open_engine", "redact", "sqlite_path"]
 
 
 def redact(url: str) -> str:
@@ -41,7 +41,47 @@ def sqlite_path(url: str) -> Path | None:
     return Path(rest[1:])
 
 
-def open_engine(url: str, *, sqlite_synchronous: str = "NORMAL") -> Engine:
+def applied_migrations(url: str) -> set[int] | None:
+    """The migration versions a store has applied, read without changing anything (no
+    store created, no migration run); None when there is no store (or no schema) yet."""
+    scheme = url.split(":", 1)[0].lower()
+    if scheme == "sqlite":
+        import sqlite3
+
+        path = sqlite_path(url)
+        if path is None:
+            return None  # a memory store exists only once opened
+        if not path.exists():
+            return None
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            table = conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
+            ).fetchone()
+            rows = (
+                conn.execute("SELECT version FROM schema_migrations").fetchall() if table else None
+            )
+        finally:
+            conn.close()
+        return None if rows is None else {int(r[0]) for r in rows}
+    if scheme in ("postgresql", "postgres"):
+        try:
+            import psycopg
+        except ImportError:
+            raise MissingDependency(
+                'PostgreSQL needs the postgres extra: pip install "memstrata[postgres]"'
+            ) from None
+        with psycopg.connect(url, connect_timeout=5, autocommit=True) as pg:
+            found = pg.execute("SELECT to_regclass('schema_migrations')").fetchone()
+            if not found or found[0] is None:
+                return None
+            return {int(r[0]) for r in pg.execute("SELECT version FROM schema_migrations")}
+    raise ConfigurationError(f"unknown database URL scheme {scheme!r} in {redact(url)}")
+
+
+def open_engine(
+    url: str, *, sqlite_synchronous: str = "NORMAL", postgres_wait_s: float = 5.0
+) -> Engine:
     scheme = url.split(":", 1)[0].lower()
     if scheme == "sqlite":
         from memstrata.backends.sqlite import SqliteEngine
@@ -50,7 +90,7 @@ def open_engine(url: str, *, sqlite_synchronous: str = "NORMAL") -> Engine:
     if scheme in ("postgresql", "postgres"):
         from memstrata.backends.postgres import PostgresEngine
 
-        return PostgresEngine(url)
+        return PostgresEngine(url, wait_s=postgres_wait_s)
     raise ConfigurationError(f"unknown database URL scheme {scheme!r} in {redact(url)}")
 
 

@@ -12,6 +12,7 @@ import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Annotated, NoReturn
 
 import typer
@@ -27,6 +28,7 @@ __all__ = [
     "Agent",
     "ConversationId",
     "Db",
+    "Init",
     "JsonFlag",
     "MaxTokens",
     "PageCursor",
@@ -38,6 +40,7 @@ __all__ = [
     "duration",
     "errors",
     "fail",
+    "missing_store",
     "named_scope",
     "note",
     "open_memory",
@@ -54,6 +57,12 @@ Db = Annotated[
         "--db",
         help="Database URL (default: SQLite under MEMSTRATA_HOME, ./.memstrata).",
         show_default=False,
+    ),
+]
+Init = Annotated[
+    bool,
+    typer.Option(
+        "--init", help="Create the store when there is none yet (else: an error naming it)."
     ),
 ]
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
@@ -167,10 +176,30 @@ def settings_for(db: str | None) -> Settings:
     return settings.model_copy(update={"db": db or settings.database_url()})
 
 
-def open_memory(db: str | None) -> Memory:
+def missing_store(url: str) -> Path | None:
+    """The SQLite file ``url`` names when it does not exist yet (else None: a memory
+    store, an existing file, or PostgreSQL, whose database is made by its operator)."""
+    if url.split(":", 1)[0].lower() != "sqlite":
+        return None
+    path = sqlite_path(url)
+    return path if path is not None and not path.exists() else None
+
+
+def open_memory(db: str | None, *, init: bool | None = None) -> Memory:
     """The store, for a short-lived command: it queues background work and leaves it to
-    ``memstrata serve`` or ``memstrata worker`` (no worker thread that exits with it)."""
+    ``memstrata serve`` or ``memstrata worker`` (no worker thread that exits with it).
+
+    A command never makes a new store by accident (a key written to a store the server
+    does not read is a key it rejects): a missing SQLite store is an error unless
+    ``init`` (``--init``); ``init=None`` is for commands that have no ``--init``."""
     settings = settings_for(db).model_copy(update={"worker": "off"})
+    missing = missing_store(settings.database_url())
+    if missing is not None and not init:
+        how = "add --init to create it" if init is False else "memstrata migrate creates it"
+        fail(
+            f"no memstrata store at {missing}. Name the server's store with --db (or "
+            f"MEMSTRATA_DB / MEMSTRATA_HOME as the server has them), or {how}"
+        )
     return Memory.open(settings.database_url(), settings=settings)
 
 
@@ -183,9 +212,14 @@ def named_scope(
 
 @contextmanager
 def session(
-    db: str | None, tenant: str | None, user: str | None, agent: str | None
+    db: str | None,
+    tenant: str | None,
+    user: str | None,
+    agent: str | None,
+    *,
+    init: bool | None = None,
 ) -> Iterator[tuple[Memory, Scope]]:
     """The store opened for one command, and the scope it acts in (closed on the way out)."""
     scope = named_scope(settings_for(db), tenant, user, agent)
-    with open_memory(db) as mem:
+    with open_memory(db, init=init) as mem:
         yield mem, scope

@@ -18,6 +18,7 @@ from memstrata.cli._common import (
     Agent,
     ConversationId,
     Db,
+    Init,
     JsonFlag,
     PageCursor,
     PageLimit,
@@ -127,9 +128,10 @@ def conversations_create(
     agent: Agent = None,
     as_json: JsonFlag = False,
     db: Db = None,
+    init: Init = False,
 ) -> None:
     """Create a conversation and print only its id."""
-    with errors(), session(db, tenant, user, agent) as (mem, scope):
+    with errors(), session(db, tenant, user, agent, init=init) as (mem, scope):
         conv = mem.conversations.create(scope, title=title)
     if as_json:
         dump(conv.to_dict())
@@ -207,13 +209,14 @@ def messages_add(
     agent: Agent = None,
     as_json: JsonFlag = False,
     db: Db = None,
+    init: Init = False,
 ) -> None:
     """Append a message and print only its id."""
     # Left out, parent_id means "after the active leaf"; None would start a new root.
     fields: dict[str, Any] = {"role": role, "content": read_text(content)}
     if parent is not None:
         fields["parent_id"] = parent
-    with errors(), session(db, tenant, user, agent) as (mem, scope):
+    with errors(), session(db, tenant, user, agent, init=init) as (mem, scope):
         message = mem.messages.append(scope, conversation_id, fields)
     if as_json:
         dump(message.to_dict())

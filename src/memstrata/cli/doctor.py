@@ -19,7 +19,7 @@ import typer
 from rich.console import Console
 
 from memstrata.api import Memory
-from memstrata.backends.registry import redact
+from memstrata.backends.registry import applied_migrations, redact
 from memstrata.cli._common import Db, JsonFlag, db_problem, errors, open_memory, settings_for
 from memstrata.cli.tables import new_table
 from memstrata.errors import MemstrataError, MissingDependency
@@ -42,7 +42,7 @@ def _latest_schema(dialect: str) -> int:
 def migrate(db: Db = None) -> None:
     """Apply pending schema migrations and print the versions in place."""
     settings = settings_for(db)
-    with errors(), open_memory(db) as mem:
+    with errors(), open_memory(db, init=True) as mem:  # creating the store is its job
         engine = mem.core.engine  # facade gap: no schema version or migrate on Memory
         # Opening the store applies pending migrations; this call picks up any that
         # another process added meanwhile, and reports the result.
@@ -81,15 +81,55 @@ def _schema_info(mem: Memory) -> dict[str, Any]:
 
 
 def _check_database(db: str | None) -> dict[str, Any]:
+    """The store as it is, read only: doctor creates nothing and migrates nothing. A store
+    not made yet, or one with migrations pending, is a warning that names the command."""
     url = settings_for(db).database_url()
-    info: dict[str, Any] = {"url": redact(url), "ok": False}
-    if not _probe(db, info, _schema_info):
+    info: dict[str, Any] = {"url": redact(url), "ok": False, "warnings": []}
+    try:
+        applied = applied_migrations(url)
+    except MemstrataError as exc:
+        info["error"] = exc.message
         return info
+    except Exception as exc:  # a driver's error: what doctor must report
+        info["error"] = " ".join(str(exc).split()) or type(exc).__name__
+        return info
+    dialect = "sqlite" if url.split(":", 1)[0].lower() == "sqlite" else "postgres"
+    known = _migrations(dialect)
+    info["latest_schema_version"] = _latest_schema(dialect)
+    info["ok"] = True
+    if applied is None:
+        info["exists"] = False
+        info["schema_version"] = 0
+        info["pending_migrations"] = [number for number, _ in known]
+        info["warnings"].append(
+            "no store here yet: memstrata serve (or memstrata migrate) makes it"
+        )
+        return info
+    info["exists"] = True
+    info["schema_version"] = max(applied, default=0)
+    info["pending_migrations"] = [number for number, _ in known if number not in applied]
     if info["schema_version"] > info["latest_schema_version"]:
+        info["ok"] = False
         info["error"] = "the database was written by a newer memstrata"
-    else:
-        info["ok"] = True
+    elif info["pending_migrations"]:
+        names = ", ".join(f"{n} {name}" for n, name in known if n in info["pending_migrations"])
+        info["warnings"].append(
+            f"{len(info['pending_migrations'])} migration(s) pending ({names}): "
+            "memstrata migrate applies them (memstrata serve does too)"
+        )
     return info
+
+
+def _ready(database: dict[str, Any]) -> str | None:
+    """Why the checks that open the store are skipped (opening would create or migrate
+    it), or None when they can run."""
+    if not database["ok"]:
+        return f"not checked: {database.get('error', 'database failed')}"
+    if not database["exists"]:
+        return "not checked: no store yet"
+    if database["pending_migrations"]:
+        return "not checked: migrations pending"
+    return None
 
 
 def _check_tokenizer() -> dict[str, Any]:
@@ -262,24 +302,53 @@ def _diagnose(db: str | None) -> dict[str, Any]:
 
     problem = db_problem(db) if db else None
     unopened = {"ok": False, "error": f"database not opened: {problem}"}
+    # A bad --db is reported, and nothing is opened (or created) for it.
+    database = (
+        {"url": redact(db), "ok": False, "error": problem}
+        if db and problem
+        else _check_database(db)
+    )
+    skipped = None if problem else _ready(database)
+    unchecked: dict[str, Any] = {"ok": True, "skipped": skipped, "warnings": []}
     report: dict[str, Any] = {
         "python": platform.python_version(),
         "memstrata": __version__,
         "sqlite": sqlite3.sqlite_version,
-        # A bad --db is reported, and nothing is opened (or created) for it.
-        "database": {"url": redact(db), "ok": False, "error": problem}
-        if db and problem
-        else _check_database(db),
+        "database": database,
         "tokenizer": _check_tokenizer(),
         "embedder": _check_embedder(),
-        "longterm": dict(unopened) if problem else _check_longterm(db),
-        "workers": dict(unopened) if problem else _check_workers(db),
-        "budgets": dict(unopened) if problem else _check_budgets(db),
+        "longterm": dict(unopened)
+        if problem
+        else dict(unchecked)
+        if skipped
+        else _check_longterm(db),
+        "workers": dict(unopened)
+        if problem
+        else dict(unchecked)
+        if skipped
+        else _check_workers(db),
+        "budgets": dict(unopened)
+        if problem
+        else dict(unchecked)
+        if skipped
+        else _check_budgets(db),
     }
     report["ok"] = all(
         part["ok"] for part in report.values() if isinstance(part, dict) and "ok" in part
     )
     return report
+
+
+def _store_rows(report: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """The rows of the checks that read the store ("skipped" when it was not opened)."""
+    skipped = [
+        (name, "skipped", report[key]["skipped"])
+        for name, key in (("long-term", "longterm"), ("workers", "workers"), ("budgets", "budgets"))
+        if report[key].get("skipped")
+    ]
+    if skipped:
+        return skipped
+    return [_longterm_row(report["longterm"]), *_worker_rows(report), *_budget_rows(report)]
 
 
 def _print_diagnosis(report: dict[str, Any]) -> None:
@@ -292,9 +361,13 @@ def _print_diagnosis(report: dict[str, Any]) -> None:
     detail = database["url"]
     if "schema_version" in database:
         detail += f" (schema {database['schema_version']} of {database['latest_schema_version']})"
-    if "error" in database:
+    if database.get("error"):
         detail += f": {database['error']}"
-    table.add_row("database", "ok" if database["ok"] else "FAILED", detail)
+    warned = database.get("warnings")
+    if warned:
+        detail += "; " + "; ".join(warned)
+    status = "FAILED" if not database["ok"] else "warning" if warned else "ok"
+    table.add_row("database", status, detail)
     counts = ", ".join(f"{k} {v}" for k, v in tokenizer["counts"].items())
     errors = "; ".join(f"{k}: {v}" for k, v in tokenizer.get("errors", {}).items())
     table.add_row(
@@ -313,11 +386,8 @@ def _print_diagnosis(report: dict[str, Any]) -> None:
         )
     status = "FAILED" if not embedder["ok"] else "warning" if embedder["warnings"] else "ok"
     table.add_row("embedder", status, "; ".join([detail, *embedder["warnings"]]))
-    table.add_row(*_longterm_row(report["longterm"]))
-    for extra in _worker_rows(report):
-        table.add_row(*extra)
-    for extra in _budget_rows(report):
-        table.add_row(*extra)
+    for row in _store_rows(report):
+        table.add_row(*row)
     # Details hold paths, URLs and install commands ("memstrata[embed]"): text, never markup.
     Console(highlight=False).print(table)
 

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from memstrata.cli._common import Db, JsonFlag, duration, errors, note, open_memory
+from memstrata.cli._common import Db, Init, JsonFlag, duration, errors, note, open_memory
 from memstrata.cli.tables import new_table
 from memstrata.storage.tenancy import ApiKey
 
@@ -64,13 +64,14 @@ def keys_create(
     ] = None,
     expires_in: ExpiresIn = None,
     db: Db = None,
+    init: Init = False,
 ) -> None:
     """Create a key and print only the key on stdout (it is never shown again)."""
     if admin == (user is not None):
         raise typer.BadParameter(
             "give exactly one of --user U or --admin", param_hint="--user / --admin"
         )
-    with errors(), open_memory(db) as mem:
+    with errors(), open_memory(db, init=init) as mem:
         key, secret = mem.keys.create(
             tenant, user=user, admin=admin, label=label, expires_at=_expiry(expires_in)
         )

@@ -13,6 +13,7 @@ from rich.text import Text
 from memstrata.cli._common import (
     Agent,
     Db,
+    Init,
     JsonFlag,
     PageCursor,
     PageLimit,
@@ -114,9 +115,10 @@ def facts_add(
     agent: Agent = None,
     as_json: JsonFlag = False,
     db: Db = None,
+    init: Init = False,
 ) -> None:
     """Add a fact by hand and print its id (a manual fact stays until someone removes it)."""
-    with errors(), session(db, tenant, user, agent) as (mem, scope):
+    with errors(), session(db, tenant, user, agent, init=init) as (mem, scope):
         fact = mem.facts.add(
             scope, content, category=category, confidence=confidence, source_error=source_error
         )

@@ -6,6 +6,8 @@ On a new SQLite store it prints a key for the local user; on PostgreSQL, how to 
 from __future__ import annotations
 
 import os
+import shlex
+import socket
 from typing import Annotated, Any
 
 import typer
@@ -21,8 +23,22 @@ __all__ = ["serve"]
 
 
 def serve(
-    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port to listen on.", min=1, max=65535)] = 8700,
+    host: Annotated[
+        str | None,
+        typer.Option(
+            help="Address to listen on (default: MEMSTRATA_HOST, else 127.0.0.1).",
+            show_default=False,
+        ),
+    ] = None,
+    port: Annotated[
+        int | None,
+        typer.Option(
+            help="Port to listen on; 0 takes a free one (default: MEMSTRATA_PORT, else 8700).",
+            min=0,
+            max=65535,
+            show_default=False,
+        ),
+    ] = None,
     db: Db = None,
     processes: Annotated[
         int,
@@ -47,8 +63,12 @@ def serve(
     """Run the REST server, web UI and MCP endpoint (migrates first; on a new SQLite store,
     prints a key for the local user; on PostgreSQL, how to make one)."""
     with errors():
-        settings = settings_for(db).model_copy(update={"host": host, "port": port})
-        settings = settings.model_copy(update={"worker": _serve_worker(settings, no_worker)})
+        settings = settings_for(db)
+        host = settings.host if host is None else host
+        port = settings.port if port is None else port
+        settings = settings.model_copy(
+            update={"host": host, "worker": _serve_worker(settings, no_worker)}
+        )
         if processes > 1:
             _check_shareable(settings)
         try:
@@ -60,10 +80,16 @@ def serve(
             raise MissingDependency(
                 f"the server needs its extra: pip install 'memstrata[server]' ({exc})"
             ) from None
+        # Bound before the store is opened: a busy port fails fast and creates nothing,
+        # and the banner shows the address the socket holds (port 0: the one given).
+        sock = listen_socket(host, port)
+        host, port = _bound(sock)
+        settings = settings.model_copy(update={"host": host, "port": port})
         with Memory.open(settings.database_url(), settings=settings) as mem:
             if not mem.keys.list(settings.local_tenant):
                 _first_start(mem, settings)
-        note(f"memstrata serving {redact(settings.database_url())} on http://{host}:{port}")
+        shown = f"[{host}]" if ":" in host else host
+        note(f"memstrata serving {redact(settings.database_url())} on http://{shown}:{port}")
         for line in _serve_urls(host, port, settings):
             note(line)
         configure_logging(json_logs=settings.log_format == "json", level=settings.log_level)
@@ -79,14 +105,21 @@ def serve(
             "http": protocol,
             "timeout_keep_alive": settings.serve_keepalive_s,
         }
+        _watch_store(settings)
         if processes == 1:
-            uvicorn.run(create_app(settings=settings), **options)
+            config = uvicorn.Config(create_app(settings=settings), **options)
+            server = uvicorn.Server(config)
+            server.run(sockets=[sock])
+            if not server.started:
+                raise typer.Exit(1)
             return
         # Each process is started afresh and builds its app from the environment: the
         # database as resolved here (--db included), everything else as this process sees it.
         os.environ["MEMSTRATA_DB"] = settings.database_url()
         os.environ["MEMSTRATA_WORKER"] = settings.worker
-        uvicorn.run(
+        from uvicorn.supervisors import Multiprocess
+
+        config = uvicorn.Config(
             "memstrata.server.app:app_from_environment",
             factory=True,
             workers=processes,
@@ -95,17 +128,58 @@ def serve(
             timeout_worker_healthcheck=30,
             **options,
         )
+        Multiprocess(config, sockets=[sock]).run()
+
+
+def listen_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port`` (as uvicorn binds one). A failure is one
+    ConfigurationError naming the address and the ways to choose another."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        why = exc.strerror or str(exc)
+        raise ConfigurationError(
+            f"cannot listen on {host}:{port}: {why}. Stop what holds port {port}, or choose "
+            "another: memstrata serve --port N (or MEMSTRATA_PORT=N; make run PORT=N)"
+        ) from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def _bound(sock: socket.socket) -> tuple[str, int]:
+    name = sock.getsockname()
+    return str(name[0]), int(name[1])
+
+
+def _watch_store(settings: Settings) -> None:
+    """On a SQLite file, stop cleanly (one log line naming the file) once the store's files
+    cannot be written any more, before sqlite dies of it (see server/storewatch.py)."""
+    url = settings.database_url()
+    if settings.serve_store_check_s <= 0 or not url.startswith("sqlite:"):
+        return
+    path = sqlite_path(url)
+    if path is not None:
+        from memstrata.server.storewatch import StoreWatch
+
+        StoreWatch(path, settings.serve_store_check_s).start()
 
 
 def _first_start(mem: Memory, settings: Settings) -> None:
     """No key yet. The embedded SQLite store is one person's: print a key for its local
     user. A PostgreSQL store is shared and its log is read by others: print how to make
     a key instead of a working one."""
-    if settings.database_url().split(":", 1)[0].lower() != "sqlite":
+    url = settings.database_url()
+    if url.split(":", 1)[0].lower() != "sqlite":
+        shown = redact(url)
+        hidden = " (with the password in place of ***)" if shown != url else ""
         typer.echo(
-            "\nNo API key exists yet. Create one (shown only once) with:\n\n"
-            f"    memstrata keys create --tenant {settings.local_tenant} "
-            f"--user {settings.local_user}\n"
+            f"\nNo API key exists yet. Create one (shown only once) with{hidden}:\n\n"
+            f"    memstrata keys create --db {shlex.quote(shown)} "
+            f"--tenant {settings.local_tenant} --user {settings.local_user}\n"
         )
         return
     _, secret = mem.keys.create(

@@ -19,6 +19,7 @@ from memstrata.backends.registry import redact
 from memstrata.cli._common import (
     Agent,
     Db,
+    Init,
     JsonFlag,
     Tenant,
     User,
@@ -158,6 +159,7 @@ def import_memory(
     agent: Agent = None,
     as_json: JsonFlag = False,
     db: Db = None,
+    init: Init = False,
 ) -> None:
     """Import a memstrata export (idempotent: ids are kept, what exists is left alone) or
     add a DeerFlow memory document's profile and facts to a user (all or nothing)."""
@@ -167,7 +169,7 @@ def import_memory(
             if tenant or user or agent:
                 raise InvalidInput("a memstrata export names its own owners: no --tenant/--user")
             with (
-                open_memory(db) as mem,
+                open_memory(db, init=init) as mem,
                 file.open(encoding="utf-8") as f,
                 _progress("importing") as tick,
             ):
@@ -184,7 +186,7 @@ def import_memory(
         # The scope first (a bad --db is the error), then the document, before anything opens.
         scope = named_scope(settings_for(db), tenant, user, agent)
         document = _read_document(file)
-        with open_memory(db) as mem:
+        with open_memory(db, init=init) as mem:
             result: dict[str, Any] = mem.longterm.import_memory(scope, document, format=format)
     if as_json:
         typer.echo(json.dumps(result, indent=2))

@@ -11,6 +11,7 @@ import typer
 from memstrata.cli._common import (
     Agent,
     Db,
+    Init,
     JsonFlag,
     Tenant,
     User,
@@ -81,10 +82,11 @@ def working_put(
     agent: Agent = None,
     as_json: JsonFlag = False,
     db: Db = None,
+    init: Init = False,
 ) -> None:
     """Write the working-memory document (it replaces the previous version)."""
     body = read_text(text)
-    with errors(), session(db, tenant, user, agent) as (mem, scope):
+    with errors(), session(db, tenant, user, agent, init=init) as (mem, scope):
         fmt = format.value if format is not None else None
         if fmt is None:
             # Keep a JSON document JSON: a plain string would silently become its value.

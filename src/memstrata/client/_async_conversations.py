@@ -166,11 +166,21 @@ class AsyncRemoteMessages:
         path = f"{conversation_path(conversation_id)}/messages/{segment(message_id)}"
         return await self._s.get(path, decode.message, h)
 
-    async def delete(self, scope: Scope, conversation_id: str, message_id: str) -> Receipt:
-        """Delete a message and the subtree under it (see the embedded facade)."""
+    async def find(self, scope: Scope, message_id: str) -> Message:
+        """A message of the scope by its id alone (see the embedded facade)."""
+        h = await self._s.scoped(scope)
+        return await self._s.get(f"/v1/messages/{segment(message_id)}", decode.message, h)
+
+    async def delete(
+        self, scope: Scope, conversation_id: str, message_id: str, *, mode: str = "subtree"
+    ) -> Receipt:
+        """Delete a message and the subtree under it, or (``mode="splice"``) the message
+        alone, its children re-attached to its parent (see the embedded facade)."""
         h = await self._s.scoped(scope)
         path = f"{conversation_path(conversation_id)}/messages/{segment(message_id)}"
-        return await receipt_of(self._s, await self._s.send("DELETE", path, headers=h), h)
+        params = None if mode == "subtree" else {"mode": mode}
+        sent = await self._s.send("DELETE", path, headers=h, params=params)
+        return await receipt_of(self._s, sent, h)
 
     async def leaves(
         self,

@@ -97,9 +97,18 @@ class AsyncRemoteLongTerm:
     def __init__(self, session: AsyncSession) -> None:
         self._s = session
 
-    async def profile(self, scope: Scope) -> list[ProfileSection]:
+    async def profile(
+        self,
+        scope: Scope,
+        *,
+        as_of: datetime | str | None = None,
+        known_at: datetime | str | None = None,
+    ) -> list[ProfileSection]:
         h = await self._s.scoped(scope)
-        return await self._s.get("/v1/profile", decode.profile, h)
+        params = query_params(
+            as_of=iso_time(as_of, "as_of"), known_at=iso_time(known_at, "known_at")
+        )
+        return await self._s.get("/v1/profile", decode.profile, h, params)
 
     async def observe(
         self, scope: Scope, conversation_id: str, *, leaf_id: str | None = None

@@ -163,11 +163,21 @@ class RemoteMessages:
         path = f"{conversation_path(conversation_id)}/messages/{segment(message_id)}"
         return self._s.get(path, decode.message, h)
 
-    def delete(self, scope: Scope, conversation_id: str, message_id: str) -> Receipt:
-        """Delete a message and the subtree under it (see the embedded facade)."""
+    def find(self, scope: Scope, message_id: str) -> Message:
+        """A message of the scope by its id alone (see the embedded facade)."""
+        h = self._s.scoped(scope)
+        return self._s.get(f"/v1/messages/{segment(message_id)}", decode.message, h)
+
+    def delete(
+        self, scope: Scope, conversation_id: str, message_id: str, *, mode: str = "subtree"
+    ) -> Receipt:
+        """Delete a message and the subtree under it, or (``mode="splice"``) the message
+        alone, its children re-attached to its parent (see the embedded facade)."""
         h = self._s.scoped(scope)
         path = f"{conversation_path(conversation_id)}/messages/{segment(message_id)}"
-        return receipt_of(self._s, self._s.send("DELETE", path, headers=h), h)
+        params = None if mode == "subtree" else {"mode": mode}
+        sent = self._s.send("DELETE", path, headers=h, params=params)
+        return receipt_of(self._s, sent, h)
 
     def leaves(
         self,

@@ -94,9 +94,18 @@ class RemoteLongTerm:
     def __init__(self, session: Session) -> None:
         self._s = session
 
-    def profile(self, scope: Scope) -> list[ProfileSection]:
+    def profile(
+        self,
+        scope: Scope,
+        *,
+        as_of: datetime | str | None = None,
+        known_at: datetime | str | None = None,
+    ) -> list[ProfileSection]:
         h = self._s.scoped(scope)
-        return self._s.get("/v1/profile", decode.profile, h)
+        params = query_params(
+            as_of=iso_time(as_of, "as_of"), known_at=iso_time(known_at, "known_at")
+        )
+        return self._s.get("/v1/profile", decode.profile, h, params)
 
     def observe(
         self, scope: Scope, conversation_id: str, *, leaf_id: str | None = None

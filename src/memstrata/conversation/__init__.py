@@ -29,6 +29,7 @@ from memstrata.conversation.lookup import require_message
 from memstrata.conversation.messages import (
     append_message,
     delete_message,
+    find_message,
     get_message,
     list_leaves,
     list_messages,
@@ -44,6 +45,7 @@ __all__ = [
     "delete_conversation",
     "delete_message",
     "delete_user",
+    "find_message",
     "get_conversation",
     "get_message",
     "history",

@@ -385,6 +385,22 @@ def _leaf_before(conversation_id: str, before: str) -> Op[tuple[str | None, str]
     return (opener or message).parent_id, message.id
 
 
+def _check_on_branch(conversation_id: str, leaf_id: str, before: str) -> Op[None]:
+    """InvalidInput unless ``before`` is ``leaf_id`` or one of its ancestors."""
+    leaf = (yield from load_leaf(conversation_id, leaf_id)).message
+    held = (yield from load_leaf(conversation_id, before, "before")).message
+    gap = leaf.depth - held.depth
+    if gap >= 0:
+        rows = yield from branch_chunk(conversation_id, leaf.id, gap + 1)
+        if rows and to_message(rows[-1]).id == held.id:
+            return
+    raise InvalidInput(
+        f"before {before} is not on the branch of leaf_id {leaf_id}: give a message of "
+        "that branch, or only one of them",
+        field="before",
+    )
+
+
 def history(
     rt: Runtime,
     scope: Scope,
@@ -401,15 +417,14 @@ def history(
 
     ``before`` (a message id) ends the history just before that message's turn, on its
     branch: Dify builds a prompt as ``[*history, query]``, so the history of the turn
-    being answered must not hold its own question. It cannot be combined with ``leaf_id``.
+    being answered must not hold its own question. With ``leaf_id`` too, ``before`` must
+    lie on that leaf's branch (the two then agree on the branch; else InvalidInput).
 
     ``read_ahead`` reads the first walk chunk in the opening statement (when counting in
     the store's encoding): one round trip fewer where each statement crosses a network;
     on SQLite the wider statement costs more than the call it saves.
     """
     check_limits(max_tokens, max_messages)
-    if before is not None and leaf_id is not None:
-        raise InvalidInput("give leaf_id or before, not both", field="before")
     tokenizer = tokenizer_for(rt, model)
     first: FirstChunk | None = None
     if before is None and read_ahead and tokenizer is rt.tokenizer:
@@ -422,6 +437,8 @@ def history(
         leaf, system = (None, []) if opened is None else opened
     else:
         yield from get_conversation(scope, conversation_id)
+        if leaf_id is not None:
+            yield from _check_on_branch(conversation_id, leaf_id, before)
         ref, _ = yield from _leaf_before(conversation_id, before)
         leaf = None if ref is None else (yield from load_leaf(conversation_id, ref))
         system = [] if leaf is None else (yield from system_run(conversation_id, leaf))

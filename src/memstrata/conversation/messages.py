@@ -14,7 +14,7 @@ from memstrata.conversation.conversations import (
 )
 from memstrata.conversation.lookup import message_row, require_message, system_tail
 from memstrata.conversation.tree import place
-from memstrata.errors import Conflict, InvalidInput
+from memstrata.errors import Conflict, InvalidInput, NotFound
 from memstrata.ids import UUID_NIL, parse_id
 from memstrata.runtime import Runtime, page_limit
 from memstrata.storage.plan import Exec, Op, Query, Row
@@ -25,7 +25,7 @@ from memstrata.storage.records import (
     to_message,
     to_micros,
 )
-from memstrata.storage.sql import encode_cursor, seq_cursor
+from memstrata.storage.sql import decode_cursor, encode_cursor, seq_cursor
 from memstrata.types import (
     Conversation,
     Message,
@@ -42,9 +42,11 @@ __all__ = [
     "append_message",
     "check_message",
     "delete_message",
+    "find_message",
     "get_message",
     "list_leaves",
     "list_messages",
+    "newest_leaf",
     "patch_message",
 ]
 
@@ -71,6 +73,35 @@ def check_message(rt: Runtime, new: NewMessage | MessagePatch) -> None:
 def get_message(scope: Scope, conversation_id: str, message_id: str) -> Op[Message]:
     yield from get_conversation(scope, conversation_id)
     return to_message((yield from require_message(conversation_id, message_id)))
+
+
+# From the scope's conversations (its owner index) to the message by (conversation, id):
+# one index probe per conversation of the scope, never a scan of every message.
+_FIND_SQL = (
+    "SELECT " + ", ".join(f"m.{c.strip()}" for c in MESSAGE_COLUMNS.split(",")) + " FROM "
+    "conversations c JOIN messages m ON m.conversation_id = c.id AND m.id = ? "
+    "WHERE c.tenant_id = ? AND c.user_id = ? AND c.agent_id = ? LIMIT 2"
+)
+
+
+def find_message(scope: Scope, message_id: str) -> Op[Message]:
+    """A message of the scope by its id alone, for callers that name messages without
+    their conversation (n8n's ``deleteMessages``). NotFound for a malformed id, another
+    scope's message or none; Conflict when the scope holds that id in two conversations
+    (ids are unique per conversation only): name the conversation then."""
+    try:
+        mid = parse_id(message_id, field="message_id")
+    except InvalidInput:
+        raise NotFound(f"message {message_id} not found", kind="message") from None
+    rows = yield Query(_FIND_SQL, (mid, scope.tenant, scope.user, scope.agent_key))
+    if not rows:
+        raise NotFound(f"message {message_id} not found", kind="message")
+    if len(rows) > 1:
+        raise Conflict(
+            f"message id {message_id} is used in several of your conversations: "
+            "name the conversation"
+        )
+    return to_message(rows[0])
 
 
 def _same_message(stored: Message, new: NewMessage) -> bool:
@@ -148,8 +179,9 @@ def append_message(
     yield Exec(
         "INSERT INTO messages (id, conversation_id, parent_id, role, content, files, tool_calls, "
         "tool_call_id, status, metadata, occurred_at, created_at, depth, token_count, "
-        "branch_tokens, system_tail_id, legacy_parent, chain_id) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "branch_tokens, system_tail_id, legacy_parent, chain_id, position) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+        "(SELECT last_position + 1 FROM conversations WHERE id = ?))",
         (
             mid,
             conv.id,
@@ -169,12 +201,13 @@ def append_message(
             spot.system_tail_id,
             int(legacy),
             label.chain_id,
+            conv.id,
         ),
     )
     yield from record_fork(conv.id, mid, label)
     yield Exec(
         "UPDATE conversations SET active_leaf_id = ?, message_count = message_count + 1, "
-        "updated_at = ? WHERE id = ?",
+        "last_position = last_position + 1, updated_at = ? WHERE id = ?",
         (mid, now, conv.id),
     )
     if conv.active_leaf_id is not None and (parent is None or parent.id != conv.active_leaf_id):
@@ -262,13 +295,7 @@ def delete_message(rt: Runtime, scope: Scope, conversation_id: str, message_id: 
     if leaf in ids:
         leaf = target.parent_id
         if leaf is None:
-            newest = yield Query(
-                "SELECT id FROM messages m WHERE conversation_id = ? AND NOT EXISTS "
-                "(SELECT 1 FROM messages c WHERE c.conversation_id = m.conversation_id "
-                "AND c.parent_id = m.id) ORDER BY seq DESC LIMIT 1",
-                (conversation_id,),
-            )
-            leaf = str(newest[0][0]) if newest else None
+            leaf = yield from newest_leaf(conversation_id)
     yield Exec(
         "UPDATE conversations SET active_leaf_id = ?, message_count = message_count - ?, "
         "updated_at = ? WHERE id = ?",
@@ -277,6 +304,31 @@ def delete_message(rt: Runtime, scope: Scope, conversation_id: str, message_id: 
     for moved in rt.on_branch_change:
         yield from moved(scope, conversation_id)
     return len(ids)
+
+
+def newest_leaf(conversation_id: str) -> Op[str | None]:
+    """The most recently appended message with no children (None: no message left)."""
+    newest = yield Query(
+        "SELECT id FROM messages m WHERE conversation_id = ? AND NOT EXISTS "
+        "(SELECT 1 FROM messages c WHERE c.conversation_id = m.conversation_id "
+        "AND c.parent_id = m.id) ORDER BY seq DESC LIMIT 1",
+        (conversation_id,),
+    )
+    return str(newest[0][0]) if newest else None
+
+
+def _page_start(cursor: str | None) -> tuple[str, int]:
+    """Where a page of a conversation's messages starts: after a position (``p<n>``, the
+    cursors issued now: a position tells nothing of other conversations), or after a seq
+    (cursors issued before positions existed, still honoured)."""
+    value = decode_cursor(cursor)
+    if value is not None and value.startswith("p"):
+        return "position", seq_cursor(encode_cursor(value[1:])) or 0
+    return "seq", seq_cursor(cursor) or 0
+
+
+def _next_cursor(items: list[Message]) -> str:
+    return encode_cursor(f"p{items[-1].position}")
 
 
 def list_leaves(
@@ -290,15 +342,15 @@ def list_leaves(
     """Messages with no children, oldest first."""
     n = page_limit(rt, limit)
     yield from get_conversation(scope, conversation_id)
-    after = seq_cursor(cursor) or 0
+    column, after = _page_start(cursor)
     rows = yield Query(
-        f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE conversation_id = ? AND seq > ? "
+        f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE conversation_id = ? AND {column} > ? "
         "AND NOT EXISTS (SELECT 1 FROM messages c WHERE c.conversation_id = m.conversation_id "
-        "AND c.parent_id = m.id) ORDER BY seq LIMIT ?",
+        f"AND c.parent_id = m.id) ORDER BY {column} LIMIT ?",
         (conversation_id, after, n + 1),
     )
     items = [to_message(r) for r in rows[:n]]
-    return Page(items, encode_cursor(items[-1].seq) if len(rows) > n else None)
+    return Page(items, _next_cursor(items) if len(rows) > n else None)
 
 
 def list_messages(
@@ -309,18 +361,19 @@ def list_messages(
     limit: int | None = None,
     cursor: str | None = None,
 ) -> Op[Page[Message]]:
-    """Every message of the conversation, every branch, oldest first (server order, ``seq``).
+    """Every message of the conversation, every branch, oldest first (server order: ``seq``,
+    and so ``position`` within the conversation).
 
-    A parent always has a lower ``seq`` than its children, so a client can rebuild the
-    whole tree page by page, attaching each message to one it has already seen.
+    A parent always comes before its children, so a client can rebuild the whole tree
+    page by page, attaching each message to one it has already seen.
     """
     n = page_limit(rt, limit)
     yield from get_conversation(scope, conversation_id)
-    after = seq_cursor(cursor) or 0
+    column, after = _page_start(cursor)
     rows = yield Query(
-        f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id = ? AND seq > ? "
-        "ORDER BY seq LIMIT ?",
+        f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id = ? AND {column} > ? "
+        f"ORDER BY {column} LIMIT ?",
         (conversation_id, after, n + 1),
     )
     items = [to_message(r) for r in rows[:n]]
-    return Page(items, encode_cursor(items[-1].seq) if len(rows) > n else None)
+    return Page(items, _next_cursor(items) if len(rows) > n else None)

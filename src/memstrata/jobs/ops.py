@@ -29,16 +29,19 @@ from typing import Any, NamedTuple
 
 from memstrata.encoding import to_json
 from memstrata.errors import Conflict, InvalidInput, NotFound
+from memstrata.ids import parse_id
 from memstrata.logs import current_request_id
 from memstrata.storage.plan import Exec, Op, Query, Row
-from memstrata.storage.records import dump_json, from_micros
+from memstrata.storage.records import check_text, dump_json, from_micros, storable_text
 from memstrata.storage.sql import placeholders
 from memstrata.usage.store import budget_clause
 
 __all__ = [
+    "UUID_KEYS",
     "Job",
     "JobStatus",
     "backoff_micros",
+    "checked_payload",
     "claim",
     "complete",
     "enqueue",
@@ -174,6 +177,46 @@ def get_job(job_id: str) -> Op[Job]:
     return _job(rows[0])
 
 
+#: Payload keys naming messages, facts, receipts or records: UUIDs, checked as message ids.
+UUID_KEYS = frozenset(
+    {"leaf_id", "message_id", "message_ids", "fact_id", "fact_ids", "receipt_id", "context_id"}
+)
+
+
+def _storable(value: object, field: str) -> None:
+    if not isinstance(value, str):
+        raise InvalidInput(f"{field} must be a string", field=field)
+    check_text(value, field)
+
+
+def checked_payload(
+    conversation_id: str | None, payload: dict[str, Any] | None
+) -> tuple[str | None, dict[str, Any] | None]:
+    """The conversation id and payload, checked before anything is queued: a payload value
+    under a key of :data:`UUID_KEYS` (a string, a list of them, or None) must be a UUID,
+    like a message id, and is kept in canonical form; every other id (the conversation, a
+    value under a key ending ``_id``, such as a node memory's names) must be storable text
+    (no NUL, no lone surrogate). A job whose ids no store can hold would fail on every
+    attempt, so it is InvalidInput instead."""
+    if conversation_id is not None:
+        _storable(conversation_id, "conversation_id")
+    if not payload:
+        return conversation_id, payload
+    out = dict(payload)
+    for name, value in payload.items():
+        if value is None:
+            continue
+        if name in UUID_KEYS and name.endswith("_ids"):
+            if not isinstance(value, list):
+                raise InvalidInput(f"{name} must be a list of ids", field=name)
+            out[name] = [parse_id(v, field=name) for v in value]
+        elif name in UUID_KEYS:
+            out[name] = parse_id(value, field=name)
+        elif name.endswith("_id"):
+            _storable(value, name)
+    return conversation_id, out
+
+
 def enqueue(
     *,
     job_id: str,
@@ -197,6 +240,9 @@ def enqueue(
         raise InvalidInput("max_attempts must be >= 1", field="max_attempts")
     if delay_s < 0 or max_wait_s < delay_s:
         raise InvalidInput("need 0 <= delay_s <= max_wait_s", field="delay_s")
+    check_text(kind, "kind")
+    check_text(key, "key")
+    conversation_id, payload = checked_payload(conversation_id, payload)
     run_after = now + int(delay_s * _S)
     inserted = yield Exec(
         "INSERT INTO jobs (id, kind, dedupe_key, tenant_id, user_id, agent_id, conversation_id, "
@@ -273,6 +319,7 @@ def claim(
     lease_s: float | Mapping[str, float],
     limit: int = 1,
     purposes: Mapping[str, str] | None = None,
+    low: Sequence[str] = (),
 ) -> Op[list[Job]]:
     """Lease up to ``limit`` ready jobs (queued and due, or running with an expired lease).
 
@@ -281,6 +328,8 @@ def claim(
     ``purposes`` maps job kinds to usage purposes: a job whose tenant has used up
     today's budget of its purpose is not claimed (it stays queued, no attempt counted,
     and is claimed once the day turns or the budget is raised).
+    ``low`` names kinds of lower priority (upkeep such as receipt verification): a ready
+    job of another kind is always claimed first, whichever has waited longer.
     """
     kind_sql = ""
     params: list[Any] = [now, now]
@@ -295,13 +344,17 @@ def claim(
         budget_sql = f" AND NOT {clause}"
         params.extend(budget_params)
     params.append(now)
+    order = "j.run_after"
+    if low:
+        order = f"CASE WHEN j.kind IN ({placeholders(len(low))}) THEN 1 ELSE 0 END, j.run_after"
+        params.extend(low)
     params.append(limit)
     rows = yield Query(
         "SELECT j.id, j.attempts, j.max_attempts, j.kind FROM jobs j WHERE "
         "((j.status = 'queued' AND j.run_after <= ?) OR (j.status = 'running' AND j.lease_until < ?))"
         f"{kind_sql}{budget_sql} AND NOT EXISTS (SELECT 1 FROM jobs r WHERE r.kind = j.kind "
         "AND r.dedupe_key = j.dedupe_key AND r.id <> j.id AND r.status = 'running' AND r.lease_until >= ?) "
-        "ORDER BY j.run_after LIMIT ?",
+        f"ORDER BY {order} LIMIT ?",
         params,
         lock="skip_locked",
     )
@@ -360,7 +413,7 @@ def fail(job_id: str, token: str, error: str, now: int, backoff: int) -> Op[JobS
         "run_after = ?, updated_at = ?, finished_at = ? WHERE id = ?",
         (
             status.value,
-            error[:4000],
+            storable_text(error[:4000]),
             now + backoff,
             now,
             now if status is JobStatus.DEAD else None,

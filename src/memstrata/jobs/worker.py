@@ -44,6 +44,7 @@ class _Entry(Generic[C]):
     lease_s: float
     blocked: Callable[[], str | None] | None = None
     purpose: str | None = None
+    low_priority: bool = False
 
 
 class JobRegistry(Generic[C]):
@@ -61,16 +62,19 @@ class JobRegistry(Generic[C]):
         lease_s: float = 60.0,
         blocked: Callable[[], str | None] | None = None,
         purpose: str | None = None,
+        low_priority: bool = False,
     ) -> None:
         """``blocked`` says why this process cannot run the kind now (e.g. no LLM), or
         None: blocked jobs are not claimed here; they stay queued and visible.
         ``purpose`` names the usage purpose its model calls spend (default: the kind's
         in :data:`~memstrata.usage.store.JOB_PURPOSES`): a tenant's budget of that
-        purpose holds its jobs back once used up for the day."""
+        purpose holds its jobs back once used up for the day. ``low_priority`` jobs are
+        claimed only when no other ready job of this process's kinds waits (upkeep that
+        must never hold back users' work)."""
         if lease_s <= 0:
             raise InvalidInput("lease_s must be > 0", field="lease_s")
         with self._lock:
-            self._entries[kind] = _Entry(handler, lease_s, blocked, purpose)
+            self._entries[kind] = _Entry(handler, lease_s, blocked, purpose, low_priority)
 
     def get(self, kind: str) -> _Entry[C] | None:
         return self._entries.get(kind)
@@ -210,6 +214,7 @@ class Worker(Generic[C]):
         # its kind's lease, not after the longest lease of any kind this process handles.
         leases = {k: e.lease_s for k in known if (e := self._registry.get(k)) is not None}
         purposes = self._registry.purposes(known)
+        low = [k for k in known if (e := self._registry.get(k)) is not None and e.low_priority]
         jobs = self._engine.run(
             write(
                 lambda: ops.claim(
@@ -218,6 +223,7 @@ class Worker(Generic[C]):
                     now=now_micros(),
                     lease_s=leases,
                     purposes=purposes,
+                    low=low,
                 )
             )
         )
@@ -259,9 +265,7 @@ class Worker(Generic[C]):
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=5)}"
             backoff = self._backoff(job.attempts)
-            status = self._engine.run(
-                write(lambda: ops.fail(job.id, token, error, now_micros(), backoff))
-            )
+            status = self._fail(job, token, error, backoff)
             log.warning(
                 "job %s (%s) failed on attempt %d -> %s",
                 job.id,
@@ -277,6 +281,25 @@ class Worker(Generic[C]):
         else:
             log.info("job %s (%s) done", job.id, job.kind, extra=extra)
         return True
+
+    def _fail(self, job: Job, token: str, error: str, backoff: int) -> ops.JobStatus | None:
+        """Mark the job failed. The error text is escaped to be storable; should the write
+        still be refused, the failure is stored with the exception's type alone, so a
+        job never stays running because its error could not be written."""
+        try:
+            return self._engine.run(
+                write(lambda: ops.fail(job.id, token, error, now_micros(), backoff))
+            )
+        except Exception:
+            log.warning("job %s: its error text could not be stored", job.id, exc_info=True)
+            short = error.split(":", 1)[0][:100]
+            return self._engine.run(
+                write(
+                    lambda: ops.fail(
+                        job.id, token, f"{short} (error text not storable)", now_micros(), backoff
+                    )
+                )
+            )
 
     def run_pending(self, kinds: Sequence[str] | None = None, max_jobs: int | None = None) -> int:
         """Run ready jobs in this thread until none is ready (or ``max_jobs`` ran)."""

@@ -12,7 +12,11 @@ answers them from the text with a few fixed rules.
   ``I no longer like X`` (or ``... anymore``) -> ``User no longer likes X``, superseding
   the remembered ``User likes X``; ``my name is X`` / ``call me X`` -> ``User's name is X``
   (superseding an older name); ``I work as X`` / ``I'm a X at Y`` -> the workContext
-  profile; ``I live in X`` -> personalContext; a line starting with ``No,``,
+  profile; ``I live in X`` -> personalContext;
+  ``I always / usually / often / never X`` -> ``User always Xs`` (preference);
+  ``I'm allergic to X`` -> ``User is allergic to X``; ``my X is Y`` -> ``User's X is Y``
+  (superseding an older value of the same X); ``(Please) remember (that) X`` -> X as
+  those rules read it, else X itself in the third person; a line starting with ``No,``,
   ``Actually,``, ``That's wrong`` or ``Wrong`` after an assistant line -> a
   ``correction`` fact whose ``sourceError`` is that assistant line.
 - **Compaction** (the rolling-summary prompt): the five sections from the turns: the
@@ -53,6 +57,11 @@ _LIKE = re.compile(r"\bI (?:really )?(?:like|love|prefer|enjoy) (.+?)" + _CLAUSE
 _NAME = re.compile(r"\b(?i:my name is|call me) ([A-Z][\w'-]*(?: [A-Z][\w'-]*)?)")
 _WORK = re.compile(r"\bI work as (.+?)" + _CLAUSE_END, re.I)
 _LIVE = re.compile(r"\bI live in (.+?)" + _CLAUSE_END, re.I)
+_HABIT = re.compile(r"\bI (always|usually|often|never) (\w+)(.*?)" + _CLAUSE_END, re.I)
+_ALLERGY = re.compile(r"\bI(?:'m| am) (?:very |severely )?allergic to (.+?)" + _CLAUSE_END, re.I)
+# "my X is Y" for any X of up to three words but the name (its own rule, above).
+_MY_IS = re.compile(r"\bmy ((?!name\b)[\w'-]+(?: [\w'-]+){0,2}) is (.+?)" + _CLAUSE_END, re.I)
+_REMEMBER = re.compile(r"^(?:please,? )?(?:do )?remember(?: that|:|,)? (.+?)[.!]?$", re.I)
 _CORRECTION = re.compile(r"^(?:no,|actually,|that's wrong|that is wrong|wrong)", re.I)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 _MEMORY = re.compile(r"<memory>\n(.*?)\n</memory>", re.S)
@@ -125,11 +134,70 @@ def _user_facts(text: str, known: dict[str, str]) -> tuple[list[dict[str, Any]],
         if old:
             fact.update(supersedes=old, reason="the user gave another name")
         facts.append(fact)
+    facts += _habits(text, known)
     for m in _WORK.finditer(text):
         profile["workContext"] = f"Works as {_clean(m.group(1))}."
     for m in _LIVE.finditer(text):
         profile["personalContext"] = f"Lives in {_clean(m.group(1))}."
     return facts, profile
+
+
+def _third_person(verb: str) -> str:
+    """``want`` -> ``wants``: enough English for the demo's habit lines."""
+    low = verb.lower()
+    if low in ("have", "am", "do", "go"):
+        return {"have": "has", "am": "is", "do": "does", "go": "goes"}[low]
+    if low.endswith(("s", "sh", "ch", "x", "z")):
+        return verb + "es"
+    if low.endswith("y") and low[-2:-1] not in ("a", "e", "i", "o", "u"):
+        return verb[:-1] + "ies"
+    return verb + "s"
+
+
+def _habits(text: str, known: dict[str, str]) -> list[dict[str, Any]]:
+    """``I always / usually / never X``, ``I'm allergic to X`` and ``my X is Y`` lines."""
+    facts = []
+    for m in _HABIT.finditer(text):
+        said = " ".join([m.group(1).lower(), _third_person(m.group(2)), _clean(m.group(3))])
+        facts.append(_fact(f"User {said.strip()}", "preference", 0.9))
+    facts += [
+        _fact(f"User is allergic to {_clean(m.group(1))}", "context", 0.95)
+        for m in _ALLERGY.finditer(text)
+    ]
+    for m in _MY_IS.finditer(text):
+        what = _clean(m.group(1)).lower()
+        fact = _fact(
+            f"User's {what} is {_clean(m.group(2))}",
+            "preference" if what.startswith(("favorite", "favourite")) else "context",
+            0.9,
+        )
+        prefix = f"User's {what} is "
+        old = [a for a, c in known.items() if c.startswith(prefix) and c != fact["content"]]
+        if old:
+            fact.update(supersedes=sorted(old), reason=f"the user gave another {what}")
+        facts.append(fact)
+    return facts
+
+
+def _remembered(text: str, known: dict[str, str]) -> list[dict[str, Any]]:
+    """``(Please) remember (that) X``: X as the rules read it, else as it was said (in the
+    third person where it speaks of the user)."""
+    facts: list[dict[str, Any]] = []
+    for sentence in _SENTENCE.split(text):
+        m = _REMEMBER.match(sentence.strip())
+        if m is None:
+            continue
+        clause = _clean(m.group(1))
+        found, sections = _user_facts(clause, known)
+        if found or sections:
+            facts += found
+            continue
+        said = re.sub(r"^I(?:'m| am)\b", "User is", clause)
+        said = re.sub(r"^I (\w+)", lambda v: f"User {_third_person(v.group(1))}", said)
+        said = re.sub(r"\bmy\b", "the user's", said, flags=re.I)
+        content = said if said.startswith("User ") else f"User asked to remember: {said}"
+        facts.append(_fact(content, "context", 0.9))
+    return facts
 
 
 def _fact(content: str, category: str, confidence: float) -> dict[str, Any]:
@@ -155,7 +223,7 @@ def extraction_answer(prompt: str) -> str:
                 }
             )
         found, sections = _user_facts(text, known)
-        facts += found
+        facts += found + _remembered(text, known)
         profile.update(sections)
     unique: dict[str, dict[str, Any]] = {}
     remembered = set(known.values())

@@ -90,10 +90,12 @@ def forget_conversations(ids: Sequence[str]) -> Op[None]:
         ids,
     )
     for tenant, user, agent, section in sections:
-        yield Exec(
-            "DELETE FROM profile_sections WHERE tenant_id = ? AND user_id = ? AND agent_id = ? AND section = ?",
-            (tenant, user, agent, section),
-        )
+        for table in ("profile_sections", "profile_section_versions"):  # its history too
+            yield Exec(
+                f"DELETE FROM {table} WHERE tenant_id = ? AND user_id = ? AND agent_id = ? "
+                "AND section = ?",
+                (tenant, user, agent, section),
+            )
         yield Exec(
             "DELETE FROM profile_sources WHERE tenant_id = ? AND user_id = ? AND agent_id = ? AND section = ?",
             (tenant, user, agent, section),
@@ -110,8 +112,10 @@ def forget_user(tenant: str, user: str) -> Op[None]:
     )
     for table in (
         "fact_events",
+        "fact_versions",
         "facts",
         "profile_sections",
+        "profile_section_versions",
         "profile_sources",
         "longterm_updates",
         "memory_owners",

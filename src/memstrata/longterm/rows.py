@@ -198,4 +198,5 @@ def erase(ids: Sequence[str]) -> Op[None]:
         [*ids, *ids],
     )
     yield Exec(f"UPDATE facts SET superseded_by = NULL WHERE superseded_by IN ({marks})", ids)
+    yield Exec(f"DELETE FROM fact_versions WHERE id IN ({marks})", ids)
     yield Exec(f"DELETE FROM facts WHERE id IN ({marks})", ids)

@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from memstrata.errors import Conflict, InvalidInput, NotFound
+from memstrata.longterm import versions
 from memstrata.longterm.apply import ActiveFact, UpdatePlan, content_key
 from memstrata.longterm.clocks import TRUE_AT, AsOf, clamp_end
 from memstrata.longterm.model import (
@@ -158,8 +159,9 @@ def list_facts(
             raise InvalidInput(f"category must be one of {', '.join(CATEGORIES)}", field="category")
         where.append("category = ?")
         params.append(category)
+    source = "facts" if at is None else versions.KNOWN_FACTS  # edits' versions too
     rows = yield Query(
-        f"SELECT {COLUMNS} FROM facts WHERE {' AND '.join(where)} ORDER BY seq DESC LIMIT ?",
+        f"SELECT {COLUMNS} FROM {source} WHERE {' AND '.join(where)} ORDER BY seq DESC LIMIT ?",
         (*params, n + 1),
     )
     items = yield from with_sources(rows[:n])
@@ -179,8 +181,9 @@ def active_facts(scope: Scope) -> Op[list[tuple[Fact, int]]]:
 def true_facts(scope: Scope, now: int, at: AsOf | None = None) -> Op[list[Fact]]:
     """What the context injects: the facts true now (or at ``at``), oldest first."""
     sql, params = (TRUE_AT, (now, now)) if at is None else at.where()
+    source = "facts" if at is None else versions.KNOWN_FACTS
     rows = yield Query(
-        f"SELECT {COLUMNS} FROM facts WHERE {OWNER} AND {sql} ORDER BY seq",
+        f"SELECT {COLUMNS} FROM {source} WHERE {OWNER} AND {sql} ORDER BY seq",
         (*owner(scope), *params),
     )
     return [to_fact(r) for r in rows]
@@ -227,10 +230,24 @@ def fact_history(scope: Scope, fact_id: str) -> Op[list[FactEvent]]:
     ]
 
 
-def get_profile(scope: Scope, known_at: int | None = None) -> Op[list[ProfileSection]]:
+def get_profile(
+    scope: Scope, known_at: int | None = None, valid_at: int | None = None
+) -> Op[list[ProfileSection]]:
     """The six sections in their fixed order; an unwritten one has an empty summary.
-    ``known_at``: only sections recorded by then (a section is replaced whole, so one
-    rewritten since reads as unwritten)."""
+    ``known_at``: each section as it held at ``valid_at`` (default ``known_at``) as known
+    then, a rewritten one in the version it had (see :mod:`~memstrata.longterm.versions`)."""
+    if known_at is not None:
+        held = versions.section_at(
+            (yield from versions.profile_rows(scope)),
+            known_at if valid_at is None else valid_at,
+            known_at,
+        )
+        return [
+            ProfileSection(name, row[1], from_micros(row[2]), _time(row[3]), _time(row[5]))
+            if (row := held.get(name)) is not None
+            else ProfileSection(name, "", None)
+            for name in PROFILE_SECTIONS
+        ]
     rows = yield Query(
         "SELECT section, summary, updated_at, valid_from, recorded_at FROM profile_sections "
         f"WHERE {OWNER}",
@@ -239,7 +256,6 @@ def get_profile(scope: Scope, known_at: int | None = None) -> Op[list[ProfileSec
     found = {
         name: ProfileSection(name, summary, from_micros(at), _time(since), _time(recorded))
         for name, summary, at, since, recorded in rows
-        if known_at is None or recorded is None or recorded <= known_at
     }
     return [found.get(name, ProfileSection(name, "", None)) for name in PROFILE_SECTIONS]
 
@@ -389,6 +405,8 @@ def edit_fact(rt: Runtime, scope: Scope, fact_id: str, changes: dict[str, Any]) 
     yield from bump_owner(rt, scope)
     yield from _refuse_duplicate(scope, data.content, except_id=fact_id)
     yield event_row(rt, scope, fact_id, "edited", old.content, old.category, old.confidence)
+    # A new version in system time: the old one stays readable by known_at before now.
+    yield from versions.keep_fact_version(scope, fact_id, rt.clock())
     yield Exec(
         "UPDATE facts SET content = ?, content_key = ?, category = ?, confidence = ?, "
         f"source_error = ?, updated_at = ? WHERE id = ? AND {OWNER}",
@@ -429,6 +447,7 @@ def set_profile(
         if len(summary) > MAX_SECTION:
             raise InvalidInput(f"profile {name} is over {MAX_SECTION} characters", field=name)
         check_text(summary, name)
+        yield from versions.keep_profile_version(scope, name, since, now)
         yield Exec(
             "INSERT INTO profile_sections (tenant_id, user_id, agent_id, section, summary, "
             "updated_at, valid_from, recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "

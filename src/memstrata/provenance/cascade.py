@@ -3,7 +3,8 @@
 * a deleted conversation takes its records with it; in other records (a recalled
   message of it) its messages stay as tombstones: the id, marked deleted;
 * a deleted message takes the record linked to it as a reply (there is no reply left
-  to explain) and is a tombstone in the records that injected it;
+  to explain) and is a tombstone in the records that injected it (a record assembled
+  for it as the leaf keeps no leaf);
 * a deleted user takes every record of theirs.
 
 Facts need no step: a record holds a fact's id and version, never its text, and a
@@ -49,6 +50,11 @@ def forget_messages(conversation_id: str, ids: Sequence[str]) -> Op[None]:
     yield Exec(
         "UPDATE context_record_items SET deleted = 1 WHERE kind = 'message' "
         f"AND conversation_id = ? AND item_id IN ({marks})",
+        (conversation_id, *ids),
+    )
+    # A record assembled for a deleted leaf keeps it as a tombstone item, not as its leaf.
+    yield Exec(
+        f"UPDATE context_records SET leaf_id = NULL WHERE conversation_id = ? AND leaf_id IN ({marks})",
         (conversation_id, *ids),
     )
 

@@ -91,6 +91,7 @@ def _items(scope: Scope, context_id: str) -> Op[tuple[RecordItem, ...]]:
 
 def _record(scope: Scope, row: Row) -> Op[ContextRecord]:
     report: dict[str, Any] = json.loads(row[4])
+    report.setdefault("leaf_id", row[2])  # stored as a column only
     items = yield from _items(scope, row[0])
     return ContextRecord(
         id=row[0],

@@ -30,8 +30,11 @@ _KINDS: Mapping[str, str] = {
     "iterations": "iteration",
     "recall": "message",
 }
-# Report keys that could carry text (a provider's provenance is free-form): never stored.
-_TEXT_KEYS = frozenset({"text", "content", "document"})
+# Report keys never stored: text (a provider's provenance is free-form), and the ids of
+# what did not enter the prompt (a dropped candidate, a range's end): a record names by
+# id only what the model saw, in its item rows, which deletions turn into tombstones.
+# Ids anywhere else would outlive a deletion and make its receipt's scan find them.
+_DROPPED_KEYS = frozenset({"text", "content", "document", "id", "provenance"})
 _CHUNK = 200  # item rows per INSERT (7 parameters each)
 
 
@@ -75,16 +78,21 @@ def entries(conversation_id: str, ctx: Context) -> list[Entry]:
     return out
 
 
+def _kept(key: str) -> bool:
+    return key not in _DROPPED_KEYS and not key.endswith(("_id", "_ids"))
+
+
 def _scrub(value: Any) -> Any:
     if isinstance(value, dict):
-        return {k: _scrub(v) for k, v in value.items() if k not in _TEXT_KEYS}
+        return {k: _scrub(v) for k, v in value.items() if _kept(k)}
     if isinstance(value, list):
         return [_scrub(v) for v in value]
     return value
 
 
 def stored_report(ctx: Context) -> dict[str, Any]:
-    """The report as a record keeps it: ids, counts and reasons only."""
+    """The report as a record keeps it: counts and reasons only (its leaf is the record's
+    ``leaf_id`` column, put back into the report when read)."""
     report: dict[str, Any] = _scrub(ctx.report.to_dict())
     return report
 

@@ -224,7 +224,7 @@ def pending(
 
 def count_waiting(scope: Scope) -> Op[int]:
     """How many of ``scope``'s messages have no vector yet (the partial index of
-    migration 26 holds only those, so this reads nothing else)."""
+    migration 25 holds only those, so this reads nothing else)."""
     where, params = _scope_sql(scope)
     rows = yield Query(
         f"SELECT count(*) FROM recall_docs d WHERE {where} AND d.embedder IS NULL", params

@@ -1,28 +1,42 @@
-"""The ``receipts.verify`` job: a receipt's verification scan, run by a worker when the store
-is too large to scan inside the deleting call."""
+"""The ``receipts.verify`` job: the verification scans of a tenant's receipts that were
+too large to run inside the deleting call.
+
+One job per tenant: a deletion queues the tenant's job (merged into the queued one, so a
+tenant never has more than one waiting), and a run verifies the tenant's receipts still
+unverified, oldest first, at most :data:`PER_RUN` of them and for about
+:data:`BUDGET_S` seconds, queueing itself again when more wait. The kind is of low
+priority: a worker claims it only when no other ready job waits, so users' jobs wait at
+most for the end of the current run (one scan past the budget).
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from memstrata.errors import NotFound
-
 if TYPE_CHECKING:
     from memstrata.api.core import Core
 
-__all__ = ["VERIFY_JOB", "install", "verify_job"]
+__all__ = ["BUDGET_S", "PER_RUN", "VERIFY_JOB", "install", "job_key", "verify_job"]
 
 VERIFY_JOB = "receipts.verify"
+#: Receipts one run verifies before it queues the rest (each scan is bounded by its owner).
+PER_RUN = 50
+#: Seconds of scanning one run does before it queues the rest (users' jobs go in between).
+BUDGET_S = 0.5
+
+
+def job_key(tenant: str) -> str:
+    """The tenant's one verification job."""
+    return f"receipts:{tenant}"
 
 
 def verify_job(job: Any, memory: Any) -> None:
-    """Job handler: scan for what the receipt's deletion removed, store the verdict."""
-    try:
-        memory.receipts.verify(job.tenant, str(job.payload["receipt_id"]))
-    except NotFound:
-        return  # retention removed the receipt first: nothing to verify
+    """Job handler: verify the tenant's unverified receipts (a receipt retention removed
+    meanwhile is simply no longer there)."""
+    memory.receipts.verify_pending(job.tenant, limit=PER_RUN, budget_s=BUDGET_S)
 
 
 def install(core: Core) -> None:
-    """Register the handler (a scan reads every table: a long lease)."""
-    core.jobs.register(VERIFY_JOB, verify_job, lease_s=600.0)
+    """Register the handler: a long lease (a user deletion's scan reads every table), and
+    a low priority (users' jobs go first)."""
+    core.jobs.register(VERIFY_JOB, verify_job, lease_s=600.0, low_priority=True)

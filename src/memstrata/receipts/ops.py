@@ -11,6 +11,7 @@ from typing import Any
 
 from memstrata.conversation import conversations as conversation_ops
 from memstrata.conversation import messages as message_ops
+from memstrata.conversation import splice as splice_ops
 from memstrata.conversation import users as user_ops
 from memstrata.errors import NotFound
 from memstrata.longterm import store as fact_store
@@ -31,6 +32,8 @@ __all__ = [
     "delete_user",
     "drop_purge_jobs",
     "get",
+    "owner_size",
+    "pending",
     "set_verification",
     "store_size",
 ]
@@ -147,9 +150,26 @@ def delete_conversation(
 
 
 def delete_message(
-    rt: Runtime, scope: Scope, conversation_id: str, message_id: str, rid: str, actor: str
+    rt: Runtime,
+    scope: Scope,
+    conversation_id: str,
+    message_id: str,
+    rid: str,
+    actor: str,
+    *,
+    splice: bool = False,
 ) -> Op[Deletion]:
+    """The message with its subtree, or (``splice``) the message alone, its children
+    re-attached to its parent."""
     yield from conversation_ops.hold_conversation(scope, conversation_id, exclusive=True)
+    if splice:
+        _, tables = yield from counted(
+            splice_ops.splice_message(rt, scope, conversation_id, message_id)
+        )
+        receipt = yield from _record(
+            rt, rid, scope, "message", [conversation_id, message_id], actor, tables
+        )
+        return None, receipt, []
     rows = yield Query(_SUBTREE, (message_id, conversation_id, conversation_id))
     ids = [str(r[0]) for r in rows]
     _, tables = yield from counted(
@@ -165,10 +185,14 @@ def delete_fact(rt: Runtime, scope: Scope, fact_id: str, rid: str, actor: str) -
     return None, receipt, []
 
 
-def get(tenant: str, user: str | None, rid: str, *, admin: bool = False) -> Op[Receipt]:
+def get(
+    tenant: str, user: str | None, rid: str, *, admin: bool = False, agent: str | None = None
+) -> Op[Receipt]:
     """A receipt of ``tenant``: any of them for its admins (``user`` None), else one of the
     user's own deletions while the user exists (``admin``: the user's, deleted or not).
-    NotFound otherwise, whoever holds it."""
+    Agents are kept apart as everywhere else: a scope reads the deletions made in that
+    scope only (the user's own, without an agent, or one agent's); an admin naming a user
+    and no agent reads all of the user's. NotFound otherwise, whoever holds it."""
     if not rid or len(rid) > 128 or "\x00" in rid:  # no receipt has such an id
         raise NotFound(f"receipt {rid!r} not found", kind="receipt")
     sql = f"SELECT {_COLUMNS} FROM deletion_receipts WHERE id = ? AND tenant_id = ?"
@@ -176,6 +200,9 @@ def get(tenant: str, user: str | None, rid: str, *, admin: bool = False) -> Op[R
     if user is not None:
         sql += " AND user_id = ?" if admin else " AND user_id = ? AND owner_visible = 1"
         params += (user,)
+        if not admin or agent is not None:
+            sql += " AND agent_id = ?"
+            params += (agent or "",)
     rows = yield Query(sql, params)
     if not rows:
         raise NotFound(f"receipt {rid} not found", kind="receipt")
@@ -220,6 +247,27 @@ def store_size() -> Op[int]:
     read), which decides whether a verification scan runs inline or as a job."""
     rows = yield Query("SELECT max(seq) FROM messages")
     return int(rows[0][0] or 0)
+
+
+def owner_size(tenant: str, user: str, cap: int) -> Op[int]:
+    """How many messages ``user`` holds, counted up to ``cap`` + 1 (bounded work): an
+    owner-scoped verification scan reads about that many rows."""
+    rows = yield Query(
+        "SELECT count(*) FROM (SELECT 1 FROM messages m JOIN conversations c "
+        "ON c.id = m.conversation_id WHERE c.tenant_id = ? AND c.user_id = ? LIMIT ?) x",
+        (tenant, user, cap + 1),
+    )
+    return int(rows[0][0])
+
+
+def pending(tenant: str, limit: int) -> Op[list[Receipt]]:
+    """The tenant's receipts whose verification has not run yet, oldest first."""
+    rows = yield Query(
+        f"SELECT {_COLUMNS} FROM deletion_receipts WHERE tenant_id = ? AND verified IS NULL "
+        "ORDER BY created_at, id LIMIT ?",
+        (tenant, limit),
+    )
+    return [_to_receipt(r) for r in rows]
 
 
 def drop_purge_jobs(prefixes: Sequence[str]) -> Op[int]:

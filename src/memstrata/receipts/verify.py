@@ -10,6 +10,14 @@ features add later are scanned without code here. Two kinds of checks:
   search as substrings (server ids: UUIDv7), so an id inside a JSON payload or a composite
   key is found too.
 
+The anywhere-search reads the whole store only for a user deletion (the user's name and
+conversations may be anywhere). Any other deletion concerns one owner, so it reads the
+owner's rows only: by ``tenant_id`` and ``user_id`` where a table has both, by the owner's
+(and the deleted) conversations where it has ``conversation_id``, by the tenant where it
+has only ``tenant_id``; a table naming no owner (full-text shadow tables, workers, vector
+spaces) is left to the exact checks. Its cost follows the owner's data, not the store's:
+another tenant's 20,000 messages cost it nothing.
+
 The receipts table itself and the migrations table are not scanned, nor tables a feature
 declares as keeping ids on purpose (``Cascade.keeps_ids``: tombstones hold ids, never
 content). A finding names the table, the column and the number of rows, never a value.
@@ -146,26 +154,54 @@ def _exact(subject: Subject, table: str, columns: Collection[str]) -> Op[list[st
 def _within(
     subject: Subject, table: str, columns: Collection[str]
 ) -> tuple[str, list[object]] | None:
-    """The rows of ``table`` the anywhere-search reads: all of them, except for a message
-    deletion. Message ids are unique per conversation only (another conversation may hold
-    a message of the same id), so that search keeps to the deleted messages' conversation,
-    in the tables that name one."""
-    if subject.kind != "message":
+    """The rows of ``table`` the anywhere-search reads (None: none): all of them for a
+    user deletion; the owner's for the others (see the module's docstring). Message ids
+    are unique per conversation only (another conversation may hold a message of the same
+    id), so a message deletion's search keeps to the deleted messages' conversation, in
+    the tables that name one."""
+    if subject.kind == "user":
         return "", []
-    cid = subject.subject_ids[0]
+    if subject.kind == "message":
+        cid = subject.subject_ids[0]
+        if "conversation_id" in columns:
+            return "conversation_id = ? AND ", [cid]
+        if table == "conversations":
+            return "id = ? AND ", [cid]
+        return None
+    if "tenant_id" in columns and "user_id" in columns:
+        return "tenant_id = ? AND user_id = ? AND ", [subject.tenant, subject.user]
     if "conversation_id" in columns:
-        return "conversation_id = ? AND ", [cid]
-    if table == "conversations":
-        return "id = ? AND ", [cid]
+        cids = subject.conversation_ids
+        deleted = f" OR conversation_id IN ({placeholders(len(cids))})" if cids else ""
+        return (
+            "(conversation_id IN (SELECT id FROM conversations WHERE tenant_id = ? AND "
+            f"user_id = ?){deleted}) AND ",
+            [subject.tenant, subject.user, *cids],
+        )
+    if "tenant_id" in columns:
+        return "tenant_id = ? AND ", [subject.tenant]
     return None
 
 
 def _anywhere(
     table: str, columns: Sequence[str], needles: Sequence[str], within: tuple[str, list[object]]
 ) -> Op[list[str]]:
-    """Rows of ``table`` holding a deleted id anywhere (a column read as text)."""
+    """Rows of ``table`` holding a deleted id anywhere (a column read as text). One read
+    of the rows looks in every column at once; most tables hold nothing, and only one
+    that does is read again column by column, to name where."""
     found: list[str] = []
     prefix, first = within
+    patterns = [f"%{_escape(x)}%" for x in needles]
+    for start in range(0, len(patterns), _CHUNK):
+        batch = patterns[start : start + _CHUNK]
+        where = " OR ".join(
+            f"CAST(\"{column}\" AS TEXT) LIKE ? ESCAPE '\\'" for column in columns for _ in batch
+        )
+        params = [*first, *(p for _ in columns for p in batch)]
+        if (yield from _count(table, f"{prefix}({where})", params)):
+            break
+    else:
+        return found
     for column in columns:
         for start in range(0, len(needles), _CHUNK):
             chunk = needles[start : start + _CHUNK]

@@ -96,6 +96,7 @@ def create_app(memory: AsyncMemory | None = None, settings: Settings | None = No
     app.include_router(routes_admin.router)
     app.include_router(routes_conversations.router)
     app.include_router(routes_messages.router)
+    app.include_router(routes_messages.lookup_router)
     app.include_router(routes_jobs.router)
     app.include_router(routes_recall.router)
     app.include_router(routes_state.router)

@@ -36,7 +36,7 @@ async def healthz() -> dict[str, str]:
     responses={503: {"description": "A backend cannot be reached (problem+json names which)."}},
 )
 async def readyz(mem: Mem) -> Response:
-    backends = await mem.core.acheck()
+    backends = await mem.core.acheck(mem.core.settings.ready_timeout_s)
     down = {name: state for name, state in backends.items() if state != "ok"}
     if down:
         raise BackendUnavailable(

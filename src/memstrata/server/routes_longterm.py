@@ -143,8 +143,22 @@ async def fact_history(mem: Mem, scope: CallerScope, fid: str) -> Response:
 
 
 @router.get("/profile", response_model=ProfileOut, summary="The caller's profile sections")
-async def profile(mem: Mem, scope: CallerScope) -> Response:
-    sections = await mem.longterm.profile(scope)
+async def profile(
+    mem: Mem,
+    scope: CallerScope,
+    as_of: Annotated[
+        datetime | None,
+        Query(
+            description="ISO 8601 time: each section as it held then, as known then unless "
+            "known_at says otherwise (a section rewritten since reads in its earlier version)."
+        ),
+    ] = None,
+    known_at: Annotated[
+        datetime | None,
+        Query(description="ISO 8601 time: answer as memstrata knew it then (default: as_of)."),
+    ] = None,
+) -> Response:
+    sections = await mem.longterm.profile(scope, as_of=as_of, known_at=known_at)
     return JSONResponse({"sections": {p.name: ProfileSectionOut.encode(p) for p in sections}})
 
 

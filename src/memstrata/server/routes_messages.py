@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request, Response
 
@@ -17,9 +17,11 @@ from memstrata.server.routes_receipts import DELETED, Caller, actor, deleted
 from memstrata.types import MessagePatch
 from memstrata.wire.conversations import HistoryOut, MessageOut, MessagePage
 
-__all__ = ["APPEND_OPERATION_ID", "router"]
+__all__ = ["APPEND_OPERATION_ID", "lookup_router", "router"]
 
 router = APIRouter(prefix="/v1/conversations/{cid}", tags=["messages"])
+#: Messages named by id alone, for callers that do not know the conversation.
+lookup_router = APIRouter(prefix="/v1/messages", tags=["messages"])
 
 APPEND_OPERATION_ID = "append_message"
 
@@ -116,11 +118,29 @@ async def get_message(mem: Mem, scope: CallerScope, cid: str, mid: str) -> Respo
     return JSONResponse(MessageOut.encode(await mem.messages.get(scope, cid, mid)))
 
 
+@lookup_router.get(
+    "/{mid}",
+    response_model=MessageOut,
+    responses={
+        404: {"description": "No such message in this scope."},
+        409: {"description": "The id names messages of several of the caller's conversations."},
+    },
+    summary="Find a message of the caller's scope by its id alone",
+    description=(
+        "The message (its `conversation_id` says where it is) for a caller that kept only "
+        "the id, as n8n's `deleteMessages` does. 404 for another scope's message; 409 when "
+        "the caller uses that id in two conversations (ids are unique per conversation)."
+    ),
+)
+async def find_message(mem: Mem, scope: CallerScope, mid: str) -> Response:
+    return JSONResponse(MessageOut.encode(await mem.messages.find(scope, mid)))
+
+
 @router.delete(
     "/messages/{mid}",
     status_code=204,
     responses={**_NOT_FOUND, **DELETED},
-    summary="Delete a message and the subtree under it",
+    summary="Delete a message and the subtree under it (or, with mode=splice, it alone)",
     description=(
         "n8n's `deleteMessages` on a tree: the message goes with every reply, regeneration "
         "and follow-up under it, so every remaining branch stays whole. The active leaf moves "
@@ -130,9 +150,21 @@ async def get_message(mem: Mem, scope: CallerScope, cid: str, mid: str) -> Respo
     ),
 )
 async def delete_message(
-    mem: Mem, scope: CallerScope, caller: Caller, cid: str, mid: str
+    mem: Mem,
+    scope: CallerScope,
+    caller: Caller,
+    cid: str,
+    mid: str,
+    mode: Annotated[
+        Literal["subtree", "splice"],
+        Query(
+            description="`subtree` (default): the message and everything under it. `splice`: "
+            "the message alone, as n8n deletes; its children are re-attached to its parent "
+            "(roots, for a root) with their replies."
+        ),
+    ] = "subtree",
 ) -> Response:
-    return deleted(await mem.messages.delete(scope, cid, mid, actor=actor(caller)))
+    return deleted(await mem.messages.delete(scope, cid, mid, actor=actor(caller), mode=mode))
 
 
 @router.patch(

@@ -10,9 +10,9 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Response
 
-from memstrata.errors import Forbidden
+from memstrata.errors import Forbidden, InvalidInput
 from memstrata.receipts import Receipt
-from memstrata.server.auth import USER_HEADER, Mem, principal
+from memstrata.server.auth import AGENT_HEADER, USER_HEADER, Mem, principal
 from memstrata.server.responses import JSONResponse
 from memstrata.storage.tenancy import Principal
 from memstrata.types import Scope
@@ -70,16 +70,26 @@ async def get_receipt(
         str | None,
         Header(alias=USER_HEADER, description="Admin keys only: that user's receipts."),
     ] = None,
+    agent: Annotated[
+        str | None,
+        Header(
+            alias=AGENT_HEADER,
+            description="Admin keys naming a user: only that agent's receipts.",
+        ),
+    ] = None,
 ) -> Response:
     if not caller.admin:
-        if user is not None:
+        if user is not None or agent is not None:
             raise Forbidden(
-                f"a user key always acts as its own user; it may not send {USER_HEADER}"
+                f"a user key always acts as its own user; it may not send {USER_HEADER} "
+                f"or {AGENT_HEADER}"
             )
         assert caller.user is not None  # a non-admin key always names its user
         receipt = await mem.receipts.get(Scope(caller.tenant, caller.user), rid)
     elif user is None:
+        if agent is not None:
+            raise InvalidInput(f"{AGENT_HEADER} needs {USER_HEADER}", field=AGENT_HEADER)
         receipt = await mem.receipts.get(caller.tenant, rid)
     else:
-        receipt = await mem.receipts.get(Scope(caller.tenant, user), rid, admin=True)
+        receipt = await mem.receipts.get(Scope(caller.tenant, user, agent), rid, admin=True)
     return JSONResponse(ReceiptOut.encode(receipt))

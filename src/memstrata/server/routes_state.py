@@ -58,7 +58,7 @@ def _expected(if_match: str | None, if_none_match: str | None, current: int | No
             raise PreconditionFailed("If-Match: * but nothing exists yet")
         return current
     tag = tag.removeprefix("W/").strip('"')
-    if not tag.isdigit():
+    if not (tag.isascii() and tag.isdigit()):
         raise PreconditionFailed(f"If-Match {if_match!r} names no version of this document")
     return int(tag)
 
@@ -209,7 +209,9 @@ async def delete_checkpoint(mem: Mem, scope: CallerScope, name: str, run_id: str
 class WorkingIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     content: Any = Field(description="Markdown text, or a JSON value with format json.")
-    format: Format | None = None
+    format: Format | None = Field(
+        default=None, description="Omitted: markdown for a string, json for any other value."
+    )
     json_schema: dict[str, Any] | None = None
     template: Any = None
 

@@ -13,6 +13,10 @@ it costs a fraction of the pure-Python h11's CPU per request) and :class:`Guarde
 - a connection cap: a request on a connection over ``serve_max_connections`` is answered
   503 problem JSON and the connection closed (past twice the cap, connections are closed
   at once, so a flood cannot take the process's file descriptors);
+- a cap per client address (``serve_max_connections_per_address``), so one client, with a
+  key or without, cannot hold every connection: a connection over it has one second to
+  send its request, which is answered 429 problem JSON and the connection closed (past
+  twice that cap, the address's connections are closed at once);
 - problem JSON with an ``X-Request-Id`` for malformed HTTP (400), instead of plain text.
 
 Deadlines are counted once per request, never reset by a trickle of bytes. Repeated
@@ -62,6 +66,7 @@ class ServeLimits:
     header_timeout_s: float = 10.0
     body_timeout_s: float = 30.0
     max_connections: int = 1000
+    max_connections_per_address: int = 100
     log_interval_s: float = 10.0
 
     @classmethod
@@ -71,6 +76,7 @@ class ServeLimits:
             header_timeout_s=settings.serve_header_timeout_s,
             body_timeout_s=settings.serve_body_timeout_s,
             max_connections=settings.serve_max_connections,
+            max_connections_per_address=settings.serve_max_connections_per_address,
             log_interval_s=settings.serve_log_interval_s,
         )
 
@@ -92,12 +98,28 @@ async def _over_capacity(scope: Any, receive: Any, send: Any) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
+async def _too_many_from_address(scope: Any, receive: Any, send: Any) -> None:
+    """The application of a connection over its address's cap: 429, and it closes."""
+    headers, body = _problem(
+        429, "rate_limited", "too many open connections from this address; try again shortly"
+    )
+    headers.append((b"retry-after", b"1"))
+    await send({"type": "http.response.start", "status": 429, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+# A connection over its address's cap gets this long to send its request's headers.
+_OVER_ADDRESS_HEADER_S = 1.0
+
+
 class _Guard:
     """The deadlines and the connection cap, over either of uvicorn's HTTP protocols: a
     protocol says which phase its client is in (:meth:`_client_phase`) and how it answers
     malformed HTTP; everything else is here."""
 
     _limits: ClassVar[ServeLimits | None] = None
+    # Open connections per client address (one event loop per process: no lock needed).
+    _by_address: ClassVar[dict[str, int]] = {}
     # Provided by uvicorn's protocol classes this is mixed into.
     transport: asyncio.Transport
     loop: asyncio.AbstractEventLoop
@@ -120,6 +142,8 @@ class _Guard:
     def _guard_init(self) -> None:
         self._deadline: asyncio.TimerHandle | None = None
         self._phase: str | None = None
+        self._address: str | None = None  # counted in _by_address until the connection ends
+        self._over_address = False
 
     def _client_phase(self) -> str | None:
         """What the client owes now: ``"headers"``, ``"body"`` or nothing (``None``)."""
@@ -131,10 +155,42 @@ class _Guard:
             conn_log.warning("closed a connection at once: over twice the connection cap")
             self.transport.close()
             return
+        if self._count_address(self.limits().max_connections_per_address):
+            return
         if len(self.connections) > cap:
             conn_log.warning("answered 503: over the connection cap")
             self.app = _over_capacity
         self._watch()
+
+    def _count_address(self, per_address: int) -> bool:
+        """Count this connection against its client's address; True when it was closed."""
+        peer = self.transport.get_extra_info("peername")
+        if per_address <= 0 or not isinstance(peer, tuple) or not peer:
+            return False  # no cap, or not an IP connection (a Unix socket)
+        address = str(peer[0])
+        n = _Guard._by_address.get(address, 0) + 1
+        _Guard._by_address[address] = n
+        self._address = address
+        if n > 2 * per_address:
+            conn_log.warning("closed a connection at once: over twice the per-address cap")
+            self.transport.close()
+            return True
+        if n > per_address:
+            conn_log.warning("answered 429: over the per-address connection cap")
+            self.app = _too_many_from_address
+            self._over_address = True
+        return False
+
+    def _release(self) -> None:
+        """The connection ended: stop its deadline, and uncount it from its address."""
+        self._cancel()
+        if self._address is not None:
+            n = _Guard._by_address.get(self._address, 1) - 1
+            if n > 0:
+                _Guard._by_address[self._address] = n
+            else:
+                _Guard._by_address.pop(self._address, None)
+            self._address = None
 
     def _watch(self) -> None:
         """Arm the deadline of what the client owes now: headers, a body, or nothing."""
@@ -149,6 +205,8 @@ class _Guard:
         if phase is not None:
             limits = self.limits()
             seconds = limits.header_timeout_s if phase == "headers" else limits.body_timeout_s
+            if self._over_address:
+                seconds = min(seconds, _OVER_ADDRESS_HEADER_S)
             self._deadline = self.loop.call_later(seconds, self._expired, phase)
 
     def _cancel(self) -> None:
@@ -188,7 +246,7 @@ class GuardedH11Protocol(_Guard, H11Protocol):
         self._watch()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._cancel()
+        self._release()
         super().connection_lost(exc)
 
     def send_400_response(self, msg: str) -> None:
@@ -246,7 +304,7 @@ if HttpToolsProtocol is not None:
             self._watch()
 
         def connection_lost(self, exc: Exception | None) -> None:
-            self._cancel()
+            self._release()
             super().connection_lost(exc)
 
         def send_400_response(self, msg: str) -> None:

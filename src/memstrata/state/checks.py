@@ -5,13 +5,23 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from memstrata import strictjson
-from memstrata.errors import InvalidInput
+from memstrata.errors import InvalidInput, PreconditionFailed
 from memstrata.storage.records import check_text
 
-__all__ = ["MAX_DOC_BYTES", "Format", "check_expected", "check_name", "dump", "sized"]
+__all__ = [
+    "MAX_DOC_BYTES",
+    "MAX_VERSION",
+    "Format",
+    "check_expected",
+    "check_name",
+    "dump",
+    "sized",
+]
 
 Format = Literal["markdown", "json"]
 MAX_DOC_BYTES = 256_000
+#: Versions are stored in 64-bit columns: none reaches this.
+MAX_VERSION = 2**63
 
 
 def dump(value: Any) -> str:
@@ -38,3 +48,7 @@ def check_name(value: str, what: str) -> str:
 def check_expected(expected: int | None) -> None:
     if expected is not None and expected < 0:
         raise InvalidInput("expected_version must be >= 0", field="expected_version")
+    if expected is not None and expected >= MAX_VERSION:
+        # A well-formed version no document can reach (versions are 64-bit counters): the
+        # precondition fails like any stale one, before a driver is asked to bind it.
+        raise PreconditionFailed(f"version {expected} names no version of this document")

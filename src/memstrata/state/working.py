@@ -192,15 +192,24 @@ def _wm_document(
     json_schema: dict[str, Any] | None,
     template: Any,
 ) -> tuple[Format, str, str | None, str | None]:
-    """The checked document to store: format, text, schema text and template text."""
-    fmt: Format = format or (
-        old.format if old else ("markdown" if isinstance(content, str) else "json")
-    )
+    """The checked document to store: format, text, schema text and template text.
+
+    Without ``format`` the content says which (a string: markdown, any other JSON value:
+    json), never the stored document: markdown sent after a JSON document must not be
+    kept as a JSON string (a prompt would show its escapes)."""
+    fmt: Format = format or ("markdown" if isinstance(content, str) else "json")
     if fmt not in ("markdown", "json"):
         raise InvalidInput("format must be markdown or json", field="format")
+    same = old is not None and old.format == fmt
     schema = json_schema if json_schema is not None else (old.json_schema if old else None)
-    tmpl = template if template is not None else (old.template if old else None)
+    tmpl = template if template is not None else (old.template if old and same else None)
     if schema is not None:
+        if fmt != "json" and json_schema is None:
+            raise InvalidInput(
+                "this working memory has a json_schema: send a JSON value, or delete the "
+                "document before writing markdown",
+                field="content",
+            )
         if fmt != "json":
             raise InvalidInput("a json_schema needs format json", field="json_schema")
         check_schema(schema)

@@ -101,6 +101,7 @@ class Cascade:
     def __init__(self) -> None:
         self._conversation: list[ConversationStep] = []
         self._messages: list[MessageStep] = []
+        self._moved: list[MessageStep] = []
         self._user: list[UserStep] = []
         self._blobs: list[BlobStep] = []
         #: Tables that keep ids of deleted things on purpose (tombstones: ids, never content);
@@ -116,6 +117,17 @@ class Cascade:
     def on_messages_delete(self, step: MessageStep) -> None:
         """A step run when some messages of a conversation are deleted (not the whole of it)."""
         self._messages.append(step)
+
+    def on_messages_moved(self, step: MessageStep) -> None:
+        """A step run when messages of a conversation stay but their branch changed (a
+        message above them was spliced out): what was derived from their old branch goes."""
+        self._moved.append(step)
+
+    def moved_messages(self, conversation_id: str, ids: Sequence[str]) -> Op[None]:
+        for start in range(0, len(ids), BATCH):
+            batch = list(ids[start : start + BATCH])
+            for step in self._moved:
+                yield from step(conversation_id, batch)
 
     def on_conversation_blobs(self, step: BlobStep) -> None:
         """A step naming the blob prefixes derived from conversations (for deletion receipts)."""

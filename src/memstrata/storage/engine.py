@@ -7,11 +7,11 @@ depends on this protocol only, never on a backend module.
 
 from __future__ import annotations
 
-from typing import Protocol, TypeVar
+from typing import Protocol, TypeVar, runtime_checkable
 
 from memstrata.storage.plan import Plan
 
-__all__ = ["Engine"]
+__all__ = ["Engine", "Pingable"]
 
 T = TypeVar("T")
 
@@ -36,3 +36,11 @@ class Engine(Protocol):
     def closed(self) -> bool: ...
 
     async def aclose(self) -> None: ...
+
+
+@runtime_checkable
+class Pingable(Protocol):
+    """An engine that answers readiness itself, without waiting on its pool (PostgreSQL:
+    a direct connection with a short timeout)."""
+
+    def ping(self) -> None: ...

@@ -18,6 +18,7 @@ __all__ = [
     "dump_json",
     "from_micros",
     "load_json",
+    "storable_text",
     "to_conversation",
     "to_message",
     "to_micros",
@@ -25,7 +26,8 @@ __all__ = [
 
 MESSAGE_COLUMNS = (
     "id, conversation_id, parent_id, role, content, files, tool_calls, tool_call_id, status, "
-    "metadata, occurred_at, created_at, seq, depth, token_count, branch_tokens, system_tail_id"
+    "metadata, occurred_at, created_at, seq, depth, token_count, branch_tokens, system_tail_id, "
+    "position"
 )
 CONVERSATION_COLUMNS = (
     "id, tenant_id, user_id, agent_id, title, metadata, active_leaf_id, created_at, "
@@ -48,6 +50,17 @@ def check_text(value: str | None, field: str) -> None:
             value.encode()
         except UnicodeEncodeError:  # e.g. from a JSON "\ud800" escape
             raise InvalidInput(f"{field} is not valid Unicode text", field=field) from None
+
+
+def storable_text(value: str) -> str:
+    """``value`` made storable on every backend: NUL and lone surrogates, which
+    :func:`check_text` refuses in input, are written as escapes instead (for text the
+    store composes itself, such as a job's error, which must always be storable)."""
+    if "\x00" in value:
+        value = value.replace("\x00", "\\x00")
+    if not value.isascii():
+        value = value.encode("utf-8", "backslashreplace").decode("utf-8")
+    return value
 
 
 def to_micros(value: datetime) -> int:
@@ -101,6 +114,7 @@ def to_message(row: Row) -> Message:
         row[13],  # depth
         row[14],  # token_count
         row[15],  # branch_tokens
+        row[17] or 0,  # position (row[16] is system_tail_id)
     )
 
 

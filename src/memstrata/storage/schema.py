@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memstrata.storage.branch_tables import FILL_FORKS, FORK_TABLES
+from memstrata.storage.positions import FILL_POSITIONS, POSITION_COLUMNS, RAISE_LAST_POSITION
 from memstrata.storage.prefix_tables import PREFIX_TABLES
 from memstrata.storage.tables import (
     CORE_TABLES,
@@ -34,6 +35,7 @@ from memstrata.storage.tables import (
 )
 from memstrata.storage.usage_tables import USAGE_TABLES
 from memstrata.storage.vector_versions import VECTOR_VERSIONS
+from memstrata.storage.version_tables import FACT_VERSIONS, PROFILE_VERSIONS
 
 __all__ = ["MIGRATIONS", "Migration"]
 
@@ -274,13 +276,33 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
             VECTOR_VERSIONS,
         ),
         Migration(
+            21,
+            "facts: an edit keeps the version it replaced, closed in system time",
+            render(dialect, FACT_VERSIONS),
+        ),
+        Migration(
+            22,
+            "profile sections: a rewrite keeps the version it replaced (valid_to, "
+            "superseded_at), so as_of and known_at read sections too",
+            render(dialect, PROFILE_VERSIONS),
+        ),
+        Migration(
             23,
             "context prefixes: each conversation's latest context as a hash chain, so the next "
             "one reports how much a provider's prompt cache can serve",
             render(dialect, PREFIX_TABLES),
         ),
         Migration(
-            26,
+            24,
+            "messages: a position per conversation, shown as seq (no store-wide counter shown)",
+            (
+                *POSITION_COLUMNS,
+                FILL_POSITIONS.format(where=""),
+                RAISE_LAST_POSITION.format(where=""),
+            ),
+        ),
+        Migration(
+            25,
             "recall: the owner's messages still waiting for a vector, indexed apart, so a "
             "read embeds the newest of them and counts the rest cheaply",
             (RECALL_WAITING,),

@@ -249,7 +249,7 @@ RECALL_TABLES = (
     "CREATE INDEX recall_docs_owner ON recall_docs (tenant_id, user_id, agent_id)",
     "CREATE INDEX recall_docs_conversation ON recall_docs (conversation_id, embedder)",
 )
-# Migration 26: only the rows still waiting for a vector (few, normally), so a read finds
+# Migration 25: only the rows still waiting for a vector (few, normally), so a read finds
 # its owner's newest ones and counts them without visiting the embedded rest.
 RECALL_WAITING = (
     "CREATE INDEX recall_docs_waiting ON recall_docs (tenant_id, user_id, agent_id, seq) "

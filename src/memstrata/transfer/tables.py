@@ -36,6 +36,30 @@ class TableSpec:
         return (tenant,) if self.user_filter.count("?") == 1 else (tenant, user)
 
 
+# The columns of a fact, and of an earlier version of one (which adds the fact's seq).
+_FACT_COLUMNS = (
+    "id",
+    "tenant_id",
+    "user_id",
+    "agent_id",
+    "content",
+    "content_key",
+    "category",
+    "confidence",
+    "status",
+    "origin",
+    "superseded_by",
+    "source_error",
+    "reason",
+    "changed_in",
+    "created_at",
+    "updated_at",
+    "valid_from",
+    "valid_to",
+    "recorded_at",
+    "superseded_at",
+)
+
 TABLES: tuple[TableSpec, ...] = (
     TableSpec("tenants", ("id", "created_at"), "id", "id = ?"),
     TableSpec(
@@ -70,6 +94,7 @@ TABLES: tuple[TableSpec, ...] = (
             "message_count",
             "created_at",
             "updated_at",
+            "last_position",  # the counter of message positions (never given twice)
         ),
         "seq",
         _USER,
@@ -96,6 +121,7 @@ TABLES: tuple[TableSpec, ...] = (
             "system_tail_id",
             "legacy_parent",
             "chain_id",  # the ancestry label: ids survive an import, so the label does
+            "position",  # the place in its conversation (an older export's: filled on import)
         ),
         "seq",
         _CONV,
@@ -193,34 +219,7 @@ TABLES: tuple[TableSpec, ...] = (
         "conversation_id, app_id, node_id",
         _CONV,
     ),
-    TableSpec(
-        "facts",
-        (
-            "id",
-            "tenant_id",
-            "user_id",
-            "agent_id",
-            "content",
-            "content_key",
-            "category",
-            "confidence",
-            "status",
-            "origin",
-            "superseded_by",
-            "source_error",
-            "reason",
-            "changed_in",
-            "created_at",
-            "updated_at",
-            "valid_from",
-            "valid_to",
-            "recorded_at",
-            "superseded_at",
-        ),
-        "seq",
-        _USER,
-        serial=True,
-    ),
+    TableSpec("facts", _FACT_COLUMNS, "seq", _USER, serial=True),
     TableSpec(
         "fact_sources",
         ("fact_id", "conversation_id", "message_id"),
@@ -266,6 +265,25 @@ TABLES: tuple[TableSpec, ...] = (
             "recorded_at",
         ),
         "tenant_id, user_id, agent_id, section",
+        _USER,
+    ),
+    # Earlier versions of edited facts and rewritten sections (migrations 21, 22).
+    TableSpec("fact_versions", ("seq", *_FACT_COLUMNS), "id, superseded_at", _USER),
+    TableSpec(
+        "profile_section_versions",
+        (
+            "tenant_id",
+            "user_id",
+            "agent_id",
+            "section",
+            "summary",
+            "updated_at",
+            "valid_from",
+            "valid_to",
+            "recorded_at",
+            "superseded_at",
+        ),
+        "tenant_id, user_id, agent_id, section, superseded_at",
         _USER,
     ),
     TableSpec(

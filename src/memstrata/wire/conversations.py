@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, Field
 
 from memstrata.conversation.history import History
 from memstrata.types import Conversation, FileRef, Message, Role, Status, ToolCall
-from memstrata.wire._codec import Wire
+from memstrata.wire._codec import Attr, Wire
 
 __all__ = [
     "ConversationOut",
@@ -56,7 +56,10 @@ class MessageOut(Wire):
     metadata: dict[str, Any]
     occurred_at: datetime
     created_at: datetime
-    seq: int = Field(description="Server order; decides which message is newest.")
+    seq: Annotated[int, Attr("position")] = Field(
+        description="The message's place in its conversation (1, 2, 3, ...): a later message "
+        "has a larger one, so it decides which is newest."
+    )
     depth: int
     token_count: int
     branch_tokens: int = Field(description="Tokens of the path from the root to this message.")

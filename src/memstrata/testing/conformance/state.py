@@ -59,6 +59,23 @@ class StateConformance:
         with pytest.raises(InvalidInput):
             memory.working.put(scope, {"other": 1})
 
+    def test_working_memory_format_follows_what_is_sent(self, memory: Memory) -> None:
+        scope = fresh_scope()
+        assert memory.working.put(scope, {"trip": "Oslo"}).format == "json"
+        # Markdown after a JSON document is markdown, never a JSON string with escapes.
+        doc = memory.working.put(scope, "# Trip\n- Oslo")
+        assert (doc.format, doc.content, doc.text) == ("markdown", "# Trip\n- Oslo", doc.content)
+        assert memory.working.get(scope).text == "# Trip\n- Oslo"
+        assert memory.working.put(scope, ["a", 1]).format == "json"
+        # A JSON string stays possible when asked for.
+        assert memory.working.put(scope, "x", format="json").text == '"x"'
+        # A document held to a schema refuses markdown rather than dropping its schema.
+        schema = {"type": "object"}
+        memory.working.put(scope, {"a": 1}, json_schema=schema)
+        with pytest.raises(InvalidInput, match="json_schema"):
+            memory.working.put(scope, "# notes")
+        assert memory.working.get(scope).content == {"a": 1}
+
     def test_concurrent_cas_has_one_winner(self, memory: Memory) -> None:
         scope = fresh_scope()
         memory.working.put(scope, "v1")
