@@ -314,8 +314,10 @@ def _cache_share(
         return None
     over = end - base - COMPACT_AT * share
     step = step_size(share, settings.low_water, MIN_NEW_TOKENS)
-    # The grid of the window's steps, far enough that the window is back under COMPACT_AT.
-    return base + max(1, math.ceil(over / step)) * step
+    # The grid of the window's steps, far enough that the window is back under COMPACT_AT;
+    # less than the compaction minimum is not worth a summary (the window steps alone).
+    keep = max(1, math.ceil(over / step)) * step
+    return base + keep if keep >= MIN_NEW_TOKENS else None
 
 
 def _window_from_depth(br: _Branch, window: Sequence[Message]) -> int | None:
