@@ -198,6 +198,19 @@ class Settings(BaseSettings):
         description="Record every context assembly (prompt provenance) unless a call says "
         "record=False; default: only calls that ask (record=True).",
     )
+    context_layout: Literal["cache", "classic"] = Field(
+        default="cache",
+        description="The order of a context's messages: `cache` (volatile tiers after the "
+        "window's stable part, a window that advances in steps: a prefix providers can cache) "
+        "or `classic` (every injected block before a sliding window). A call's `layout` wins.",
+    )
+    context_low_water: float = Field(
+        default=0.7,
+        gt=0,
+        lt=1,
+        description="Under the cache layout, the share of the window's tokens kept right after "
+        "it steps forward (its start then stays put until the next step).",
+    )
     longterm_capture: bool | Literal["auto"] = Field(
         default="auto",
         description="Queue long-term extraction as user messages and final replies are appended: "

@@ -344,7 +344,12 @@ def test_reads_match_on_one_store(live: Live) -> None:
         for kwargs in ({}, {"budget": 40}, {"query": "journal"}, {"leaf_id": a.id}):
             got_ctx = remote.context(ALICE, cid, **kwargs)
             want_ctx = local.context(ALICE, cid, **kwargs)
+            # Asked twice in a row: the second repeats the first, all of it cacheable.
+            assert want_ctx.report.cache.prefix_tokens == want_ctx.report.total
+            want_ctx.report.cache.prefix_tokens = got_ctx.report.cache.prefix_tokens
             assert got_ctx.to_dict() == want_ctx.to_dict()
+            assert got_ctx.to_anthropic() == want_ctx.to_anthropic()
+            assert got_ctx.to_openai() == want_ctx.to_openai()
             assert got_ctx.report == want_ctx.report
         searches: list[tuple[str, dict[str, Any]]] = [
             ("WAL", {}),
@@ -711,8 +716,12 @@ def test_as_of_reads_match_embedded_and_remote(live: Live) -> None:
         assert [f.id for f in remote.facts.list(ALICE, as_of=now.isoformat()).items] == [fact.id]
         got = remote.recall.search(ALICE, "Oslo", as_of=past)
         assert got == local.recall.search(ALICE, "Oslo", as_of=past) == []
-        ctx = remote.context(ALICE, cid, as_of=past)
-        assert ctx.to_dict() == local.context(ALICE, cid, as_of=past).to_dict()
+        ctx = remote.context(ALICE, cid, as_of=past).to_dict()
+        again = local.context(ALICE, cid, as_of=past).to_dict()
+        # The second asking repeats the first whole: its prefix is all of it.
+        assert again["report"]["cache"]["prefix_tokens"] == ctx["report"]["total"]
+        again["report"]["cache"]["prefix_tokens"] = ctx["report"]["cache"]["prefix_tokens"]
+        assert ctx == again
         bad_times: list[dict[str, Any]] = [{"as_of": "someday"}, {"known_at": "2026-02-30"}]
         for bad in bad_times:
             with pytest.raises(InvalidInput):

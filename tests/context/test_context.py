@@ -257,7 +257,14 @@ def test_tiers_priorities_minimums_and_hash(mem: Memory) -> None:
     mem.working.put(scope, "# User\n- name: Ada\n- prefers short answers\n" + "- note\n" * 100)
     mem.plans.put(scope, cid, {"steps": ["collect", "build", "ship"]})
     full = mem.context(scope, cid, budget=100_000)
-    assert [m["content"].split("\n")[0] for m in full.messages[:2]] == [
+    # Working memory and plan change per turn: after the window's stable part (cache layout).
+    # The chain ends with a user message and its reply: the newest turn, after the blocks.
+    heads = [m["content"].split("\n")[0] for m in full.messages]
+    assert heads[-4:-2] == ["<working-memory>", "<plan>"]
+    assert [m["role"] for m in full.messages[-2:]] == ["user", "assistant"]
+    assert full.report.cache.breakpoint == len(full.messages) - 5
+    classic = mem.context(scope, cid, budget=100_000, layout="classic")
+    assert [m["content"].split("\n")[0] for m in classic.messages[:2]] == [
         "<working-memory>",
         "<plan>",
     ]
@@ -309,8 +316,12 @@ def test_provider_tier_plugs_in(mem: Memory) -> None:
     assert block["content"].count("recalled fact") == 25
     check_accounting(mem, scope, cid, ctx, msgs[-1].id)
     window_tokens = ctx.report.tiers["recent"].granted
-    small = mem.context(scope, cid, budget=window_tokens + 60)
+    # What the window leaves goes to the tier (classic layout); the cache layout keeps a
+    # per-turn tier of an ongoing conversation to a small room (5 % of the budget).
+    small = mem.context(scope, cid, budget=window_tokens + 60, layout="classic")
     assert 0 < small.report.tiers["recall"].items < 5
+    cached = mem.context(scope, cid, budget=window_tokens + 60)
+    assert cached.report.tiers["recall"].granted <= 0.05 * (window_tokens + 60)
     dropped = [d for d in small.report.dropped if d["tier"] == "recall"]
     assert dropped
     assert dropped[0]["provenance"]["message_id"].startswith("m")
@@ -331,6 +342,11 @@ def test_compaction_job_is_queued_and_runs(mem: Memory) -> None:
     after = mem.context(scope, cid, budget=3000)
     assert not after.report.compaction_due
     assert after.report.summary_id is not None
+    # The cache layout's compaction covers the turns before the window's next step: the
+    # window starts right after the summary, nothing between them is dropped.
+    assert after.report.covered_up_to == after.window[0].parent_id
+    assert not [d for d in after.report.dropped if d["tier"] == "recent"]
+    assert ctx.compact_before is not None
     check_accounting(mem, scope, cid, after, after.report.leaf_id or "")
 
 

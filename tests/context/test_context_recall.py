@@ -91,9 +91,15 @@ def test_an_old_fact_from_another_conversation_is_recalled(mem: Memory) -> None:
     assert 1 <= recall.items <= 8
     assert 0 < recall.granted <= recall.asked
     assert ctx.report.to_dict()["tiers"]["recall"]["granted"] == recall.granted
-    # The block sits after the system blocks and before the recent window.
+    # The block changes every turn: after the window's stable part, just before the newest
+    # user message (the cache layout); the classic layout puts it before the window.
     contents = [m["content"] for m in ctx.messages]
-    assert contents.index(block) < contents.index(msgs[0].content)
+    assert contents.index(msgs[0].content) < contents.index(block) == len(contents) - 2
+    assert contents[-1] == "Where does my sister Ottilie live?"
+    classic = [
+        m["content"] for m in mem.context(scope, cid, budget=4000, layout="classic").messages
+    ]
+    assert classic.index(block) < classic.index(msgs[0].content)
     _check_report(ctx)
     # An explicit query wins over the newest message.
     other = mem.context(scope, cid, budget=4000, query="goats named after planets")
@@ -175,17 +181,22 @@ def test_report_adds_up_and_stays_within_budget(mem: Memory) -> None:
         _old_fact(mem, scope, f"Fact {i}: Ottilie's goat number {i} likes carrots and hay")
     cid, _ = _today(mem, scope, "Which goat of Ottilie likes carrots and hay?")
     for budget in (120, 300, 700, 2000, 8000):
-        ctx = mem.context(scope, cid, budget=budget)
-        _check_report(ctx)
-        recall = ctx.report.tiers["recall"]
-        assert recall.items <= mem.core.recall.tier.k
-        lines = _recall_block(ctx).splitlines()[1:-1]
-        # One line per item, plus a heading per day.
-        assert len([x for x in lines if not x.startswith("[")]) == recall.items
-        if budget >= 700:
-            assert recall.items > 3
+        classic_granted = 0
+        for layout in ("classic", "cache"):
+            ctx = mem.context(scope, cid, budget=budget, layout=layout)
+            _check_report(ctx)
+            recall = ctx.report.tiers["recall"]
+            assert recall.items <= mem.core.recall.tier.k
+            lines = _recall_block(ctx).splitlines()[1:-1]
+            # One line per item, plus a heading per day.
+            assert len([x for x in lines if not x.startswith("[")]) == recall.items
+            if budget >= 700 and layout == "classic":
+                assert recall.items > 3  # it takes what the window leaves
+            if layout == "cache":  # an ongoing conversation: a small room, a stable prefix
+                assert recall.granted <= classic_granted
+            classic_granted = max(classic_granted, recall.granted)
     mem.core.recall.tier.k = 3
-    few = mem.context(scope, cid, budget=8000)
+    few = mem.context(scope, cid, budget=8000, layout="classic")
     assert few.report.tiers["recall"].items == 3
     with pytest.raises(InvalidInput):
         mem.core.recall.tier.k = -1
@@ -220,6 +231,12 @@ def test_sync_and_async_give_the_same_context(mem: Memory) -> None:
         return await AsyncMemory(mem.core).context(scope, cid, budget=3000)
 
     both = anyio.run(go)
+    # The second context repeats the first whole: all of it is a cacheable prefix.
+    assert (sync.report.cache.prefix_tokens, both.report.cache.prefix_tokens) == (
+        0,
+        both.report.total,
+    )
+    both.report.cache.prefix_tokens = 0
     assert both.to_dict() == sync.to_dict()
     assert both.report.tiers["recall"].items > 0
 

@@ -59,11 +59,10 @@ def _bulk(mem: Memory, scope: Scope, cid: str, texts: list[str]) -> None:
 def _view(mem: Memory, scope: Scope, cid: str, query: str) -> dict[str, Any]:
     """Everything ranking decides for ``scope``: search hits with scores, and the context."""
     hits = mem.recall.search(scope, query, k=20)
-    ctx = mem.context(scope, cid, budget=3000, query=query)
-    return {
-        "hits": [(h.message.id, h.score) for h in hits],
-        "context": ctx.to_dict(),
-    }
+    ctx = mem.context(scope, cid, budget=3000, query=query).to_dict()
+    # How much repeats the previous context is not ranking's: asked again, it is all of it.
+    ctx["report"].pop("cache")
+    return {"hits": [(h.message.id, h.score) for h in hits], "context": ctx}
 
 
 def test_another_tenant_planting_a_word_changes_nothing_for_me(mem: Memory) -> None:

@@ -14,7 +14,7 @@ from pydantic import Field
 
 from memstrata.client import _decode as decode
 from memstrata.client._values import HistoryMessage, RemoteHistory
-from memstrata.context import Context, ContextReport, Summary, TierReport
+from memstrata.context import CacheReport, Context, ContextReport, Summary, TierReport
 from memstrata.context.kit import CompactionResult
 from memstrata.conversation.history import History
 from memstrata.jobs.ops import Job, JobStatus
@@ -43,6 +43,7 @@ from memstrata.types import Conversation, FileRef, Message, Role, Scope, Status,
 from memstrata.wire import Attr, Derived, OmitNone, Wire
 from memstrata.wire.auth import Identity, MeOut
 from memstrata.wire.context import (
+    CacheReportOut,
     CompactionOut,
     ContextOut,
     ContextReportOut,
@@ -185,6 +186,8 @@ CASES: list[tuple[type[Wire], Any, dict[str, Any] | None]] = [
     (WorkingMemoryOut, WorkingMemory("c1", "markdown", "# notes", None, None, 1, T0), {}),
     (TierReportOut, TierReport(1, 2, 3), {}),
     (TierReportOut, TierReport(1, 0, 0, "none"), {}),
+    (CacheReportOut, CacheReport(120, 3), {}),
+    (CacheReportOut, CacheReport(), {}),
     (ContextReportOut, _REPORT, {}),
     (ContextOut, Context([{"role": "user", "content": "hi"}], _REPORT, []), None),
     (SummaryOut, _SUMMARY, None),

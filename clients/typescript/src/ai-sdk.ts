@@ -1,8 +1,12 @@
 /**
  * The Vercel AI SDK with memstrata memory: `prepare` stores the user's message and returns the
  * conversation's context (`client.context`, within a token budget) as `messages` for
- * `generateText`/`streamText` (its system parts, such as a summary or working memory, as
- * `instructions`: the SDK takes system text there); `save` (or `onFinish`) stores the model's turn.
+ * `generateText`/`streamText` (its leading system parts, such as the facts or a summary, as
+ * `instructions`: the SDK takes system text there; blocks that change every turn, such as
+ * recalled messages, stay in place among the messages as user text, after the part a
+ * provider can cache);
+ * `save` (or `onFinish`) stores the model's turn. The message that ends the context's stable
+ * part carries Anthropic's cache hint (`providerOptions.anthropic.cacheControl`).
  *
  * ```ts
  * const chat = memstrataChat({ client, conversationId });
@@ -13,7 +17,7 @@
  */
 
 import type { AssistantModelMessage, ModelMessage, ToolModelMessage } from "ai";
-import type { AppendInput, HistoryMessage, MemstrataClient, ToolCall } from "./client.js";
+import type { AppendInput, CacheReport, HistoryMessage, MemstrataClient, ToolCall } from "./client.js";
 
 export interface MemstrataChatOptions {
   client: MemstrataClient;
@@ -102,10 +106,13 @@ export function toModelMessages(messages: HistoryMessage[]): ModelMessage[] {
 }
 
 export interface Prepared {
-  /** The context's system messages, joined (absent when it has none). */
+  /** The context's leading system messages, joined (absent when it has none). */
   instructions?: string;
   messages: ModelMessage[];
 }
+
+/** Anthropic's prompt-cache marker, as the AI SDK's Anthropic provider takes it per message. */
+export const CACHE_HINT = { anthropic: { cacheControl: { type: "ephemeral" } } } as const;
 
 export interface MemstrataChat {
   /**
@@ -118,6 +125,9 @@ export interface MemstrataChat {
   save(responseMessages: ModelMessage[]): Promise<void>;
   /** For `generateText`/`streamText`'s `onFinish`: saves `event.responseMessages` (all steps). */
   onFinish: (event: { responseMessages: ModelMessage[] }) => Promise<void>;
+  /** What a provider's prompt cache can serve of the last prepared context (its report's
+   * `cache`), when the server says. */
+  readonly cache: CacheReport | undefined;
 }
 
 export function memstrataChat(options: MemstrataChatOptions): MemstrataChat {
@@ -125,7 +135,11 @@ export function memstrataChat(options: MemstrataChatOptions): MemstrataChat {
   const save = async (responseMessages: ModelMessage[]) => {
     for (const m of toAppends(responseMessages)) await client.messages.append(conversationId, m);
   };
+  let last: CacheReport | undefined;
   return {
+    get cache() {
+      return last;
+    },
     async prepare(input) {
       const message: ModelMessage = typeof input === "string" ? { role: "user", content: input } : input;
       await save([message]);
@@ -135,8 +149,21 @@ export function memstrataChat(options: MemstrataChatOptions): MemstrataChat {
         ...(options.model !== undefined ? { model: options.model } : {}),
         ...(query ? { query } : {}),
       });
-      const system = ctx.messages.filter((m) => m.role === "system").map((m) => m.content);
-      const messages = toModelMessages(ctx.messages.filter((m) => m.role !== "system"));
+      const cache = ctx.report.cache;
+      // The instructions: the leading system messages of the stable part (a per-turn block
+      // right after them, as on a conversation's first turn, is not one of them).
+      const lead = ctx.messages.findIndex((m) => m.role !== "system");
+      let split = lead < 0 ? ctx.messages.length : lead;
+      if (cache?.breakpoint != null && cache.breakpoint + 1 < split) split = cache.breakpoint + 1;
+      const system = ctx.messages.slice(0, split).map((m) => m.content);
+      // A block after the conversation began (recall, working memory) goes as user text:
+      // some providers (Anthropic) take system text only ahead of the conversation.
+      const rest = ctx.messages.slice(split).map((m) => (m.role === "system" ? { ...m, role: "user" as const } : m));
+      const messages = toModelMessages(rest);
+      last = cache;
+      // toModelMessages keeps one message per context message, so the index carries over.
+      const at = cache?.breakpoint == null ? -1 : cache.breakpoint - split;
+      if (at >= 0 && at < messages.length) messages[at] = { ...messages[at], providerOptions: CACHE_HINT } as ModelMessage;
       return system.length ? { instructions: system.join("\n\n"), messages } : { messages };
     },
     save,

@@ -44,10 +44,19 @@ function receiptId(answer: { headers: Headers }): string {
   return answer.headers.get("x-memstrata-receipt") ?? "";
 }
 
+/**
+ * What a provider's prompt cache can serve of a context: `prefix_tokens` repeat the previous
+ * context of the branch; `breakpoint` is the index in `messages` of the stable part's last message.
+ */
+export interface CacheReport {
+  prefix_tokens: number;
+  breakpoint: number | null;
+}
+
 /** What `context` answers: the messages to send and a report of how the budget was spent. */
 export interface Context {
   messages: HistoryMessage[];
-  report: Record<string, unknown>;
+  report: Record<string, unknown> & { cache?: CacheReport };
   [key: string]: unknown;
 }
 
@@ -245,6 +254,8 @@ export interface ContextOptions {
   model?: string;
   /** ISO 8601: facts, profile and recalled messages as of then (servers that have it). */
   asOf?: string;
+  /** Message order: `cache` (a prefix providers can cache; the default) or `classic`. */
+  layout?: "cache" | "classic";
   [extra: string]: unknown;
 }
 

@@ -971,6 +971,11 @@ export interface components {
              * @default 8000
              */
             budget?: number;
+            /**
+             * Layout
+             * @description The order of the messages: `cache` (volatile blocks after the window's stable part, a window that advances in steps, so providers can cache the prefix) or `classic` (every injected block before a sliding window). Default: the server's MEMSTRATA_CONTEXT_LAYOUT setting (`cache`).
+             */
+            layout?: ("cache" | "classic") | null;
             /** Leaf Id */
             leaf_id?: string | null;
             /** Model */

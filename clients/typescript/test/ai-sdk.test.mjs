@@ -63,3 +63,20 @@ test("generateText and streamText see the stored conversation and their turns ar
     ],
   );
 });
+
+test("prepare keeps the stable order and passes the context's cache hint through", async () => {
+  const client = clientA();
+  const conv = await client.conversations.create({ title: "ai-sdk-cache" });
+  await client.messages.append(conv.id, { role: "system", content: "You are terse." });
+  const chat = memstrataChat({ client, conversationId: conv.id });
+  const first = await chat.prepare("Hi, my name is Ada.");
+  assert.equal(first.instructions, "You are terse.");
+  assert.equal(chat.cache.prefix_tokens, 0);
+  await chat.save([{ role: "assistant", content: "Hello Ada." }]);
+  const second = await chat.prepare("What is my name?");
+  assert.ok(chat.cache.prefix_tokens > 0, JSON.stringify(chat.cache));
+  const marked = second.messages.filter((m) => m.providerOptions);
+  assert.deepEqual(marked.map((m) => [m.role, m.content]), [["assistant", "Hello Ada."]]);
+  assert.deepEqual(marked[0].providerOptions, { anthropic: { cacheControl: { type: "ephemeral" } } });
+  assert.equal(second.messages.at(-1).content, "What is my name?");
+});

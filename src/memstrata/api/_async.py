@@ -37,7 +37,7 @@ from memstrata.api._async_transfer import AsyncTransfer
 from memstrata.api._async_usage import AsyncUsage
 from memstrata.api.core import Core
 from memstrata.config import Settings
-from memstrata.context import CompactionResult, Context
+from memstrata.context import CompactionResult, Context, prefix
 from memstrata.conversation.history import History
 from memstrata.conversation.splice import DELETE_MODES
 from memstrata.embeddings.port import Embedder
@@ -476,6 +476,7 @@ class AsyncMemory(AsyncSubAPI):
         task: str | None = None,
         record: bool | None = None,
         as_of: datetime | str | None = None,
+        layout: str | None = None,
     ) -> Context:
         """Messages for the next model call under one token budget, and a report on them.
 
@@ -488,6 +489,9 @@ class AsyncMemory(AsyncSubAPI):
         ``record`` stores a context record (prompt provenance; None: the
         ``context_record`` setting) and sets ``context_id``: append the reply with
         ``context_id=ctx.context_id`` to link the two.
+        ``layout`` orders the messages: ``"cache"`` (the default: a prefix providers can
+        cache, see ``ctx.report.cache``, ``ctx.to_anthropic()``) or ``"classic"``; None: the
+        ``context_layout`` setting.
         """
         ctx = await self.compaction.assemble(
             scope,
@@ -498,7 +502,9 @@ class AsyncMemory(AsyncSubAPI):
             model=model,
             task=task,
             as_of=as_of,
+            layout=layout,
         )
+        await self._note_prefix(scope, conversation_id, ctx)
         kit = self._core.context
         if ctx.report.compaction_due and kit.auto_compact:
             await self.compaction.schedule(
@@ -507,11 +513,23 @@ class AsyncMemory(AsyncSubAPI):
                 leaf_id=ctx.report.leaf_id,
                 delay_s=kit.debounce_s,
                 max_wait_s=kit.max_wait_s,
+                keep_from=ctx.compact_before,
             )
         if self._core.settings.context_record if record is None else record:
             rid = await self.provenance.record(scope, conversation_id, ctx, budget)
             ctx = replace(ctx, context_id=rid)
         return ctx
+
+    async def _note_prefix(self, scope: Scope, conversation_id: str, ctx: Context) -> None:
+        """Set ``ctx.report.cache.prefix_tokens``: the tokens ``ctx`` shares with the previous
+        context of its branch, whose fingerprint ``ctx``'s then replaces."""
+        fp = ctx.fingerprint
+        if fp is None:
+            return  # an empty conversation: nothing to compare or keep
+        on_branch = frozenset(m.id for m in (*ctx.system, *ctx.window)) | {fp.leaf_id}
+        ctx.report.cache.prefix_tokens = await self._write(
+            prefix.remember, self._core.rt, _scope(scope), conversation_id, fp, on_branch
+        )
 
     async def compact(
         self, scope: Scope, conversation_id: str, leaf_id: str | None = None

@@ -53,6 +53,7 @@ class AsyncCompaction(AsyncSubAPI):
         model: str | None = None,
         task: str | None = None,
         as_of: datetime | str | None = None,
+        layout: str | None = None,
     ) -> Context:
         rt = self._core.rt
         s = _scope(scope)
@@ -73,6 +74,7 @@ class AsyncCompaction(AsyncSubAPI):
             embedder=space,
             task=task,
             as_of=at,
+            layout=layout,
         )
         recall = context.report.tiers.get(self._core.recall.tier.tier)
         if recall is not None:
@@ -91,9 +93,16 @@ class AsyncCompaction(AsyncSubAPI):
 
     @attributed
     async def run(
-        self, scope: Scope, conversation_id: str, *, leaf_id: str | None = None
+        self,
+        scope: Scope,
+        conversation_id: str,
+        *,
+        leaf_id: str | None = None,
+        keep_from: int | None = None,
     ) -> CompactionResult:
-        """Summarise what the branch's summary does not cover yet, older than the window.
+        """Summarise what the branch's summary does not cover yet, older than the window
+        (``keep_from``: the whole turns starting before that point of the branch, in
+        cumulative tokens, as a context of the cache layout asks: its window's next step).
 
         Skips below 500 new tokens. A failed model call or an empty or malformed
         summary stores nothing (the previous summary stays) and is logged.
@@ -101,7 +110,13 @@ class AsyncCompaction(AsyncSubAPI):
         s = _scope(scope)
         rt, kit = self._core.rt, self.kit
         plan: CompactionPlan = await self._read(
-            ops.prepare_compaction, rt, s, conversation_id, leaf_id=leaf_id, window=kit.window
+            ops.prepare_compaction,
+            rt,
+            s,
+            conversation_id,
+            leaf_id=leaf_id,
+            window=kit.window,
+            keep_from=keep_from,
         )
         if plan.skip is not None:
             return CompactionResult("skipped", plan.skip, plan.previous)
@@ -150,6 +165,7 @@ class AsyncCompaction(AsyncSubAPI):
         leaf_id: str | None = None,
         delay_s: float = 0.0,
         max_wait_s: float | None = None,
+        keep_from: int | None = None,
     ) -> Job:
         """Queue a compaction of the branch of ``leaf_id`` (default: the active leaf) as a
         background job, and return it.
@@ -157,7 +173,8 @@ class AsyncCompaction(AsyncSubAPI):
         One compaction job waits per conversation: asking again while one is queued
         merges into it (its leaf becomes this one), and ``delay_s`` pushes it back, up to
         ``max_wait_s`` after the first ask (default ``delay_s``). NotFound when the
-        conversation is not in ``scope``; a worker runs the job as :meth:`run`.
+        conversation is not in ``scope``; a worker runs the job as :meth:`run`
+        (``keep_from`` as there).
         """
         s = _scope(scope)
         await self._read(conversations.get_conversation, s, conversation_id)
@@ -168,7 +185,9 @@ class AsyncCompaction(AsyncSubAPI):
             agent=s.agent,
             key=_job_key(s, conversation_id),
             conversation_id=conversation_id,
-            payload={"leaf_id": leaf_id},
+            payload={"leaf_id": leaf_id}
+            if keep_from is None
+            else {"leaf_id": leaf_id, "keep_from": keep_from},
             delay_s=delay_s,
             max_wait_s=delay_s if max_wait_s is None else max_wait_s,
         )

@@ -33,7 +33,7 @@ from memstrata.api._sync_transfer import Transfer
 from memstrata.api._sync_usage import Usage
 from memstrata.api.core import Core
 from memstrata.config import Settings
-from memstrata.context import CompactionResult, Context
+from memstrata.context import CompactionResult, Context, prefix
 from memstrata.conversation.history import History
 from memstrata.conversation.splice import DELETE_MODES
 from memstrata.embeddings.port import Embedder
@@ -462,6 +462,7 @@ class Memory(SubAPI):
         task: str | None = None,
         record: bool | None = None,
         as_of: datetime | str | None = None,
+        layout: str | None = None,
     ) -> Context:
         """Messages for the next model call under one token budget, and a report on them.
 
@@ -474,6 +475,9 @@ class Memory(SubAPI):
         ``record`` stores a context record (prompt provenance; None: the
         ``context_record`` setting) and sets ``context_id``: append the reply with
         ``context_id=ctx.context_id`` to link the two.
+        ``layout`` orders the messages: ``"cache"`` (the default: a prefix providers can
+        cache, see ``ctx.report.cache``, ``ctx.to_anthropic()``) or ``"classic"``; None: the
+        ``context_layout`` setting.
         """
         ctx = self.compaction.assemble(
             scope,
@@ -484,7 +488,9 @@ class Memory(SubAPI):
             model=model,
             task=task,
             as_of=as_of,
+            layout=layout,
         )
+        self._note_prefix(scope, conversation_id, ctx)
         kit = self._core.context
         if ctx.report.compaction_due and kit.auto_compact:
             self.compaction.schedule(
@@ -493,11 +499,23 @@ class Memory(SubAPI):
                 leaf_id=ctx.report.leaf_id,
                 delay_s=kit.debounce_s,
                 max_wait_s=kit.max_wait_s,
+                keep_from=ctx.compact_before,
             )
         if self._core.settings.context_record if record is None else record:
             rid = self.provenance.record(scope, conversation_id, ctx, budget)
             ctx = replace(ctx, context_id=rid)
         return ctx
+
+    def _note_prefix(self, scope: Scope, conversation_id: str, ctx: Context) -> None:
+        """Set ``ctx.report.cache.prefix_tokens``: the tokens ``ctx`` shares with the previous
+        context of its branch, whose fingerprint ``ctx``'s then replaces."""
+        fp = ctx.fingerprint
+        if fp is None:
+            return  # an empty conversation: nothing to compare or keep
+        on_branch = frozenset(m.id for m in (*ctx.system, *ctx.window)) | {fp.leaf_id}
+        ctx.report.cache.prefix_tokens = self._write(
+            prefix.remember, self._core.rt, _scope(scope), conversation_id, fp, on_branch
+        )
 
     def compact(
         self, scope: Scope, conversation_id: str, leaf_id: str | None = None

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from memstrata import context as context_ops
 from memstrata import state as state_ops
+from memstrata.context import prefix
 from memstrata.context.kit import COMPACT_JOB, ContextKit, compact_job
 from memstrata.graph import feature as graph_feature
 from memstrata.jobs import ops as jobs_ops
@@ -80,9 +81,13 @@ def _vectors(core: Core) -> None:
 def _context(core: Core) -> None:
     s = core.settings
     core.context = ContextKit(llm_from_settings(s), model=s.llm_model, wrap=core.wrap_llm)
+    core.context.layout, core.context.low_water = s.context_layout, s.context_low_water
     core.rt.cascade.on_messages_delete(context_ops.forget_messages)
+    core.rt.cascade.on_conversation_delete(prefix.forget_conversations)
+    core.rt.cascade.on_messages_delete(prefix.forget_messages)
     # A summary whose cover point moved held a spliced-out message's text.
     core.rt.cascade.on_messages_moved(context_ops.forget_messages)
+    core.rt.cascade.on_messages_moved(prefix.forget_messages)  # it hashed their old order
     core.jobs.register(COMPACT_JOB, compact_job)
 
 

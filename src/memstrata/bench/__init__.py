@@ -68,6 +68,19 @@ def _context_quality() -> Benchmark:
     )
 
 
+def _prompt_cache() -> Benchmark:
+    from memstrata.bench import prompt_cache
+
+    return Benchmark(
+        name="prompt-cache",
+        summary="share of each turn's prompt a provider can cache, old and new layout, 2k/8k",
+        run=lambda db, sizes, progress, data=None, **_: prompt_cache.run(
+            data=data, db=db, progress=progress
+        ),
+        show=prompt_cache.print_result,
+    )
+
+
 def _recall_natural() -> Benchmark:
     from memstrata.bench import recall_natural
 
@@ -183,6 +196,7 @@ _REGISTRY: dict[str, Callable[[], Benchmark]] = {
     "locomo": _locomo,
     "nodes": _nodes,
     "peers": _peers,
+    "prompt-cache": _prompt_cache,
     "recall-natural": _recall_natural,
     "serve": _serve,
 }

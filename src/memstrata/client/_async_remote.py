@@ -139,10 +139,12 @@ class AsyncRemoteMemory:
         task: str | None = None,
         record: bool | None = None,
         as_of: datetime | str | None = None,
+        layout: str | None = None,
     ) -> RemoteContext:
         """Messages for the next model call under one token budget, and the report on them.
         ``record=True`` stores a context record and sets ``context_id`` (prompt provenance);
-        ``as_of``: the derived tiers as of then, see ``mem.context``."""
+        ``as_of``: the derived tiers as of then; ``layout``: the order of the messages
+        (``cache`` or ``classic``), see ``mem.context``."""
         h = await self._session.scoped(scope)
         body = query_params(
             leaf_id=leaf_id,
@@ -152,9 +154,11 @@ class AsyncRemoteMemory:
             task=task,
             record=record,
             as_of=iso_time(as_of, "as_of"),
+            layout=layout,
         )
-        # Assembly only reads (a compaction it queues is merged by key): safe to send again;
-        # a recorded one is not (a retry would store a second record).
+        # Assembly only reads, but for the branch's prefix fingerprint, which the same context
+        # sent again leaves as it was (and a compaction it queues is merged by key): safe to
+        # send again; a recorded one is not (a retry would store a second record).
         return await self._session.call(
             "POST",
             f"{conversation_path(conversation_id)}/context",

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from memstrata.context import ContextReport
+from memstrata.context.providers import to_anthropic
 from memstrata.conversation.render import to_openai, to_text
 from memstrata.types import FileRef, Message, Role, ToolCall
 from memstrata.wire.context import ContextOut
@@ -70,6 +71,14 @@ class RemoteContext:
     messages: list[dict[str, Any]]
     report: ContextReport
     context_id: str | None = None  # set when the assembly was recorded (record=True)
+
+    def to_openai(self) -> list[dict[str, Any]]:
+        """As :meth:`memstrata.context.Context.to_openai`."""
+        return [dict(m) for m in self.messages]
+
+    def to_anthropic(self) -> dict[str, Any]:
+        """As :meth:`memstrata.context.Context.to_anthropic` (cache marker included)."""
+        return to_anthropic(self.messages, self.report.cache.breakpoint)
 
     def to_dict(self) -> dict[str, Any]:
         return ContextOut.encode(self)

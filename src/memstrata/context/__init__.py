@@ -14,7 +14,8 @@ from memstrata.context.compaction import (
     record_compaction_failure,
 )
 from memstrata.context.kit import COMPACT_JOB, CompactionResult, ContextKit
-from memstrata.context.report import Context, ContextReport, TierReport
+from memstrata.context.layout import LAYOUTS, Layout
+from memstrata.context.report import CacheReport, Context, ContextReport, TierReport
 from memstrata.context.summaries import Summary, forget_messages, get_summary
 from memstrata.context.tiers import TierItem, TierPolicy, TierProvider, TierRequest
 from memstrata.context.windows import DEFAULT_WINDOW, context_window
@@ -22,12 +23,15 @@ from memstrata.context.windows import DEFAULT_WINDOW, context_window
 __all__ = [
     "COMPACT_JOB",
     "DEFAULT_WINDOW",
+    "LAYOUTS",
     "MIN_NEW_TOKENS",
+    "CacheReport",
     "CompactionPlan",
     "CompactionResult",
     "Context",
     "ContextKit",
     "ContextReport",
+    "Layout",
     "Settings",
     "Summary",
     "TierItem",

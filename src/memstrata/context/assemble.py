@@ -9,24 +9,36 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
 from memstrata.context.briefing import iteration_items, working_items
-from memstrata.context.budget import Budget, block
+from memstrata.context.budget import Budget
+from memstrata.context.compaction import MIN_NEW_TOKENS
+from memstrata.context.layout import (
+    DEFAULT_LAYOUT,
+    VOLATILE_TIERS,
+    Layout,
+    check_layout,
+    newest_turn_start,
+    render,
+)
+from memstrata.context.prefix import fingerprint
 from memstrata.context.report import Context
 from memstrata.context.summaries import Summary, summary_for
-from memstrata.context.tiers import (
-    BLOCK_TAGS,
-    MESSAGE_ORDER,
-    TierItem,
-    TierPolicy,
-    TierProvider,
-    TierRequest,
+from memstrata.context.tiers import BLOCK_TAGS, TierItem, TierPolicy, TierProvider, TierRequest
+from memstrata.context.windows import (
+    COMPACT_AT,
+    DEFAULT_LOW_WATER,
+    DEFAULT_VOLATILE_ROOM,
+    DEFAULT_WINDOW,
+    context_window,
+    step_size,
+    step_start,
 )
-from memstrata.context.windows import DEFAULT_WINDOW, context_window
 from memstrata.conversation.branch import (
     Leaf,
     branch_chunk,
@@ -37,7 +49,6 @@ from memstrata.conversation.branch import (
     walk_branch,
 )
 from memstrata.conversation.history import HistoryPlanner
-from memstrata.conversation.render import to_openai
 from memstrata.errors import InvalidInput
 from memstrata.runtime import Runtime
 from memstrata.state.plans import find_plan
@@ -57,6 +68,12 @@ class Settings:
     providers: Sequence[TierProvider]
     window: int = DEFAULT_WINDOW
     threshold: float = 0.8
+    layout: Layout = DEFAULT_LAYOUT
+    #: What the window keeps of its share right after a step (the cache layout's).
+    low_water: float = DEFAULT_LOW_WATER
+    #: The share of the budget the per-turn tiers may take beyond their reserves once a
+    #: conversation is under way (the cache layout's).
+    volatile_room: float = DEFAULT_VOLATILE_ROOM
 
 
 def _window(
@@ -67,16 +84,22 @@ def _window(
     floor_depth: int,
     max_tokens: int,
     tok: Tokenizer,
+    from_position: int | None = None,
 ) -> Op[tuple[list[Message], int, bool]]:
     """The newest whole turns of the branch below ``floor_depth`` (exclusive) within
     ``max_tokens`` (system run included, always kept): the history walk of
-    :func:`memstrata.conversation.branch.history`, stopped at the summary's cover point.
+    :func:`memstrata.conversation.branch.history`, stopped at the summary's cover point
+    (and at ``from_position``, the step a stepped window starts at).
 
     Returns the kept messages (oldest first, system run first), their tokens and
     whether the newest turn alone was over the limit.
     """
     planner = HistoryPlanner(
-        system=system, max_tokens=max_tokens, max_messages=1 << 40, count=token_counter(rt, tok)
+        system=system,
+        max_tokens=max_tokens,
+        max_messages=1 << 40,
+        count=token_counter(rt, tok),
+        from_position=from_position,
     )
     yield from walk_branch(rt, conversation_id, leaf, system, planner, tok, floor_depth=floor_depth)
     result = planner.result(leaf.id, tok.name, 0)
@@ -234,18 +257,67 @@ def default_query(scope: Scope, conversation_id: str, leaf_id: str | None = None
 
 
 def _grant_window(
-    rt: Runtime, conversation_id: str, br: _Branch, budget: Budget
+    rt: Runtime, conversation_id: str, br: _Branch, budget: Budget, low_water: float | None
 ) -> Op[list[Message]]:
+    """The recent window; with ``low_water``, one that advances in steps (see
+    :func:`memstrata.context.windows.step_start`), its steps counted from the summary's
+    cover point, so a new summary and the window's next step change the prefix together."""
     assert br.leaf is not None
     tok = budget.tokenizer
     system_tokens = sum(token_counter(rt, tok)(m) for m in br.system)
     floor = 0 if br.summary is None else br.summary.up_to_depth + 1
+    limit = budget.window_limit(system_tokens)
+    start: int | None = None
+    if low_water is not None:
+        base = _base(br)
+        share = limit - system_tokens
+        start = step_start(base, br.leaf.branch_tokens, share, low_water, MIN_NEW_TOKENS)
+        start = None if start == base else start
     kept, used, over = yield from _window(
-        rt, conversation_id, br.leaf, br.system, floor, budget.window_limit(system_tokens), tok
+        rt, conversation_id, br.leaf, br.system, floor, limit, tok, start
     )
     window = kept[len(br.system) :]
-    budget.record_window(br.leaf, br.system, system_tokens, window, used, over, br.summary)
+    budget.record_window(
+        br.leaf, br.system, system_tokens, window, used, over, br.summary, start is not None
+    )
     return window
+
+
+def _base(br: _Branch) -> int:
+    """Where the window may start at the earliest, in cumulative tokens of the branch."""
+    if br.summary is not None:
+        return br.summary.up_to_branch_tokens
+    return sum(m.token_count for m in br.system)
+
+
+def _ongoing(br: _Branch, window: Sequence[Message]) -> bool:
+    """Whether the branch holds a turn before the window's newest one."""
+    split = newest_turn_start(window)
+    return split < len(window) and window[split].depth > len(br.system)
+
+
+def _cache_share(
+    br: _Branch, books: Budget, window: Sequence[Message], budget: int, settings: Settings
+) -> int | None:
+    """The cache layout's books once the window is read: what of the window's share the
+    per-turn tiers may not take, and where a compaction should stop when one is due (None:
+    not due). One is due when the window nears the top of its share; it then covers the
+    turns before the window's next step, so that the new summary and the step change the
+    prefix in the same turn, and the window seldom has to step on its own."""
+    assert br.leaf is not None
+    system_tokens = books.tiers["system"].granted
+    share = books.window_limit(system_tokens) - system_tokens
+    room = int(settings.volatile_room * budget)
+    books.keep_share(share, _ongoing(br, window), room, VOLATILE_TIERS)
+    base, end = _base(br), br.leaf.branch_tokens
+    if share <= 0 or end - base <= COMPACT_AT * share:
+        return None
+    over = end - base - COMPACT_AT * share
+    step = step_size(share, settings.low_water, MIN_NEW_TOKENS)
+    # The grid of the window's steps, far enough that the window is back under COMPACT_AT;
+    # less than the compaction minimum is not worth a summary (the window steps alone).
+    keep = max(1, math.ceil(over / step)) * step
+    return base + keep if keep >= MIN_NEW_TOKENS else None
 
 
 def _window_from_depth(br: _Branch, window: Sequence[Message]) -> int | None:
@@ -269,6 +341,7 @@ def assemble(
     embedder: str | None = None,
     task: str | None = None,
     as_of: int | None = None,
+    layout: str | None = None,
 ) -> Op[Context]:
     """Assemble the context of a branch (see :mod:`memstrata.context.budget`).
 
@@ -277,7 +350,9 @@ def assemble(
     that search by meaning. ``task`` turns on the ``iterations`` tier for that task.
     ``as_of`` (microseconds) is handed to the providers: the derived tiers (facts,
     profile, recall) answer as of then; the window is the branch ending at ``leaf_id``.
+    ``layout`` orders the messages (:mod:`memstrata.context.layout`; None: the settings').
     """
+    order = settings.layout if layout is None else check_layout(layout)
     if budget < 1:
         raise InvalidInput("budget must be >= 1", field="budget")
     if task is not None and (not task.strip() or len(task) > 200):
@@ -297,46 +372,55 @@ def assemble(
     )
     books.note_asks(offered)
     late = [p for p in settings.providers if _after_window(p)]
-    books.hold(offered, [p.tier for p in late])
+    cache = order == "cache"
+    # The cache layout keeps the summary's room whole: a window taking it would push the
+    # summary out, and the prefix with it, whenever the window grows.
+    books.hold(offered, [p.tier for p in late], ("summary",) if cache else ())
     window: list[Message] = []
+    compact_before: int | None = None
     if br.leaf is not None:
-        window = yield from _grant_window(rt, conversation_id, br, books)
-    remaining = books.remaining
+        window = yield from _grant_window(
+            rt, conversation_id, br, books, settings.low_water if cache else None
+        )
+        if cache:
+            compact_before = _cache_share(br, books, window, budget, settings)
     if late:
         in_context = frozenset(m.id for m in (*br.system, *window))
         from_depth = _window_from_depth(br, window)
         for provider in late:
+            room = books.room_for(provider.tier)
             items = yield from _provide(
-                rt, provider, asking, policies, remaining, in_context, from_depth
+                rt, provider, asking, policies, room, in_context, from_depth
             )
             offered.setdefault(provider.tier, []).extend(items)
         books.note_asks({p.tier: offered[p.tier] for p in late})
     chosen = books.grant(offered)
     books.note_summary(br.summary, "summary" in chosen)
-    messages, injected = _render(br.system, window, chosen)
     books.close()
     report = books.report
-    report.hash = _hash(injected)
+    granted = {name: t.granted for name, t in report.tiers.items()}
+    out = render(
+        br.system, window, chosen, count=token_counter(rt, tok), granted=granted, layout=order
+    )
+    report.hash = _hash(out.injected)
+    report.layout = order
+    report.cache.breakpoint = out.breakpoint
+    fp = None
     if br.leaf is not None:
-        report.compaction_due = books.compaction_due(
-            br.leaf, br.summary, settings.threshold, settings.window, context_window(model)
+        report.compaction_due = (
+            compact_before is not None
+            if cache
+            else books.compaction_due(
+                br.leaf, br.summary, settings.threshold, settings.window, context_window(model)
+            )
         )
-    return Context(messages, report, window, br.system, chosen)
-
-
-def _render(
-    system: list[Message], window: list[Message], chosen: Mapping[str, list[TierItem]]
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Messages in reading order, and the injected blocks among them (for the hash)."""
-    messages: list[dict[str, Any]] = []
-    injected: list[dict[str, Any]] = []
-    for name in MESSAGE_ORDER:
-        if name == "system":
-            messages.extend(to_openai(system))
-        elif name == "recent":
-            messages.extend(to_openai(window))
-        elif name in chosen:
-            injection = {"role": "system", "content": block(name, chosen[name])}
-            messages.append(injection)
-            injected.append(injection)
-    return messages, injected
+        fp = fingerprint(br.leaf.id, tok.name, out.messages, out.tokens)
+    return Context(
+        out.messages,
+        report,
+        window,
+        br.system,
+        chosen,
+        fingerprint=fp,
+        compact_before=compact_before,
+    )

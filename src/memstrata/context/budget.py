@@ -68,6 +68,9 @@ class Budget:
     order: list[str]  # tier names by priority
     report: ContextReport
     reserve: dict[str, int] = field(default_factory=dict)
+    #: Tokens of the window's share kept from the per-turn tiers (:meth:`keep_share`).
+    held: int = 0
+    held_from: frozenset[str] = frozenset()
 
     @classmethod
     def open(
@@ -103,12 +106,18 @@ class Budget:
                 self.policies[name] = TierPolicy(len(self.policies))
                 self.order.append(name)
 
-    def hold(self, offered: Mapping[str, Sequence[TierItem]], late: Sequence[str]) -> None:
+    def hold(
+        self,
+        offered: Mapping[str, Sequence[TierItem]],
+        late: Sequence[str],
+        whole: Sequence[str] = (),
+    ) -> None:
         """Reserve tokens for the tiers while the window is read; ``late`` names the tiers
-        whose providers run after the window."""
+        whose providers run after the window, ``whole`` those that keep all they ask for
+        (up to their cap) wherever they rank."""
         count = self.tokenizer.count_message
         first = {n: count(block(n, items[:1])) for n, items in offered.items() if items}
-        self.reserve = _reserves(self.order, self.policies, self.tiers, first)
+        self.reserve = _reserves(self.order, self.policies, self.tiers, first, whole)
         _reserve_late(late, self.order, self.policies, self.reserve)
 
     def window_limit(self, system_tokens: int) -> int:
@@ -128,9 +137,11 @@ class Budget:
         used: int,
         over: bool,
         summary: Summary | None,
+        stepped: bool = False,
     ) -> None:
         """Book the system run and the window (``used``: their tokens together; ``over``:
-        the newest turn alone was over the limit) and what of the branch they leave out."""
+        the newest turn alone was over the limit; ``stepped``: the window advances in
+        steps) and what of the branch they leave out."""
         tiers = self.tiers
         tiers["system"].granted = tiers["system"].asked = system_tokens
         tiers["system"].items = len(system)
@@ -143,7 +154,23 @@ class Budget:
         )
         tiers["recent"].asked = leaf.branch_tokens - base
         self.report.newest_turn_over_budget = over
-        _report_uncovered(self.report, leaf, system, window, summary)
+        _report_uncovered(self.report, leaf, system, window, summary, stepped)
+
+    def keep_share(
+        self, share: int, ongoing: bool, volatile_room: int, volatile: frozenset[str]
+    ) -> None:
+        """Once a conversation is ``ongoing`` (a turn before the newest), keep what of the
+        window's ``share`` the window does not fill from the ``volatile`` tiers, all but
+        ``volatile_room`` tokens: given to a per-turn tier (recall), the room a young or a
+        stepped window leaves would be a large block that changes every turn. A
+        conversation's first turn, with nothing to cache yet, leaves them all of it."""
+        unused = share - self.tiers["recent"].granted
+        self.held = max(0, unused - volatile_room) if ongoing else 0
+        self.held_from = volatile
+
+    def room_for(self, tier: str) -> int:
+        """What the system run and the window leave for ``tier``."""
+        return self.remaining - (self.held if tier in self.held_from else 0)
 
     def grant(self, offered: Mapping[str, list[TierItem]]) -> dict[str, list[TierItem]]:
         """Grant the tiers other than the window, by priority: the items each injects."""
@@ -155,6 +182,7 @@ class Budget:
             self.remaining,
             self.tokenizer,
             self.report,
+            {name: self.held for name in self.held_from},
         )
 
     def note_summary(self, summary: Summary | None, used: bool) -> None:
@@ -210,7 +238,11 @@ def _drop(tier: str, item: TierItem, reason: str) -> dict[str, Any]:
 
 
 def _select(
-    tier: str, items: Sequence[TierItem], allow: int, tok: Tokenizer, dropped: list[dict[str, Any]]
+    tier: str,
+    items: Sequence[TierItem],
+    allow: int,
+    tok: Tokenizer,
+    dropped: list[dict[str, Any]],
 ) -> tuple[list[TierItem], int]:
     """Whole items, best first, while the block fits ``allow``; returns them and the block cost."""
     overhead = tok.count_message(block(tier, []))
@@ -260,6 +292,7 @@ def _reserves(
     policies: Mapping[str, TierPolicy],
     tiers: Mapping[str, TierReport],
     first: Mapping[str, int],
+    whole: Sequence[str] = (),
 ) -> dict[str, int]:
     """Tokens held back for each tier while the window is read: a tier ranked above the
     window keeps all it asks for (up to its cap), one below it its minimum, rounded up
@@ -274,7 +307,7 @@ def _reserves(
         cap = policies[name].cap
         minimum = policies[name].minimum
         floor = max(minimum, first.get(name, 0)) if minimum else 0
-        want = asked if above else min(floor, asked)
+        want = asked if above or name in whole else min(floor, asked)
         out[name] = want if cap is None else min(want, cap)
     return out
 
@@ -306,6 +339,7 @@ def _grant_tiers(
     remaining: int,
     tok: Tokenizer,
     report: ContextReport,
+    held: Mapping[str, int],
 ) -> dict[str, list[TierItem]]:
     chosen: dict[str, list[TierItem]] = {}
     group_left = dict(GROUP_CAPS)
@@ -317,7 +351,7 @@ def _grant_tiers(
         later = sum(reserve.get(n, 0) for n in order[i + 1 :])
         cap = policies[name].cap
         group = policies[name].group
-        allow = remaining - later
+        allow = remaining - later - held.get(name, 0)
         if cap is not None:
             allow = min(allow, cap)
         if group is not None and group in group_left:
@@ -341,6 +375,7 @@ def _report_uncovered(
     system: Sequence[Message],
     window: Sequence[Message],
     summary: Summary | None,
+    stepped: bool = False,
 ) -> None:
     """Name the messages of the branch neither in the window nor under the summary."""
     start_depth = len(system) if summary is None else summary.up_to_depth + 1
@@ -355,10 +390,14 @@ def _report_uncovered(
         end_tokens = oldest.branch_tokens - oldest.token_count
         end_id = oldest.parent_id or ""
     if end_depth >= start_depth and end_id:
+        reason = "over budget"
+        if stepped:
+            # The whole turns before the window's current step, so that its start stays put.
+            reason = "before the window's step (it advances in whole turns to stay cacheable)"
         report.dropped.append(
             {
                 "tier": "recent",
-                "reason": "over budget"
+                "reason": reason
                 + ("" if summary is None else " (newer than the summary; compaction pending)"),
                 "range": {"from_depth": start_depth, "to_depth": end_depth, "to_id": end_id},
                 "messages": end_depth - start_depth + 1,

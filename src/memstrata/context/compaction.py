@@ -53,27 +53,34 @@ def prepare_compaction(
     leaf_id: str | None = None,
     window: int = DEFAULT_WINDOW,
     min_tokens: int = MIN_NEW_TOKENS,
+    keep_from: int | None = None,
 ) -> Op[CompactionPlan]:
-    """The messages older than the last ``window`` that the current summary does not cover."""
+    """The messages older than the last ``window`` that the current summary does not cover;
+    with ``keep_from`` (a point of the branch in cumulative tokens: where a window that
+    advances in steps starts next), the whole turns that start before it instead, however
+    few (a step is ``min_tokens`` long at least, less the turn it cuts into)."""
     found = yield from resolve_leaf(scope, conversation_id, leaf_id)
     if found is None:
         return CompactionPlan(conversation_id, None, None, [], "the conversation is empty")
     leaf = found.message
     previous = yield from summary_for(conversation_id, leaf)
     start = 0 if previous is None else previous.up_to_depth + 1
-    if leaf.depth - start + 1 <= window:
+    if keep_from is None and leaf.depth - start + 1 <= window:
         return CompactionPlan(
             conversation_id, leaf.id, previous, [], "nothing older than the window"
         )
     rows = yield from branch_chunk(conversation_id, leaf.id, leaf.depth - start + 1)
     path = [to_message(r) for r in reversed(rows)]
-    body = path[: len(path) - window]
+    if keep_from is None:
+        body = path[: len(path) - window]
+    else:
+        body = [m for m in path if m.branch_tokens - m.token_count < keep_from][: len(path) - 1]
     # Never end the covered slice inside a turn: the window starts at a user message.
     while body and len(body) < len(path) and path[len(body)].role is not Role.USER:
         body.pop()
     body = [m for m in body if m.status is not Status.PENDING]
     new_tokens = sum(m.token_count for m in body)
-    if new_tokens < min_tokens:
+    if new_tokens < (min_tokens if keep_from is None else 1):
         return CompactionPlan(
             conversation_id, leaf.id, previous, [], f"only {new_tokens} new tokens (< {min_tokens})"
         )

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from memstrata.context.assemble import Settings
+from memstrata.context.layout import DEFAULT_LAYOUT, Layout
 from memstrata.context.tiers import TierPolicy, TierProvider
-from memstrata.context.windows import DEFAULT_WINDOW
+from memstrata.context.windows import DEFAULT_LOW_WATER, DEFAULT_VOLATILE_ROOM, DEFAULT_WINDOW
 from memstrata.encoding import to_json
 from memstrata.jobs.ops import Job
 from memstrata.llm import LLM
@@ -68,6 +69,9 @@ class ContextKit:
         self.debounce_s = 2.0
         self.max_wait_s = 30.0
         self.auto_compact = True
+        self.layout: Layout = DEFAULT_LAYOUT
+        self.low_water = DEFAULT_LOW_WATER
+        self.volatile_room = DEFAULT_VOLATILE_ROOM
         self.providers: list[TierProvider] = []
         self.policies: dict[str, TierPolicy] = {}
         self.hooks: list[PreCompactionHook] = []
@@ -104,6 +108,9 @@ class ContextKit:
             providers=list(self.providers),
             window=self.window,
             threshold=self.threshold,
+            layout=self.layout,
+            low_water=self.low_water,
+            volatile_room=self.volatile_room,
         )
 
 
@@ -112,4 +119,8 @@ def compact_job(job: Job, memory: Any) -> None:
     if job.conversation_id is None or job.user is None:
         return
     scope = Scope(job.tenant, job.user, job.agent)
-    memory.compact(scope, job.conversation_id, leaf_id=job.payload.get("leaf_id"))
+    leaf_id, keep_from = job.payload.get("leaf_id"), job.payload.get("keep_from")
+    if keep_from is None:
+        memory.compact(scope, job.conversation_id, leaf_id=leaf_id)
+    else:  # a context of the cache layout asked: its window's next step
+        memory.compaction.run(scope, job.conversation_id, leaf_id=leaf_id, keep_from=keep_from)

@@ -5,11 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from memstrata.context.prefix import Fingerprint
+from memstrata.context.providers import to_anthropic
 from memstrata.context.tiers import TierItem
 from memstrata.encoding import to_json
 from memstrata.types import Message
 
-__all__ = ["Context", "ContextReport", "TierReport"]
+__all__ = ["CacheReport", "Context", "ContextReport", "TierReport"]
 
 
 @dataclass(slots=True)
@@ -22,6 +24,23 @@ class TierReport:
     # Recall only: the caller's messages not yet searchable by meaning when the context
     # was assembled (past the read's catch-up bound; found by keywords meanwhile).
     pending: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return to_json(self)
+
+
+@dataclass(slots=True)
+class CacheReport:
+    """What of a context a provider's prompt cache can serve.
+
+    ``prefix_tokens``: the tokens of the leading whole messages identical to the previous
+    context of the same branch (0 on the first); ``breakpoint``: the index in
+    ``Context.messages`` of the last message of the stable part (None: nothing is stable),
+    where a cache marker goes (see :meth:`Context.to_anthropic`).
+    """
+
+    prefix_tokens: int = 0
+    breakpoint: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return to_json(self)
@@ -48,6 +67,9 @@ class ContextReport:
     covered_up_to: str | None = None
     compaction_due: bool = False
     hash: str = ""
+    cache: CacheReport = field(default_factory=CacheReport)
+    #: The order of the messages (:mod:`memstrata.context.layout`).
+    layout: str = "cache"
 
     def to_dict(self) -> dict[str, Any]:
         return to_json(self)
@@ -65,6 +87,21 @@ class Context:
     injected: dict[str, list[TierItem]] = field(default_factory=dict)
     # The id of the context record when the assembly was recorded (prompt provenance).
     context_id: str | None = None
+    # The hash chain of ``messages`` (compared with the branch's next context), not sent.
+    fingerprint: Fingerprint | None = field(default=None, repr=False, compare=False)
+    # Under the cache layout, where the compaction it asks for should stop (a point of the
+    # branch in cumulative tokens: the window's next step), so both change the prefix at once.
+    compact_before: int | None = field(default=None, repr=False, compare=False)
+
+    def to_openai(self) -> list[dict[str, Any]]:
+        """OpenAI chat-completion messages, in the stable order (a copy of ``messages``).
+        OpenAI caches a repeated prefix by itself; nothing marks it."""
+        return [dict(m) for m in self.messages]
+
+    def to_anthropic(self) -> dict[str, Any]:
+        """``{"system": [...], "messages": [...]}`` for Anthropic's Messages API, with
+        ``cache_control: {"type": "ephemeral"}`` on the stable part's last block."""
+        return to_anthropic(self.messages, self.report.cache.breakpoint)
 
     def to_dict(self) -> dict[str, Any]:
         return to_json(self)

@@ -73,6 +73,11 @@ class History:
         return to_json(self)
 
 
+def _starts(message: Message) -> int:
+    """Where the message starts on its branch, in cumulative stored tokens."""
+    return message.branch_tokens - message.token_count
+
+
 class HistoryPlanner:
     """Chooses the turns to keep while the branch is read newest first.
 
@@ -88,8 +93,12 @@ class HistoryPlanner:
         max_tokens: int | None,
         max_messages: int | None,
         count: Callable[[Message], int],
+        from_position: int | None = None,
     ) -> None:
         self._count = count
+        # Turns starting before this point of the branch (its cumulative stored tokens) are
+        # left out whole, once a turn is kept: a window that advances in steps.
+        self._from = from_position
         self._system = system
         self._floor = len(system)
         self._max_tokens = max_tokens
@@ -112,6 +121,10 @@ class HistoryPlanner:
                 break
             if message.status is Status.PENDING:
                 continue
+            if self._from is not None and self._kept and _starts(message) < self._from:
+                self._turn, self._turn_tokens = [], 0  # its user message is before the step
+                self.truncated = self.done = True
+                break
             self._turn.append(message)
             self._turn_tokens += self._count(message)
             if message.role is Role.USER:

@@ -129,6 +129,7 @@ def _context(ctx: MemoryContext) -> Result:
             "dropped": len(r.dropped),
             "newest_turn_over_budget": r.newest_turn_over_budget,
             "leaf_id": r.leaf_id,
+            "cache": r.cache.to_dict(),
         },
     }
 
@@ -270,10 +271,18 @@ class MemoryTools:
             ),
         ] = False,
         as_of: Annotated[str | None, AS_OF] = None,
+        layout: Annotated[
+            Literal["cache", "classic"] | None,
+            Field(
+                description="Message order: cache (a stable prefix providers can cache, "
+                "volatile blocks last; the default) or classic (every block before the window)."
+            ),
+        ] = None,
     ) -> Result:
         """Messages ready for the next model call under one token budget: recent turns plus
         the summary, remembered facts, profile, working memory and recalled past messages;
-        the report gives the tokens each part took and how many items were dropped."""
+        the report gives the tokens each part took, how many items were dropped, and what a
+        provider's prompt cache can serve (cache.prefix_tokens, cache.breakpoint)."""
         c = await self._mem.context(
             self._scope_of(ctx),
             conversation_id,
@@ -281,6 +290,7 @@ class MemoryTools:
             query=query,
             record=record or None,
             as_of=as_of,
+            layout=layout,
         )
         out = _context(c)
         if c.context_id is not None:

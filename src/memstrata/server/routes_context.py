@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, Response
 from pydantic import BaseModel, ConfigDict, Field
@@ -47,6 +47,13 @@ class ContextIn(BaseModel):
         "(true then, as known then; messages created by then). The window is the branch "
         "ending at leaf_id.",
     )
+    layout: Literal["cache", "classic"] | None = Field(
+        default=None,
+        description="The order of the messages: `cache` (volatile blocks after the window's "
+        "stable part, a window that advances in steps, so providers can cache the prefix) or "
+        "`classic` (every injected block before a sliding window). Default: the server's "
+        "MEMSTRATA_CONTEXT_LAYOUT setting (`cache`).",
+    )
 
 
 class SummaryAnswer(BaseModel):
@@ -81,6 +88,7 @@ async def context(mem: Mem, scope: CallerScope, cid: str, body: ContextIn) -> Re
         task=body.task,
         record=body.record,
         as_of=body.as_of,
+        layout=body.layout,
     )
     return JSONResponse(ContextOut.encode(ctx))
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from memstrata.storage.branch_tables import FILL_FORKS, FORK_TABLES
 from memstrata.storage.positions import FILL_POSITIONS, POSITION_COLUMNS, RAISE_LAST_POSITION
+from memstrata.storage.prefix_tables import PREFIX_TABLES
 from memstrata.storage.tables import (
     CORE_TABLES,
     GRAPH_TABLES,
@@ -284,6 +285,12 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
             "profile sections: a rewrite keeps the version it replaced (valid_to, "
             "superseded_at), so as_of and known_at read sections too",
             render(dialect, PROFILE_VERSIONS),
+        ),
+        Migration(
+            23,
+            "context prefixes: each conversation's latest context as a hash chain, so the next "
+            "one reports how much a provider's prompt cache can serve",
+            render(dialect, PREFIX_TABLES),
         ),
         Migration(
             24,

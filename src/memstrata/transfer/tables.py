@@ -387,6 +387,7 @@ DERIVED: dict[str, str] = {
     "usage_daily": "daily totals of usage_events, for budgets",
     "usage_budgets": "the operator's settings, not a user's data",
     "deletion_receipts": "records of deletions (ids and counts), kept by the tenant",
+    "context_prefixes": "hashes of each conversation's latest context, remade by the next one",
 }
 
 

@@ -10,11 +10,18 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from memstrata.context import Context, ContextReport, Summary, TierReport
+from memstrata.context import CacheReport, Context, ContextReport, Summary, TierReport
 from memstrata.context.kit import CompactionResult
 from memstrata.wire._codec import Attr, OmitNone, Wire
 
-__all__ = ["CompactionOut", "ContextOut", "ContextReportOut", "SummaryOut", "TierReportOut"]
+__all__ = [
+    "CacheReportOut",
+    "CompactionOut",
+    "ContextOut",
+    "ContextReportOut",
+    "SummaryOut",
+    "TierReportOut",
+]
 
 
 class TierReportOut(Wire):
@@ -34,6 +41,19 @@ class TierReportOut(Wire):
     ] = None
 
 
+class CacheReportOut(Wire):
+    __domain__ = CacheReport
+
+    prefix_tokens: int = Field(
+        description="Tokens of the leading whole messages identical to the previous context "
+        "of the same branch (0 on the first): what a provider's prompt cache can serve."
+    )
+    breakpoint: int | None = Field(
+        description="Index in `messages` of the last message of the stable part (null: none), "
+        "where a cache marker goes (Anthropic's `cache_control`)."
+    )
+
+
 class ContextReportOut(Wire):
     __domain__ = ContextReport
 
@@ -49,6 +69,8 @@ class ContextReportOut(Wire):
     covered_up_to: str | None
     compaction_due: bool
     hash: str
+    cache: CacheReportOut
+    layout: str = Field(description="The order of the messages: `cache` or `classic`.")
 
 
 class ContextOut(Wire):

@@ -16,6 +16,7 @@ CANONICAL: tuple[type[Wire], ...] = (
     conversations.ConversationOut,
     conversations.HistoryOut,
     context.TierReportOut,
+    context.CacheReportOut,
     context.ContextReportOut,
     context.ContextOut,
     context.SummaryOut,

@@ -1,0 +1,123 @@
+"""How much of a context repeats the previous context of its branch (its cacheable prefix).
+
+A context's *fingerprint* is a hash chain over its messages: entry ``i`` holds the
+tokens of messages ``0..i`` and a hash of their canonical JSON, so two renderings
+share a prefix of ``i + 1`` whole messages exactly when their ``i``-th hashes agree.
+One fingerprint is kept per conversation (``context_prefixes``, migration 23: a few bytes per
+message, no text), so every server process and worker compares against the same
+previous context; the row is replaced by each context and goes with the conversation
+or with any of its messages.
+
+"The previous context of the same branch" is the stored one when its leaf is on the
+branch as far as the new context shows it (the system run, the window, the leaf);
+otherwise there is none and ``prefix_tokens`` is 0.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from memstrata.runtime import Runtime
+from memstrata.storage.plan import Exec, Op, Query
+from memstrata.storage.sql import placeholders
+from memstrata.types import Scope
+
+__all__ = [
+    "Fingerprint",
+    "common_prefix",
+    "fingerprint",
+    "forget_conversations",
+    "forget_messages",
+    "remember",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Fingerprint:
+    """``chain[i]`` is (tokens of messages 0..i, hash of messages 0..i)."""
+
+    leaf_id: str
+    encoding: str
+    chain: tuple[tuple[int, str], ...]
+
+    def dumps(self) -> str:
+        return json.dumps([list(link) for link in self.chain], separators=(",", ":"))
+
+
+def fingerprint(
+    leaf_id: str, encoding: str, messages: Sequence[dict[str, Any]], tokens: Sequence[int]
+) -> Fingerprint:
+    chain: list[tuple[int, str]] = []
+    h = hashlib.sha256()
+    total = 0
+    for message, n in zip(messages, tokens, strict=True):
+        h.update(json.dumps(message, ensure_ascii=False, sort_keys=True).encode())
+        h.update(b"\x1e")  # a message boundary, so two splits of one text differ
+        total += n
+        chain.append((total, h.copy().hexdigest()[:16]))
+    return Fingerprint(leaf_id, encoding, tuple(chain))
+
+
+def common_prefix(old: Sequence[Sequence[Any]], new: Sequence[Sequence[Any]]) -> int:
+    """The tokens of the longest run of leading messages the two chains share."""
+    lo, hi = 0, min(len(old), len(new))
+    # The chains agree up to some index and differ from then on: binary search it.
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if old[mid - 1][1] == new[mid - 1][1]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return int(new[lo - 1][0]) if lo else 0
+
+
+def remember(
+    rt: Runtime,
+    scope: Scope,
+    conversation_id: str,
+    fp: Fingerprint,
+    on_branch: frozenset[str],
+) -> Op[int]:
+    """Compare ``fp`` with the conversation's previous context and keep it in its place;
+    returns the tokens they share (0 with none on this branch or another tokenizer)."""
+    rows = yield Query(
+        "SELECT leaf_id, encoding, chain FROM context_prefixes "
+        "WHERE tenant_id = ? AND conversation_id = ?",
+        (scope.tenant, conversation_id),
+    )
+    shared = 0
+    old: list[list[Any]] | None = None
+    if rows:
+        leaf_id, encoding, chain = rows[0]
+        old = json.loads(chain)
+        if leaf_id in on_branch and encoding == fp.encoding:
+            shared = common_prefix(old, fp.chain)
+    if old is not None and rows[0][0] == fp.leaf_id and old == [list(c) for c in fp.chain]:
+        return shared  # the same context again: nothing to write
+    yield Exec(
+        "INSERT INTO context_prefixes "
+        "(tenant_id, conversation_id, leaf_id, encoding, chain, updated_at) "
+        "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (tenant_id, conversation_id) DO UPDATE SET "
+        "leaf_id = excluded.leaf_id, encoding = excluded.encoding, chain = excluded.chain, "
+        "updated_at = excluded.updated_at",
+        (scope.tenant, conversation_id, fp.leaf_id, fp.encoding, fp.dumps(), rt.clock()),
+    )
+    return shared
+
+
+def forget_conversations(ids: Sequence[str]) -> Op[None]:
+    """Cascade step: the fingerprints of deleted conversations."""
+    yield Exec(
+        f"DELETE FROM context_prefixes WHERE conversation_id IN ({placeholders(len(ids))})",
+        list(ids),
+    )
+
+
+def forget_messages(conversation_id: str, ids: Sequence[str]) -> Op[None]:
+    """Cascade step: a conversation that loses messages loses its fingerprint (it hashed them)."""
+    del ids
+    yield Exec("DELETE FROM context_prefixes WHERE conversation_id = ?", (conversation_id,))
