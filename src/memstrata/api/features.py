@@ -51,6 +51,7 @@ class Feature:
 
 def _jobs(core: Core) -> None:
     core.rt.cascade.on_conversation_delete(jobs_ops.delete_for_conversations)
+    core.rt.cascade.on_messages_delete(jobs_ops.delete_for_messages)
     core.rt.cascade.on_user_delete(jobs_ops.delete_for_user)
 
 

@@ -485,6 +485,33 @@ def delete_for_conversations(ids: Sequence[str]) -> Op[None]:
     yield Exec(f"DELETE FROM jobs WHERE conversation_id IN ({placeholders(len(ids))})", ids)
 
 
+def delete_for_messages(conversation_id: str, ids: Sequence[str]) -> Op[None]:
+    """Cascade step: a queued job whose payload names a deleted message (a compaction or an
+    extraction up to that leaf) has nothing left to do, and would keep the id; it goes. A
+    running job finishes or fails on its own (its leaf is gone)."""
+    rows = yield Query(
+        "SELECT id, payload FROM jobs WHERE conversation_id = ? AND status = 'queued' "
+        "AND payload IS NOT NULL",
+        (conversation_id,),
+    )
+    gone = set(ids)
+    doomed = [jid for jid, payload in rows if gone.intersection(_strings(json.loads(payload)))]
+    for start in range(0, len(doomed), 500):
+        batch = doomed[start : start + 500]
+        yield Exec(f"DELETE FROM jobs WHERE id IN ({placeholders(len(batch))})", batch)
+
+
+def _strings(value: Any) -> set[str]:
+    """Every string inside a decoded JSON payload."""
+    if isinstance(value, str):
+        return {value}
+    if isinstance(value, dict):
+        return set().union(*(_strings(v) for v in value.values()))
+    if isinstance(value, list):
+        return set().union(*(_strings(v) for v in value))
+    return set()
+
+
 def delete_for_user(tenant: str, user: str) -> Op[None]:
     """Cascade step: a deleted user's jobs go with the user."""
     yield Exec("DELETE FROM jobs WHERE tenant_id = ? AND user_id = ?", (tenant, user))

@@ -252,7 +252,7 @@ RECALL_TABLES = (
 # Migration 25: only the rows still waiting for a vector (few, normally), so a read finds
 # its owner's newest ones and counts them without visiting the embedded rest.
 RECALL_WAITING = (
-    "CREATE INDEX recall_docs_waiting ON recall_docs (tenant_id, user_id, agent_id, seq) "
+    "CREATE INDEX IF NOT EXISTS recall_docs_waiting ON recall_docs (tenant_id, user_id, agent_id, seq) "
     "WHERE embedder IS NULL"
 )
 RECALL_KEYWORDS = {
