@@ -734,10 +734,19 @@ def test_search_shows_each_hits_rank_and_opens_its_conversation_there(ui: UI, se
     assert focused.get_attribute("data-viewed") == "true"
     assert _query(ui.page)["focus"] == [first["id"]]
 
-    # A hit on a branch that is not the active one opens that branch.
+    # Search keeps to each conversation's active branch: the edited-away question is
+    # not found, until "all branches" is ticked; then its hit opens that branch.
     ui.go("/search?q=pu-erh")
+    expect(ui.page.get_by_test_id("search-results")).to_contain_text("Nothing")
+    ui.page.get_by_test_id("search-branches").check()
+    ui.page.get_by_test_id("search-go").click()
+    ui.page.wait_for_url(re.compile(r"branches=all"))
     hits.first.wait_for()
-    found = served.api("POST", "/v1/recall/search", json={"query": "pu-erh", "k": 10})["hits"]
+    found = served.api(
+        "POST",
+        "/v1/recall/search",
+        json={"query": "pu-erh", "k": 10, "include_other_branches": True},
+    )["hits"]
     assert found[0]["message"]["id"] == s.ids["edit"]
     hits.first.get_by_test_id("hit-link").click()
     expect(ui.page.locator("[data-testid=tree-node].focus")).to_be_visible()

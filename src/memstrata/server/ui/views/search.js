@@ -76,6 +76,13 @@ export async function searchView(route, ctx) {
     { id: "search-k", "data-testid": "search-k" },
     SIZES.map((n) => h("option", { value: String(n), selected: n === k }, String(n))),
   );
+  const everyBranch = route.query.branches === "all";
+  const branches = h("input", {
+    id: "search-branches",
+    type: "checkbox",
+    checked: everyBranch,
+    "data-testid": "search-branches",
+  });
   const results = h("div", { "data-testid": "search-results" });
   const form = h(
     "form",
@@ -84,19 +91,26 @@ export async function searchView(route, ctx) {
       role: "search",
       onsubmit: (event) => {
         event.preventDefault();
-        ctx.go("/search", { q: input.value.trim(), k: size.value === "10" ? "" : size.value });
+        ctx.go("/search", {
+          q: input.value.trim(),
+          k: size.value === "10" ? "" : size.value,
+          branches: branches.checked ? "all" : "",
+        });
       },
     },
     h("label", { for: "search-q" }, "Search"),
     input,
     h("label", { for: "search-k" }, "Hits"),
     size,
+    // Only the active branch of each conversation by default (answers regenerated or
+    // edited away stay out); this brings the other branches in too.
+    h("label", { for: "search-branches", title: "also answers regenerated or edited away" }, branches, " all branches"),
     h("button", { type: "submit", "data-testid": "search-go" }, "Search"),
   );
   if (q) {
     try {
       const [found, convs] = await Promise.all([
-        api.post("/v1/recall/search", { query: q, k }),
+        api.post("/v1/recall/search", { query: q, k, include_other_branches: everyBranch }),
         api.get("/v1/conversations", { limit: 500 }),
       ]);
       const titles = new Map(convs.items.map((c) => [c.id, c.title]));
