@@ -783,11 +783,11 @@ class RestIsolation(RuleBasedStateMachine):
             expect = {200} if self.msg_ok(mid, cid, who) else {404}
             self.call(who, "GET", f"{base}/messages/{mid}", expect=expect)
             # By id alone: found in its owner's scope only, wherever it is.
-            owner, at = self.msgs[mid]
-            found = owner == who.scope and self.live(at, who.scope)
+            owner, home = self.msgs[mid]
+            found = owner == who.scope and self.live(home, who.scope)
             r = self.call(who, "GET", f"/v1/messages/{mid}", expect={200} if found else {404})
             if r.status_code == 200:
-                assert r.json()["conversation_id"] == at, r.text
+                assert r.json()["conversation_id"] == home, r.text
         expect = {200} if self.msg_ok(mid, cid, actor) else {404}
         r = self.call(actor, "GET", f"{base}/history", params={"leaf_id": mid}, expect=expect)
         if r.status_code == 200:
