@@ -16,15 +16,15 @@ from memstrata.errors import InvalidInput
 DATA = {
     "about": "a small set for the tests",
     "memories": [
-        ["My cat Pixel is a Maine Coon.", "I grew up near Porto."],
-        ["I sing bass in a choir.", "My dentist appointment is on Tuesday."],
+        ["My dog Juniper is a border collie.", "I was raised on a farm outside Cork."],
+        ["I play the cello in an orchestra.", "My manager is Priya."],
     ],
     "related": [
-        {"q": "What kind of cat do I have?", "a": "maine coon"},
-        {"q": "Where did I grow up?", "a": ["porto", "lisbon"]},
-        {"q": "What part do I sing?", "a": "bass"},
+        {"q": "What breed is my dog?", "a": "border collie"},
+        {"q": "Where did I spend my childhood?", "a": ["cork", "galway"]},
+        {"q": "Which instrument do I play?", "a": "cello"},
     ],
-    "unrelated": ["Who painted the Mona Lisa?", "What does HTTP status 418 mean?"],
+    "unrelated": ["Who wrote the Odyssey?", "What is the boiling point of water at sea level?"],
 }
 
 
@@ -35,14 +35,14 @@ def _write(tmp_path: Path, data: object) -> Path:
 
 
 def test_score_needs_the_answer_outside_the_question() -> None:
-    q = "Where is the maine coon from?"
-    assert not rn.score_related([{"content": q}], q, ["maine coon"])
+    q = "Where does the border collie come from?"
+    assert not rn.score_related([{"content": q}], q, ["border collie"])
     assert rn.score_related(
-        [{"content": "<recalled>My cat is a Maine Coon</recalled>"}, {"content": q}],
+        [{"content": "<recalled>My dog is a Border Collie</recalled>"}, {"content": q}],
         q,
-        ["maine coon"],
+        ["border collie"],
     )
-    assert rn.score_related([{"content": "lisbon"}, {"content": q}], q, ["porto", "lisbon"])
+    assert rn.score_related([{"content": "galway"}, {"content": q}], q, ["cork", "galway"])
 
 
 def test_the_benchmark_runs_both_passes(tmp_path: Path) -> None:

@@ -23,14 +23,14 @@ from memstrata.recall.text import analyse_query
 from memstrata.testing.conformance import fresh_scope
 
 NOTES = [
-    "My cat Pixel is a Maine Coon and weighs almost nine kilos.",
-    "I grew up in a small town near Porto.",
-    "My partner Sam is a nurse who works night shifts.",
-    "I broke my left wrist skiing in 2021.",
-    "I ride a black Brompton folding bike to work.",
-    "I'm saving for a trip to Patagonia next winter.",
-    "My team lead is Tomasz and he hates long meetings.",
-    "I sing bass in a choir that rehearses on Wednesdays.",
+    "My dog Juniper is a border collie who herds the neighbours' ducks.",
+    "I was raised on a farm outside Cork.",
+    "My husband Theo teaches chemistry at a secondary school.",
+    "I tore a ligament in my right knee playing football last year.",
+    "I drive an old green Volvo estate.",
+    "I'm putting money aside for a sailing holiday in Croatia.",
+    "My manager is Priya and she likes written status updates.",
+    "I play the cello in an amateur orchestra on Thursdays.",
 ]
 ACK = "Got it, I'll remember that."
 
@@ -129,9 +129,9 @@ def test_a_strong_query_is_unchanged_by_the_new_paths() -> None:
 @pytest.mark.parametrize(
     ("text", "personal"),
     [
-        ("What kind of cat do I have?", True),
-        ("Which web framework powers our API?", True),
-        ("Who painted the Mona Lisa?", False),
+        ("What breed is my dog?", True),
+        ("Which database do we run in production?", True),
+        ("Who wrote the Odyssey?", False),
         ("Is Sydney the capital of Australia?", False),
     ],
 )
@@ -145,11 +145,11 @@ def test_first_person_queries_are_recognised(text: str, personal: bool) -> None:
 @pytest.mark.parametrize(
     ("question", "answer"),
     [
-        ("What kind of cat do I have?", "Maine Coon"),
-        ("Where did I grow up?", "Porto"),
-        ("Which bone did I fracture?", "wrist"),
-        ("Who leads my team?", "Tomasz"),
-        ("What part do I sing?", "bass"),
+        ("What breed is my dog?", "border collie"),
+        ("Where did I spend my childhood?", "Cork"),
+        ("Which joint did I injure?", "knee"),
+        ("Who is my boss?", "Priya"),
+        ("Which instrument do I play?", "cello"),
     ],
 )
 def test_natural_questions_bring_back_the_statement(
@@ -163,7 +163,7 @@ def test_natural_questions_bring_back_the_statement(
 
 
 @pytest.mark.parametrize(
-    "question", ["Who painted the Mona Lisa?", "What does HTTP status 418 mean?"]
+    "question", ["Who wrote the Odyssey?", "What is the boiling point of water at sea level?"]
 )
 def test_unrelated_questions_bring_nothing(real: Memory, question: str) -> None:
     scope = fresh_scope()
@@ -181,7 +181,7 @@ def test_natural_questions_are_answered_right_after_they_were_written(real: Memo
     scope = fresh_scope()
     _notes(real, scope)
     assert real.recall.pending(scope) == len(NOTES) * 2
-    hits = real.recall.search(scope, "Where did I grow up?", k=3)
-    assert "Porto" in hits[0].message.content
+    hits = real.recall.search(scope, "Which joint did I injure?", k=3)
+    assert "knee" in hits[0].message.content
     assert hits.pending == 0
     assert real.recall.pending(scope) == 0

@@ -10,9 +10,9 @@ from memstrata import Memory
 pytestmark = pytest.mark.anyio
 
 NOTES = [
-    "I grew up in a small town near Porto.",
-    "My partner Sam is a nurse who works night shifts.",
-    "I broke my left wrist skiing in 2021.",
+    "I was raised on a farm outside Cork.",
+    "My husband Theo teaches chemistry at a secondary school.",
+    "I tore a ligament in my right knee playing football last year.",
 ]
 
 
@@ -28,7 +28,7 @@ async def test_read_your_writes_by_meaning(client, keys, auth) -> None:  # type:
         assert r.status_code == 201, r.text
     # No word of the question is in the note: only its meaning finds it.
     r = await client.post(
-        "/v1/recall/search", json={"query": "Which bone did I fracture?", "k": 1}, headers=h
+        "/v1/recall/search", json={"query": "Which joint did I injure?", "k": 1}, headers=h
     )
     assert r.status_code == 200, r.text
     body = r.json()
@@ -38,7 +38,7 @@ async def test_read_your_writes_by_meaning(client, keys, auth) -> None:  # type:
     conv = (await client.post("/v1/conversations", json={"title": "now"}, headers=h)).json()
     await client.post(
         f"/v1/conversations/{conv['id']}/messages",
-        json={"role": "user", "content": "Where did I grow up?"},
+        json={"role": "user", "content": "Where did I spend my childhood?"},
         headers=h,
     )
     r = await client.post(
@@ -46,7 +46,7 @@ async def test_read_your_writes_by_meaning(client, keys, auth) -> None:  # type:
     )
     assert r.status_code == 200, r.text
     ctx = r.json()
-    assert "Porto" in " ".join(str(m["content"]) for m in ctx["messages"][:-1])
+    assert "Cork" in " ".join(str(m["content"]) for m in ctx["messages"][:-1])
     assert ctx["report"]["tiers"]["recall"]["pending"] == 0
 
 

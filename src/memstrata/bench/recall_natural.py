@@ -3,9 +3,9 @@ said, when they ask for it in their own words?
 
 The data file (JSON) holds one user's past conversations and questions asked later::
 
-    {"memories": [["My cat Pixel is a Maine Coon.", ...], ...],   # one list per conversation
-     "related": [{"q": "What kind of cat do I have?", "a": "maine coon"}, ...],
-     "unrelated": ["Who painted the Mona Lisa?", ...]}
+    {"memories": [["My dog Juniper is a border collie.", ...], ...],   # one list per conversation
+     "related": [{"q": "What breed is my dog?", "a": "border collie"}, ...],
+     "unrelated": ["Who wrote the Odyssey?", ...]}
 
 Each memory is a user message answered by a short acknowledgement. Every question is
 asked in a new conversation of that user (its only message) and ``mem.context`` is

@@ -21,14 +21,14 @@ the same topic (the other half of an exchange, a later mention), an unrelated on
 A candidate that *stands out* is admitted however weak the query looks: its cosine is
 at least ``standout_cosine`` and lies ``standout_floor`` above the query's background
 in the scope (:func:`memstrata.recall.relevance.background`). A store of unrelated
-notes answers "What kind of cat do I have?" with one note far above the rest (cosine
+notes answers "What breed is my dog?" with one note far above the rest (a cosine
 0.49, background 0.07), well below the floor that keeps a chat about other people
 out; in such a chat no message stands out that far (the 99th percentile is 0.19 on
 LoCoMo dev, asked of another conversation). At most ``standout_k`` come in that way.
 
-A query in the first person ("Should I order wine for myself at dinner?") asks about
+A query in the first person ("Can I have a beer with dinner?") asks about
 the user's own life or work, which a past statement of theirs usually answers in other
-words ("I stopped drinking alcohol in January.": cosine 0.28, below every floor above).
+words ("I gave up drinking last spring.": a cosine near 0.3, below every floor above).
 When such a query's best match has a cosine of at least ``personal_cosine`` and stands
 ``personal_standout`` above the background, its best ``personal_k`` ranked candidates
 with a cosine of at least ``personal_companion`` come in: a few lines of memory at

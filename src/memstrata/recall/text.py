@@ -246,7 +246,7 @@ class QueryInfo:
     personal: bool = False
 
 
-#: A query in the first person ("What kind of cat do I have?", "Which framework powers
+#: A query in the first person ("What breed is my dog?", "Which framework powers
 #: our API?") is about the user's own life or work, which their own past messages
 #: answer; English forms only (other languages get the general gate).
 _FIRST_PERSON = re.compile(
