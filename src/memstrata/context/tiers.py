@@ -29,6 +29,7 @@ __all__ = [
     "BLOCK_TAGS",
     "DEFAULT_ORDER",
     "GROUP_CAPS",
+    "GROUP_LEADS",
     "MESSAGE_ORDER",
     "TierItem",
     "TierPolicy",
@@ -161,6 +162,11 @@ class TierPolicy:
 #: Caps shared by several tiers. ``memory``: the profile and facts blocks together stay
 #: within 2000 tokens, DeerFlow's one budget for its injected ``<memory>`` (profile + facts).
 GROUP_CAPS: Mapping[str, int] = {"memory": 2000}
+#: The tier a group serves first. ``memory``: the profile, as DeerFlow injects it before
+#: the facts; the facts are still granted before it (so that profile lines a granted fact
+#: carries are left out), but only from what the profile's ask leaves of the group, and
+#: never below their own ``minimum`` (500 by default: a quarter of the group).
+GROUP_LEADS: Mapping[str, str] = {"memory": "profile"}
 
 
 def default_policies() -> dict[str, TierPolicy]:
