@@ -10,8 +10,14 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from memstrata.context import CacheReport, Context, ContextReport, Summary, TierReport
-from memstrata.context.kit import CompactionResult
+from memstrata.domain.context import (
+    CacheReport,
+    CompactionResult,
+    Context,
+    ContextReport,
+    Summary,
+    TierReport,
+)
 from memstrata.wire._codec import Attr, OmitNone, Wire
 
 __all__ = [

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, Field
 from pydantic.json_schema import SkipJsonSchema
 
-from memstrata.jobs.ops import Job
+from memstrata.domain.jobs import Job
 from memstrata.wire._codec import Wire
 
 __all__ = ["JobOut", "JobPage"]

@@ -7,7 +7,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, Field
 
-from memstrata.longterm.model import Fact, FactEvent, FactSource, ProfileSection
+from memstrata.domain.longterm import Fact, FactEvent, FactSource, ProfileSection
 from memstrata.wire._codec import OmitNone, Wire
 
 __all__ = [

@@ -8,7 +8,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
-from memstrata.state import Checkpoint, Format, Iteration, PlanDoc, RunSnapshot, WorkingMemory
+from memstrata.domain.state import (
+    Checkpoint,
+    Format,
+    Iteration,
+    PlanDoc,
+    RunSnapshot,
+    WorkingMemory,
+)
 from memstrata.wire._codec import Derived, Wire
 
 __all__ = ["CheckpointOut", "IterationOut", "PlanOut", "SnapshotOut", "WorkingMemoryOut"]
