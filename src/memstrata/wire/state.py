@@ -1,12 +1,11 @@
-"""Wire models of agent state: plan, iterations, run snapshots, checkpoints, working memory.
-
-Their routes publish no response schema; these models are the shapes all the same.
-"""
+"""Wire models of agent state: plan, iterations, run snapshots, checkpoints, working memory."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Annotated, Any
+
+from pydantic import BaseModel
 
 from memstrata.domain.state import (
     Checkpoint,
@@ -18,7 +17,14 @@ from memstrata.domain.state import (
 )
 from memstrata.wire._codec import Derived, Wire
 
-__all__ = ["CheckpointOut", "IterationOut", "PlanOut", "SnapshotOut", "WorkingMemoryOut"]
+__all__ = [
+    "CheckpointOut",
+    "IterationOut",
+    "IterationPage",
+    "PlanOut",
+    "SnapshotOut",
+    "WorkingMemoryOut",
+]
 
 
 class PlanOut(Wire):
@@ -41,6 +47,11 @@ class IterationOut(Wire):
     error: str | None
     detail: dict[str, Any]
     created_at: datetime
+
+
+class IterationPage(BaseModel):
+    items: list[IterationOut]
+    next_cursor: str | None
 
 
 class CheckpointOut(Wire):
