@@ -17,7 +17,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from memstrata.context.report import ContextReport, TierReport
 from memstrata.context.tiers import (
     BLOCK_TAGS,
     GROUP_CAPS,
@@ -26,6 +25,7 @@ from memstrata.context.tiers import (
     TierPolicy,
     default_policies,
 )
+from memstrata.domain.context import ContextReport, TierReport
 from memstrata.tokens import Tokenizer
 from memstrata.types import Message
 

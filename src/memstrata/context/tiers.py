@@ -16,9 +16,10 @@ result in (``TierRequest.query_vector``).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
+from memstrata.domain.context import TierItem
 from memstrata.errors import InvalidInput
 from memstrata.runtime import Runtime
 from memstrata.storage.plan import Op
@@ -71,21 +72,6 @@ BLOCK_TAGS: Mapping[str, str] = {
     "summary": "conversation-summary",
     "recall": "recalled-messages",
 }
-
-
-@dataclass(frozen=True, slots=True)
-class TierItem:
-    """One indivisible piece of a tier: included whole or not at all.
-
-    ``tokens`` is the item's cost inside its block (its text plus a line break)
-    in the request's tokenizer; ``provenance`` says where it came from (message
-    ids, fact ids, ...), so a caller can judge it against the active branch.
-    """
-
-    id: str
-    text: str
-    tokens: int
-    provenance: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
