@@ -2,7 +2,8 @@
 
 Both drivers run the same sans-IO operations as SQLite (``?`` placeholders are
 rewritten once per statement text). Reads run in ``REPEATABLE READ READ ONLY``
-transactions so a multi-statement read sees one snapshot; writes run in
+transactions so a multi-statement read sees one snapshot (a read marked ``quick`` is
+tried first as one statement alone, see ``PostgresEngine._single``); writes run in
 ``READ COMMITTED`` and lock their parent row first (``FOR SHARE``, or
 ``FOR UPDATE`` for appends and completions), which a delete takes exclusively
 before it reads: no write lands under a deleted conversation or user (see
@@ -31,6 +32,7 @@ import threading
 import time
 import zlib
 from functools import lru_cache
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -258,6 +260,10 @@ class PostgresEngine:
 
     def _run_once(self, plan: Plan[T]) -> T:
         with self._pool.connection() as conn, conn.cursor() as cur:
+            if plan.quick and not plan.writes:
+                done, value = self._single(plan, lambda r: self._execute(cur, r))
+                if done:
+                    return value
             try:
                 cur.execute(_BEGIN_WRITE if plan.writes else _BEGIN_READ)
             except psycopg.OperationalError as exc:
@@ -271,6 +277,44 @@ class PostgresEngine:
                 raise
             cur.execute("COMMIT")
             return result
+
+    def _single(self, plan: Plan[T], execute: Callable[[Request], Any]) -> tuple[bool, Any]:
+        """A quick read's first statement alone, outside a transaction (the connections are
+        in autocommit; one statement sees one snapshot): ``(True, result)`` when that was
+        all the read needed, else ``(False, None)`` and it is run again in a transaction,
+        so a read of several statements still sees one snapshot. Saves BEGIN and COMMIT,
+        two round trips."""
+        op = plan.make()
+        try:
+            request = next(op)
+            try:
+                result = execute(request)
+            except Exception as exc:
+                op.throw(self.translate(exc))
+            else:
+                op.send(result)
+        except StopIteration as stop:
+            return True, stop.value
+        op.close()
+        return False, None
+
+    async def _asingle(
+        self, plan: Plan[T], execute: Callable[[Request], Awaitable[Any]]
+    ) -> tuple[bool, Any]:
+        """:meth:`_single` for the async driver."""
+        op = plan.make()
+        try:
+            request = next(op)
+            try:
+                result = await execute(request)
+            except Exception as exc:
+                op.throw(self.translate(exc))
+            else:
+                op.send(result)
+        except StopIteration as stop:
+            return True, stop.value
+        op.close()
+        return False, None
 
     def run(self, plan: Plan[T]) -> T:
         """Run ``plan`` in one transaction; see the module docstring for the retry rule."""
@@ -327,14 +371,19 @@ class PostgresEngine:
     async def _arun_once(self, plan: Plan[T]) -> T:
         pool = await self._apool()
         async with pool.connection() as conn, conn.cursor() as cur:
-            try:
-                await cur.execute(_BEGIN_WRITE if plan.writes else _BEGIN_READ)
-            except psycopg.OperationalError as exc:
-                raise _NotStarted(exc) from exc
 
             async def execute(request: Request) -> Any:
                 await cur.execute(self._sql(request), tuple(request.params))
                 return cur.rowcount if isinstance(request, Exec) else await cur.fetchall()
+
+            if plan.quick and not plan.writes:
+                done, value = await self._asingle(plan, execute)
+                if done:
+                    return value
+            try:
+                await cur.execute(_BEGIN_WRITE if plan.writes else _BEGIN_READ)
+            except psycopg.OperationalError as exc:
+                raise _NotStarted(exc) from exc
 
             try:
                 result = await adrive(plan.make(), execute, self.translate)

@@ -25,10 +25,13 @@ from memstrata.encoding import to_json
 from memstrata.errors import InvalidInput
 from memstrata.types import Message, Role, Status
 
-__all__ = ["NO_MESSAGE_CAP", "History", "HistoryPlanner", "check_limits"]
+__all__ = ["NO_MESSAGE_CAP", "QUICK_HISTORY_ROWS", "History", "HistoryPlanner", "check_limits"]
 
 #: What ``max_messages=None`` stands for: more messages than any branch holds.
 NO_MESSAGE_CAP = 1 << 40
+#: The largest ``max_messages`` of a history read run as a quick read (``Plan.quick``):
+#: the walk then reads at most this many rows and a few more.
+QUICK_HISTORY_ROWS = 500
 
 
 def check_limits(max_tokens: int | None, max_messages: int | None) -> None:

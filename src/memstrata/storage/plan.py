@@ -24,7 +24,19 @@ from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from memstrata import steps
 
-__all__ = ["Exec", "Op", "Plan", "Query", "Request", "Row", "adrive", "drive", "read", "write"]
+__all__ = [
+    "Exec",
+    "Op",
+    "Plan",
+    "Query",
+    "Request",
+    "Row",
+    "adrive",
+    "drive",
+    "quick_read",
+    "read",
+    "write",
+]
 
 T = TypeVar("T")
 Row = tuple[Any, ...]
@@ -62,14 +74,27 @@ Op = Generator[Request, Any, T]
 
 @dataclass(frozen=True, slots=True)
 class Plan(Generic[T]):
-    """An operation factory plus whether it writes (decides the transaction kind)."""
+    """An operation factory plus whether it writes (decides the transaction kind).
+
+    ``quick`` marks a read that is short and bounded (well under a millisecond on an
+    embedded store, usually one statement): an engine may run it without a thread
+    hand-off (SQLite, on the event loop) or first as one statement outside a transaction
+    (PostgreSQL; a statement is atomic alone, and a read needing more starts over inside
+    one).
+    """
 
     make: Callable[[], Op[T]]
     writes: bool
+    quick: bool = False
 
 
 def read(make: Callable[[], Op[T]]) -> Plan[T]:
     return Plan(make, writes=False)
+
+
+def quick_read(make: Callable[[], Op[T]]) -> Plan[T]:
+    """A :func:`read` marked ``quick`` (see :class:`Plan`)."""
+    return Plan(make, writes=False, quick=True)
 
 
 def write(make: Callable[[], Op[T]]) -> Plan[T]:
