@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memstrata.storage.branch_tables import FILL_FORKS, FORK_TABLES
+from memstrata.storage.parent_hops import FILL_PARENT_SEQS, PARENT_SEQ_COLUMN
 from memstrata.storage.positions import FILL_POSITIONS, POSITION_COLUMNS, RAISE_LAST_POSITION
 from memstrata.storage.prefix_tables import PREFIX_TABLES
 from memstrata.storage.tables import (
@@ -153,6 +154,7 @@ _MESSAGE_IDS = {
 }
 
 _CORE = "core: tenants, users, keys, conversations, messages"
+
 
 # Two clocks (migration 15): event time (valid_from, valid_to: when a fact held in the
 # world) and system time (recorded_at, superseded_at: when memstrata believed it) on
@@ -306,6 +308,11 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
             "recall: the owner's messages still waiting for a vector, indexed apart, so a "
             "read embeds the newest of them and counts the rest cheaply",
             (RECALL_WAITING,),
+        ),
+        Migration(
+            26,
+            "messages: the parent's seq (parent_seq), so a branch is walked by integer key",
+            (PARENT_SEQ_COLUMN, FILL_PARENT_SEQS.format(where="")),
         ),
     )
     for dialect in TYPES
