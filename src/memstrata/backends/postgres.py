@@ -3,7 +3,7 @@
 Both drivers run the same sans-IO operations as SQLite (``?`` placeholders are
 rewritten once per statement text). Reads run in ``REPEATABLE READ READ ONLY``
 transactions so a multi-statement read sees one snapshot (a read marked ``quick`` is
-tried first as one statement alone, see ``PostgresEngine._single``); writes run in
+tried first as one statement alone, see ``storage.plan.one_statement``); writes run in
 ``READ COMMITTED`` and lock their parent row first (``FOR SHARE``, or
 ``FOR UPDATE`` for appends and completions), which a delete takes exclusively
 before it reads: no write lands under a deleted conversation or user (see
@@ -32,7 +32,6 @@ import threading
 import time
 import zlib
 from functools import lru_cache
-from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -44,7 +43,16 @@ from memstrata.errors import (
     MemstrataError,
     MissingDependency,
 )
-from memstrata.storage.plan import Exec, Plan, Query, Request, adrive, drive
+from memstrata.storage.plan import (
+    Exec,
+    Plan,
+    Query,
+    Request,
+    adrive,
+    aone_statement,
+    drive,
+    one_statement,
+)
 from memstrata.storage.schema import MIGRATIONS
 
 try:
@@ -261,9 +269,9 @@ class PostgresEngine:
     def _run_once(self, plan: Plan[T]) -> T:
         with self._pool.connection() as conn, conn.cursor() as cur:
             if plan.quick and not plan.writes:
-                done, value = self._single(plan, lambda r: self._execute(cur, r))
-                if done:
-                    return value
+                single = one_statement(plan, lambda r: self._execute(cur, r), self.translate)
+                if single[0]:
+                    return single[1]
             try:
                 cur.execute(_BEGIN_WRITE if plan.writes else _BEGIN_READ)
             except psycopg.OperationalError as exc:
@@ -277,44 +285,6 @@ class PostgresEngine:
                 raise
             cur.execute("COMMIT")
             return result
-
-    def _single(self, plan: Plan[T], execute: Callable[[Request], Any]) -> tuple[bool, Any]:
-        """A quick read's first statement alone, outside a transaction (the connections are
-        in autocommit; one statement sees one snapshot): ``(True, result)`` when that was
-        all the read needed, else ``(False, None)`` and it is run again in a transaction,
-        so a read of several statements still sees one snapshot. Saves BEGIN and COMMIT,
-        two round trips."""
-        op = plan.make()
-        try:
-            request = next(op)
-            try:
-                result = execute(request)
-            except Exception as exc:
-                op.throw(self.translate(exc))
-            else:
-                op.send(result)
-        except StopIteration as stop:
-            return True, stop.value
-        op.close()
-        return False, None
-
-    async def _asingle(
-        self, plan: Plan[T], execute: Callable[[Request], Awaitable[Any]]
-    ) -> tuple[bool, Any]:
-        """:meth:`_single` for the async driver."""
-        op = plan.make()
-        try:
-            request = next(op)
-            try:
-                result = await execute(request)
-            except Exception as exc:
-                op.throw(self.translate(exc))
-            else:
-                op.send(result)
-        except StopIteration as stop:
-            return True, stop.value
-        op.close()
-        return False, None
 
     def run(self, plan: Plan[T]) -> T:
         """Run ``plan`` in one transaction; see the module docstring for the retry rule."""
@@ -377,9 +347,9 @@ class PostgresEngine:
                 return cur.rowcount if isinstance(request, Exec) else await cur.fetchall()
 
             if plan.quick and not plan.writes:
-                done, value = await self._asingle(plan, execute)
-                if done:
-                    return value
+                single = await aone_statement(plan, execute, self.translate)
+                if single[0]:
+                    return single[1]
             try:
                 await cur.execute(_BEGIN_WRITE if plan.writes else _BEGIN_READ)
             except psycopg.OperationalError as exc:

@@ -32,7 +32,9 @@ __all__ = [
     "Request",
     "Row",
     "adrive",
+    "aone_statement",
     "drive",
+    "one_statement",
     "quick_read",
     "read",
     "write",
@@ -133,3 +135,50 @@ async def adrive(
 ) -> T:
     """:func:`drive` for a driver whose ``execute`` is a coroutine (the same protocol)."""
     return await steps.adrive(op, execute, partial(_translated, translate))
+
+
+#: What :func:`one_statement` found: ``(True, result)``, or ``(False, None)`` (run it again).
+Single = tuple[Literal[True], T] | tuple[Literal[False], None]
+
+
+def one_statement(
+    plan: Plan[T], execute: Cursor, translate: Callable[[Exception], Exception]
+) -> Single[T]:
+    """A quick read's first statement alone, outside a transaction (one statement sees one
+    snapshot on both backends): ``(True, result)`` when that was all the read needed, else
+    ``(False, None)`` and the caller runs the plan again in a transaction, so a read of
+    several statements still sees one snapshot. Saves BEGIN and COMMIT."""
+    op = plan.make()
+    try:
+        request = next(op)
+        try:
+            result = execute(request)
+        except Exception as exc:
+            op.throw(_translated(translate, exc))
+        else:
+            op.send(result)
+    except StopIteration as stop:
+        return True, stop.value
+    op.close()
+    return False, None
+
+
+async def aone_statement(
+    plan: Plan[T],
+    execute: Callable[[Request], Awaitable[Any]],
+    translate: Callable[[Exception], Exception],
+) -> Single[T]:
+    """:func:`one_statement` with an ``execute`` that is a coroutine."""
+    op = plan.make()
+    try:
+        request = next(op)
+        try:
+            result = await execute(request)
+        except Exception as exc:
+            op.throw(_translated(translate, exc))
+        else:
+            op.send(result)
+    except StopIteration as stop:
+        return True, stop.value
+    op.close()
+    return False, None
