@@ -116,21 +116,29 @@ class HistoryPlanner:
 
     def feed(self, chunk: Iterable[Message]) -> bool:
         """Take the next older messages of the branch; True once nothing more is needed."""
+        # Attribute reads hoisted out of the loop: it runs for every row a history reads.
+        count, floor, start, user, pending = (
+            self._count,
+            self._floor,
+            self._from,
+            Role.USER,
+            Status.PENDING,
+        )
         for message in chunk:
             if self.done:
                 break
-            if message.depth < self._floor:
+            if message.depth < floor:
                 self.finish()
                 break
-            if message.status is Status.PENDING:
+            if message.status is pending:
                 continue
-            if self._from is not None and self._kept and _starts(message) < self._from:
+            if start is not None and self._kept and _starts(message) < start:
                 self._turn, self._turn_tokens = [], 0  # its user message is before the step
                 self.truncated = self.done = True
                 break
             self._turn.append(message)
-            self._turn_tokens += self._count(message)
-            if message.role is Role.USER:
+            self._turn_tokens += count(message)
+            if message.role is user:
                 self._close_turn()
             elif self._kept and not self._fits():
                 # Older messages only add to the open turn: it cannot fit, stop reading.
