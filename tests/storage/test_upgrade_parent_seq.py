@@ -114,3 +114,24 @@ def test_splices_and_imports_keep_parent_seqs_exact(url: str, tmp_path: Path) ->
             other.close()
     finally:
         mem.close()
+
+
+def test_recall_docs_is_keyed_by_its_rowid_on_sqlite(tmp_path: Path) -> None:
+    """Migration 27: no b-tree of its own for recall_docs' seq (it is the rowid)."""
+    mem = Memory.open(
+        f"sqlite:///{(tmp_path / 's.db').as_posix()}",
+        settings=Settings(home=tmp_path, worker="off"),
+    )
+    try:
+        cid = mem.conversations.create(ALICE).id
+        said = mem.messages.append(ALICE, cid, role="user", content="Zebras run fast")
+        indexes = [r[1] for r in _rows(mem, "PRAGMA index_list(recall_docs)")]
+        # The one automatic index left is the (conversation_id, message_id) key's.
+        assert [n for n in indexes if n.startswith("sqlite_autoindex")] == [
+            "sqlite_autoindex_recall_docs_1"
+        ]
+        seq = [r for r in _rows(mem, "PRAGMA table_info(recall_docs)") if r[1] == "seq"]
+        assert [(r[2], r[5]) for r in seq] == [("INTEGER", 1)]
+        assert [h.message.id for h in mem.recall.search(ALICE, "zebras")] == [said.id]
+    finally:
+        mem.close()

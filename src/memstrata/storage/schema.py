@@ -155,6 +155,28 @@ _MESSAGE_IDS = {
 
 _CORE = "core: tenants, users, keys, conversations, messages"
 
+# A leaner recall_docs on SQLite (migration 27): ``seq BIGINT PRIMARY KEY`` kept the key in a
+# b-tree of its own beside the table; as ``INTEGER PRIMARY KEY`` it is the rowid, so an
+# indexed append writes one b-tree fewer per commit (the keys and indexes are the same,
+# and seq values are kept: the full-text rows are keyed by them). PostgreSQL's table is
+# unchanged.
+_RECALL_ROWID = {
+    "sqlite": (
+        _rebuilt(
+            RECALL_TABLES,
+            "recall_docs",
+            (*_RECALL_KEY_14, ("seq BIGINT PRIMARY KEY,", "seq INTEGER PRIMARY KEY,")),
+        ),
+        f"INSERT INTO recall_docs_new ({_RECALL_COLUMNS_14}) "
+        f"SELECT {_RECALL_COLUMNS_14} FROM recall_docs ORDER BY seq",
+        "DROP TABLE recall_docs",
+        "ALTER TABLE recall_docs_new RENAME TO recall_docs",
+        "CREATE INDEX recall_docs_owner ON recall_docs (tenant_id, user_id, agent_id)",
+        "CREATE INDEX recall_docs_conversation ON recall_docs (conversation_id, embedder)",
+        RECALL_WAITING,
+    ),
+    "postgres": (),
+}
 
 # Two clocks (migration 15): event time (valid_from, valid_to: when a fact held in the
 # world) and system time (recorded_at, superseded_at: when memstrata believed it) on
@@ -313,6 +335,11 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
             26,
             "messages: the parent's seq (parent_seq), so a branch is walked by integer key",
             (PARENT_SEQ_COLUMN, FILL_PARENT_SEQS.format(where="")),
+        ),
+        Migration(
+            27,
+            "recall: recall_docs keyed by its rowid on SQLite, one b-tree fewer per append",
+            _RECALL_ROWID[dialect],
         ),
     )
     for dialect in TYPES
