@@ -112,6 +112,20 @@ def _rebuilt(ddls: tuple[str, ...], table: str, changes: tuple[tuple[str, str], 
     return render("sqlite", (out,))[0]
 
 
+def _recall_docs_rebuilt(changes: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
+    """SQLite statements replacing ``recall_docs`` by its definition with ``changes`` (the
+    rows and seq values kept, its two indexes made again)."""
+    return (
+        _rebuilt(RECALL_TABLES, "recall_docs", changes),
+        f"INSERT INTO recall_docs_new ({_RECALL_COLUMNS_14}) "
+        f"SELECT {_RECALL_COLUMNS_14} FROM recall_docs ORDER BY seq",
+        "DROP TABLE recall_docs",
+        "ALTER TABLE recall_docs_new RENAME TO recall_docs",
+        "CREATE INDEX recall_docs_owner ON recall_docs (tenant_id, user_id, agent_id)",
+        "CREATE INDEX recall_docs_conversation ON recall_docs (conversation_id, embedder)",
+    )
+
+
 _MESSAGE_IDS = {
     "sqlite": (
         _rebuilt(CORE_TABLES, "messages", _MESSAGES_KEY_14),
@@ -124,13 +138,7 @@ _MESSAGE_IDS = {
         "ALTER TABLE messages_new RENAME TO messages",
         "CREATE INDEX messages_parent ON messages (conversation_id, parent_id)",
         "CREATE INDEX messages_conversation ON messages (conversation_id, seq)",
-        _rebuilt(RECALL_TABLES, "recall_docs", _RECALL_KEY_14),
-        f"INSERT INTO recall_docs_new ({_RECALL_COLUMNS_14}) "
-        f"SELECT {_RECALL_COLUMNS_14} FROM recall_docs ORDER BY seq",
-        "DROP TABLE recall_docs",
-        "ALTER TABLE recall_docs_new RENAME TO recall_docs",
-        "CREATE INDEX recall_docs_owner ON recall_docs (tenant_id, user_id, agent_id)",
-        "CREATE INDEX recall_docs_conversation ON recall_docs (conversation_id, embedder)",
+        *_recall_docs_rebuilt(_RECALL_KEY_14),
         _VECTOR_IDS_14,
     ),
     "postgres": (
@@ -162,17 +170,9 @@ _CORE = "core: tenants, users, keys, conversations, messages"
 # unchanged.
 _RECALL_ROWID = {
     "sqlite": (
-        _rebuilt(
-            RECALL_TABLES,
-            "recall_docs",
-            (*_RECALL_KEY_14, ("seq BIGINT PRIMARY KEY,", "seq INTEGER PRIMARY KEY,")),
+        *_recall_docs_rebuilt(
+            (*_RECALL_KEY_14, ("seq BIGINT PRIMARY KEY,", "seq INTEGER PRIMARY KEY,"))
         ),
-        f"INSERT INTO recall_docs_new ({_RECALL_COLUMNS_14}) "
-        f"SELECT {_RECALL_COLUMNS_14} FROM recall_docs ORDER BY seq",
-        "DROP TABLE recall_docs",
-        "ALTER TABLE recall_docs_new RENAME TO recall_docs",
-        "CREATE INDEX recall_docs_owner ON recall_docs (tenant_id, user_id, agent_id)",
-        "CREATE INDEX recall_docs_conversation ON recall_docs (conversation_id, embedder)",
         RECALL_WAITING,
     ),
     "postgres": (),
