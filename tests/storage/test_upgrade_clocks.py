@@ -37,8 +37,10 @@ def _store_at(
 ) -> Iterator[str]:
     """A store URL whose migrations stop at ``version`` until ``monkeypatch.undo()``."""
     dialect = "sqlite" if kind == "sqlite" else "postgres"
-    # With message positions (24): today's append writes them.
-    positions = tuple(m for m in MIGRATIONS[dialect] if m.version == 24 and version < 24)
+    # With message positions (24) and parent seqs (26): today's append writes them.
+    positions = tuple(
+        m for m in MIGRATIONS[dialect] if m.version in (24, 26) and version < m.version
+    )
     monkeypatch.setitem(MIGRATIONS, dialect, MIGRATIONS[dialect][:version] + positions)
     if kind == "sqlite":
         yield f"sqlite:///{(tmp_path / f'v{version}.db').as_posix()}"
@@ -74,7 +76,7 @@ def test_migration_15_backfills_both_clocks(
     settings = Settings(home=tmp_path, worker="off")
     old = Memory.open(url, settings=settings)
     try:
-        assert old.core.engine.schema_version() == 24
+        assert old.core.engine.schema_version() == 26
         cid = old.conversations.create(ALICE).id
         said = old.messages.append(ALICE, cid, role="user", content="I like tea", occurred_at=SAID)
         statements = [
@@ -142,8 +144,8 @@ def test_migrations_21_22_keep_edits_of_facts_and_sections_made_before_them(
     settings = Settings(home=tmp_path, worker="off")
     old = Memory.open(url, settings=settings)
     try:
-        # 1..20, and the message positions (24) that today's appends write.
-        assert applied_migrations(url) == {*range(1, 21), 24}
+        # 1..20, and the message positions (24) and parent seqs (26) today's appends write.
+        assert applied_migrations(url) == {*range(1, 21), 24, 26}
         old.core.rt.clock = lambda: T_OLD
         fid = old.facts.add(ALICE, "likes tea").id
 

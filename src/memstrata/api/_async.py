@@ -38,7 +38,7 @@ from memstrata.api._async_usage import AsyncUsage
 from memstrata.api.core import Core
 from memstrata.config import Settings
 from memstrata.context import CompactionResult, Context, prefix
-from memstrata.conversation.history import History
+from memstrata.conversation.history import QUICK_HISTORY_ROWS, History
 from memstrata.conversation.splice import DELETE_MODES
 from memstrata.embeddings.port import Embedder
 from memstrata.errors import InvalidInput
@@ -452,7 +452,10 @@ class AsyncMemory(AsyncSubAPI):
         turn, so ``[*history, query]`` never holds the query twice (Dify's pattern).
         """
         rt = self._core.rt
-        return await self._read(
+        # Bounded (a row cap, the store's own token counts, one walk from the leaf): quick.
+        quick = before is None and model is None
+        quick = quick and max_messages is not None and max_messages <= QUICK_HISTORY_ROWS
+        return await (self._quick_read if quick else self._read)(
             ops.history,
             rt,
             _scope(scope),

@@ -16,7 +16,7 @@ from typing import Any, ParamSpec, TypeVar
 from memstrata.api.core import Core
 from memstrata.jobs import ops as jobs_ops
 from memstrata.jobs.ops import Job
-from memstrata.storage.plan import Op, read, write
+from memstrata.storage.plan import Op, quick_read, read, write
 
 __all__ = ["AsyncSubAPI"]
 
@@ -33,6 +33,10 @@ class AsyncSubAPI:
     async def _read(self, make: Callable[P, Op[T]], *args: P.args, **kwargs: P.kwargs) -> T:
         """Run ``make(*args, **kwargs)`` in a read transaction."""
         return await self._core.engine.arun(read(partial(make, *args, **kwargs)))
+
+    async def _quick_read(self, make: Callable[P, Op[T]], *args: P.args, **kwargs: P.kwargs) -> T:
+        """:meth:`_read` for a short bounded read (see ``Plan.quick``)."""
+        return await self._core.engine.arun(quick_read(partial(make, *args, **kwargs)))
 
     async def _write(self, make: Callable[P, Op[T]], *args: P.args, **kwargs: P.kwargs) -> T:
         """Run ``make(*args, **kwargs)`` in a write transaction."""

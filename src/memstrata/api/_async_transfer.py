@@ -10,6 +10,7 @@ from memstrata.api._async_base import AsyncSubAPI
 from memstrata.api._async_recall import AsyncRecall
 from memstrata.conversation.branches import fill_forks
 from memstrata.nodes.service import blobs_for
+from memstrata.storage.parent_hops import fill_parent_seqs
 from memstrata.storage.positions import fill_positions
 from memstrata.transfer.native import (
     BATCH,
@@ -95,5 +96,6 @@ class AsyncTransfer(AsyncSubAPI):
             tick(len(batch))
         await self._write(fill_forks, sorted(conversations))
         await self._write(fill_positions, sorted(conversations))
+        await self._write(fill_parent_seqs, sorted(conversations))
         indexed = await AsyncRecall(self._core).backfill()
         return {"rows": read_rows, "added": added, "blobs": blobs, "indexed": indexed}

@@ -9,6 +9,7 @@ from memstrata.api._sync_base import SubAPI
 from memstrata.api._sync_recall import Recall
 from memstrata.conversation.branches import fill_forks
 from memstrata.nodes.service import blobs_for
+from memstrata.storage.parent_hops import fill_parent_seqs
 from memstrata.storage.positions import fill_positions
 from memstrata.transfer.native import (
     BATCH,
@@ -94,5 +95,6 @@ class Transfer(SubAPI):
             tick(len(batch))
         self._write(fill_forks, sorted(conversations))
         self._write(fill_positions, sorted(conversations))
+        self._write(fill_parent_seqs, sorted(conversations))
         indexed = Recall(self._core).backfill()
         return {"rows": read_rows, "added": added, "blobs": blobs, "indexed": indexed}

@@ -2,7 +2,8 @@
 
 Both drivers run the same sans-IO operations as SQLite (``?`` placeholders are
 rewritten once per statement text). Reads run in ``REPEATABLE READ READ ONLY``
-transactions so a multi-statement read sees one snapshot; writes run in
+transactions so a multi-statement read sees one snapshot (a read marked ``quick`` is
+tried first as one statement alone, see ``storage.plan.one_statement``); writes run in
 ``READ COMMITTED`` and lock their parent row first (``FOR SHARE``, or
 ``FOR UPDATE`` for appends and completions), which a delete takes exclusively
 before it reads: no write lands under a deleted conversation or user (see
@@ -42,7 +43,16 @@ from memstrata.errors import (
     MemstrataError,
     MissingDependency,
 )
-from memstrata.storage.plan import Exec, Plan, Query, Request, adrive, drive
+from memstrata.storage.plan import (
+    Exec,
+    Plan,
+    Query,
+    Request,
+    adrive,
+    aone_statement,
+    drive,
+    one_statement,
+)
 from memstrata.storage.schema import MIGRATIONS
 
 try:
@@ -258,6 +268,10 @@ class PostgresEngine:
 
     def _run_once(self, plan: Plan[T]) -> T:
         with self._pool.connection() as conn, conn.cursor() as cur:
+            if plan.quick and not plan.writes:
+                single = one_statement(plan, lambda r: self._execute(cur, r), self.translate)
+                if single[0]:
+                    return single[1]
             try:
                 cur.execute(_BEGIN_WRITE if plan.writes else _BEGIN_READ)
             except psycopg.OperationalError as exc:
@@ -327,14 +341,19 @@ class PostgresEngine:
     async def _arun_once(self, plan: Plan[T]) -> T:
         pool = await self._apool()
         async with pool.connection() as conn, conn.cursor() as cur:
-            try:
-                await cur.execute(_BEGIN_WRITE if plan.writes else _BEGIN_READ)
-            except psycopg.OperationalError as exc:
-                raise _NotStarted(exc) from exc
 
             async def execute(request: Request) -> Any:
                 await cur.execute(self._sql(request), tuple(request.params))
                 return cur.rowcount if isinstance(request, Exec) else await cur.fetchall()
+
+            if plan.quick and not plan.writes:
+                single = await aone_statement(plan, execute, self.translate)
+                if single[0]:
+                    return single[1]
+            try:
+                await cur.execute(_BEGIN_WRITE if plan.writes else _BEGIN_READ)
+            except psycopg.OperationalError as exc:
+                raise _NotStarted(exc) from exc
 
             try:
                 result = await adrive(plan.make(), execute, self.translate)

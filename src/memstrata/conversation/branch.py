@@ -24,6 +24,7 @@ from memstrata.conversation.lookup import require_message, system_tail
 from memstrata.errors import InvalidInput, NotFound
 from memstrata.ids import parse_id
 from memstrata.runtime import Runtime
+from memstrata.storage.parent_hops import parent_hop
 from memstrata.storage.plan import Op, Query, Row
 from memstrata.storage.records import MESSAGE_COLUMNS, to_message
 from memstrata.tokens import Tokenizer, get_tokenizer
@@ -63,7 +64,7 @@ _PREFIXED = ", ".join(f"m.{c.strip()}" for c in MESSAGE_COLUMNS.split(","))
 # conversation is not the scope's. With the system run, its rows follow, tail first.
 _OPEN_HEAD = (
     f"c(active_leaf_id) AS (SELECT active_leaf_id FROM conversations WHERE id = ? AND {_OWNER}),"
-    f" l AS (SELECT {_PREFIXED} FROM messages m"
+    f" l AS (SELECT {_PREFIXED}, m.parent_seq FROM messages m"
     " WHERE m.conversation_id = ? AND m.id = (SELECT COALESCE(?, active_leaf_id) FROM c))"
 )
 _OPEN_LEAF = (
@@ -105,11 +106,11 @@ _OPEN_WITH_FIRST_SQL = (
     " - (CAST(? AS BIGINT) - t.bt) ELSE 0 END,"
     " l.depth - t.cnt + 1 FROM l, t),"
     " p(lim, lo) AS (SELECT CASE WHEN lim < top THEN lim ELSE top END, lo FROM q),"
-    f" w({MESSAGE_COLUMNS}, n) AS (SELECT {', '.join(f'l.{c}' for c in _COLS)}, 1"
-    " FROM l, p WHERE p.lim >= 1"
+    f" w({MESSAGE_COLUMNS}, parent_seq, n) AS (SELECT {', '.join(f'l.{c}' for c in _COLS)},"
+    " l.parent_seq, 1 FROM l, p WHERE p.lim >= 1"
     " UNION ALL"
-    f" SELECT {_PREFIXED}, w.n + 1 FROM messages m"
-    " JOIN w ON m.conversation_id = w.conversation_id AND m.id = w.parent_id"
+    f" SELECT {_PREFIXED}, m.parent_seq, w.n + 1 FROM w"
+    f" JOIN messages m ON m.seq = {parent_hop('w')} AND m.conversation_id = w.conversation_id"
     " JOIN p ON 1 = 1 WHERE w.n < p.lim AND m.branch_tokens >= p.lo)"
     f" SELECT 0, 0, c.active_leaf_id, p.lim, p.lo, {', '.join(f'l.{c}' for c in _COLS)}"
     " FROM c LEFT JOIN l ON 1 = 1 LEFT JOIN p ON 1 = 1"
@@ -220,12 +221,13 @@ def token_counter(rt: Runtime, tokenizer: Tokenizer) -> Callable[[Message], int]
     return lambda m: tokenizer.count_message(m.content, m.tool_calls, m.files)
 
 
+# Each hop is a lookup by the parent's seq (the primary key), see storage/parent_hops.py.
 _BRANCH_SQL = (
-    "WITH RECURSIVE b(" + MESSAGE_COLUMNS + ", n) AS ("
-    f" SELECT {MESSAGE_COLUMNS}, 1 FROM messages WHERE id = ? AND conversation_id = ?"
+    f"WITH RECURSIVE b({MESSAGE_COLUMNS}, parent_seq, n) AS ("
+    f" SELECT {MESSAGE_COLUMNS}, parent_seq, 1 FROM messages WHERE id = ? AND conversation_id = ?"
     " UNION ALL"
-    " SELECT " + ", ".join(f"m.{c.strip()}" for c in MESSAGE_COLUMNS.split(",")) + ", b.n + 1"
-    " FROM messages m JOIN b ON m.conversation_id = b.conversation_id AND m.id = b.parent_id"
+    f" SELECT {_PREFIXED}, m.parent_seq, b.n + 1 FROM b"
+    f" JOIN messages m ON m.seq = {parent_hop('b')} AND m.conversation_id = b.conversation_id"
     " WHERE b.n < ? AND m.branch_tokens >= ?"
     f") SELECT {MESSAGE_COLUMNS} FROM b ORDER BY n"
 )

@@ -22,10 +22,13 @@ from collections.abc import Callable, Iterable
 from memstrata.domain.history import History, check_limits
 from memstrata.types import Message, Role, Status
 
-__all__ = ["NO_MESSAGE_CAP", "History", "HistoryPlanner", "check_limits"]
+__all__ = ["NO_MESSAGE_CAP", "QUICK_HISTORY_ROWS", "History", "HistoryPlanner", "check_limits"]
 
 #: What ``max_messages=None`` stands for: more messages than any branch holds.
 NO_MESSAGE_CAP = 1 << 40
+#: The largest ``max_messages`` of a history read run as a quick read (``Plan.quick``):
+#: the walk then reads at most this many rows and a few more.
+QUICK_HISTORY_ROWS = 500
 
 
 def _starts(message: Message) -> int:
@@ -68,21 +71,29 @@ class HistoryPlanner:
 
     def feed(self, chunk: Iterable[Message]) -> bool:
         """Take the next older messages of the branch; True once nothing more is needed."""
+        # Attribute reads hoisted out of the loop: it runs for every row a history reads.
+        count, floor, start, user, pending = (
+            self._count,
+            self._floor,
+            self._from,
+            Role.USER,
+            Status.PENDING,
+        )
         for message in chunk:
             if self.done:
                 break
-            if message.depth < self._floor:
+            if message.depth < floor:
                 self.finish()
                 break
-            if message.status is Status.PENDING:
+            if message.status is pending:
                 continue
-            if self._from is not None and self._kept and _starts(message) < self._from:
+            if start is not None and self._kept and _starts(message) < start:
                 self._turn, self._turn_tokens = [], 0  # its user message is before the step
                 self.truncated = self.done = True
                 break
             self._turn.append(message)
-            self._turn_tokens += self._count(message)
-            if message.role is Role.USER:
+            self._turn_tokens += count(message)
+            if message.role is user:
                 self._close_turn()
             elif self._kept and not self._fits():
                 # Older messages only add to the open turn: it cannot fit, stop reading.

@@ -179,8 +179,8 @@ def append_message(
     yield Exec(
         "INSERT INTO messages (id, conversation_id, parent_id, role, content, files, tool_calls, "
         "tool_call_id, status, metadata, occurred_at, created_at, depth, token_count, "
-        "branch_tokens, system_tail_id, legacy_parent, chain_id, position) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+        "branch_tokens, system_tail_id, legacy_parent, chain_id, parent_seq, position) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
         "(SELECT last_position + 1 FROM conversations WHERE id = ?))",
         (
             mid,
@@ -201,6 +201,7 @@ def append_message(
             spot.system_tail_id,
             int(legacy),
             label.chain_id,
+            None if parent is None else parent.seq,
             conv.id,
         ),
     )

@@ -34,6 +34,7 @@ _DESCENDANTS_SQL = (
     ") SELECT id FROM sub"
 )
 _LABEL_SQL = "SELECT chain_id FROM messages WHERE conversation_id = ? AND id = ?"
+_PARENT_SQL = "SELECT chain_id, seq FROM messages WHERE conversation_id = ? AND id = ?"
 
 
 def splice_message(rt: Runtime, scope: Scope, conversation_id: str, message_id: str) -> Op[int]:
@@ -43,9 +44,10 @@ def splice_message(rt: Runtime, scope: Scope, conversation_id: str, message_id: 
     target = to_message((yield from require_message(conversation_id, message_id)))
     mid, parent, depth = target.id, target.parent_id, target.depth
     chain = (yield Query(_LABEL_SQL, (conversation_id, mid)))[0][0]
-    parent_chain = None
+    parent_chain, target_parent_seq = None, None
     if parent is not None:
-        parent_chain = (yield Query(_LABEL_SQL, (conversation_id, parent)))[0][0]
+        rows = yield Query(_PARENT_SQL, (conversation_id, parent))
+        parent_chain, target_parent_seq = rows[0]
     rows = yield Query(_DESCENDANTS_SQL, (mid, conversation_id, conversation_id))
     below = [str(r[0]) for r in rows]
     if below:
@@ -64,8 +66,9 @@ def splice_message(rt: Runtime, scope: Scope, conversation_id: str, message_id: 
             (parent, conversation_id, mid),
         )
         yield Exec(
-            "UPDATE messages SET parent_id = ? WHERE conversation_id = ? AND parent_id = ?",
-            (parent, conversation_id, mid),
+            "UPDATE messages SET parent_id = ?, parent_seq = ? "
+            "WHERE conversation_id = ? AND parent_id = ?",
+            (parent, target_parent_seq, conversation_id, mid),
         )
         yield from rt.cascade.moved_messages(conversation_id, below)
     yield from rt.cascade.delete_messages(conversation_id, [mid])

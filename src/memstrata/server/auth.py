@@ -22,7 +22,18 @@ from memstrata.server.ratelimit import AuthFailures, LocalBuckets, check
 from memstrata.storage.tenancy import Principal
 from memstrata.types import Scope
 
-__all__ = ["AdminKey", "CallerScope", "Mem", "admin_principal", "get_memory", "user_scope"]
+__all__ = [
+    "AGENT_HEADER",
+    "USER_HEADER",
+    "AdminKey",
+    "CallerScope",
+    "Mem",
+    "admin_principal",
+    "authenticate",
+    "get_memory",
+    "scope_of",
+    "user_scope",
+]
 
 USER_HEADER = "X-Memstrata-User"
 AGENT_HEADER = "X-Memstrata-Agent"
@@ -48,14 +59,21 @@ async def principal(
     mem: Mem,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Principal:
-    if credentials is None or not credentials.credentials:
+    return await authenticate(
+        request, mem, None if credentials is None else credentials.credentials
+    )
+
+
+async def authenticate(request: Request, mem: AsyncMemory, secret: str | None) -> Principal:
+    """The key ``secret`` (the bearer token, None when none was sent) as a principal:
+    failures limited per address, the key cache, the caller's rate limit."""
+    if not secret:
         raise Unauthorized("send an API key as 'Authorization: Bearer <key>'")
     failures = getattr(request.app.state, "auth_failures", None)
     address = request.client.host if request.client is not None else "unknown"
     if isinstance(failures, AuthFailures):
         failures.check(address)  # before the lookup: a limited address costs the store nothing
     cache = getattr(request.app.state, "key_cache", None)
-    secret = credentials.credentials
     found = cache.get(secret) if isinstance(cache, KeyCache) else None
     if found is None:
         found = await mem.keys.authenticate(secret)
@@ -91,6 +109,11 @@ async def user_scope(
     ] = None,
 ) -> Scope:
     """The scope of a user route: the key's own user, or the user an admin key names."""
+    return scope_of(caller, user, agent)
+
+
+def scope_of(caller: Principal, user: str | None, agent: str | None) -> Scope:
+    """:func:`user_scope` given the two headers' values."""
     if not caller.admin:
         if user is not None or agent is not None:
             raise Forbidden(

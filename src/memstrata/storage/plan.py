@@ -24,7 +24,21 @@ from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from memstrata import steps
 
-__all__ = ["Exec", "Op", "Plan", "Query", "Request", "Row", "adrive", "drive", "read", "write"]
+__all__ = [
+    "Exec",
+    "Op",
+    "Plan",
+    "Query",
+    "Request",
+    "Row",
+    "adrive",
+    "aone_statement",
+    "drive",
+    "one_statement",
+    "quick_read",
+    "read",
+    "write",
+]
 
 T = TypeVar("T")
 Row = tuple[Any, ...]
@@ -62,14 +76,27 @@ Op = Generator[Request, Any, T]
 
 @dataclass(frozen=True, slots=True)
 class Plan(Generic[T]):
-    """An operation factory plus whether it writes (decides the transaction kind)."""
+    """An operation factory plus whether it writes (decides the transaction kind).
+
+    ``quick`` marks a read that is short and bounded (well under a millisecond on an
+    embedded store, usually one statement): an engine may run it without a thread
+    hand-off (SQLite, on the event loop) or first as one statement outside a transaction
+    (PostgreSQL; a statement is atomic alone, and a read needing more starts over inside
+    one).
+    """
 
     make: Callable[[], Op[T]]
     writes: bool
+    quick: bool = False
 
 
 def read(make: Callable[[], Op[T]]) -> Plan[T]:
     return Plan(make, writes=False)
+
+
+def quick_read(make: Callable[[], Op[T]]) -> Plan[T]:
+    """A :func:`read` marked ``quick`` (see :class:`Plan`)."""
+    return Plan(make, writes=False, quick=True)
 
 
 def write(make: Callable[[], Op[T]]) -> Plan[T]:
@@ -108,3 +135,50 @@ async def adrive(
 ) -> T:
     """:func:`drive` for a driver whose ``execute`` is a coroutine (the same protocol)."""
     return await steps.adrive(op, execute, partial(_translated, translate))
+
+
+#: What :func:`one_statement` found: ``(True, result)``, or ``(False, None)`` (run it again).
+Single = tuple[Literal[True], T] | tuple[Literal[False], None]
+
+
+def one_statement(
+    plan: Plan[T], execute: Cursor, translate: Callable[[Exception], Exception]
+) -> Single[T]:
+    """A quick read's first statement alone, outside a transaction (one statement sees one
+    snapshot on both backends): ``(True, result)`` when that was all the read needed, else
+    ``(False, None)`` and the caller runs the plan again in a transaction, so a read of
+    several statements still sees one snapshot. Saves BEGIN and COMMIT."""
+    op = plan.make()
+    try:
+        request = next(op)
+        try:
+            result = execute(request)
+        except Exception as exc:
+            op.throw(_translated(translate, exc))
+        else:
+            op.send(result)
+    except StopIteration as stop:
+        return True, stop.value
+    op.close()
+    return False, None
+
+
+async def aone_statement(
+    plan: Plan[T],
+    execute: Callable[[Request], Awaitable[Any]],
+    translate: Callable[[Exception], Exception],
+) -> Single[T]:
+    """:func:`one_statement` with an ``execute`` that is a coroutine."""
+    op = plan.make()
+    try:
+        request = next(op)
+        try:
+            result = await execute(request)
+        except Exception as exc:
+            op.throw(_translated(translate, exc))
+        else:
+            op.send(result)
+    except StopIteration as stop:
+        return True, stop.value
+    op.close()
+    return False, None

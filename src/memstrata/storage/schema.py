@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memstrata.storage.branch_tables import FILL_FORKS, FORK_TABLES
+from memstrata.storage.parent_hops import FILL_PARENT_SEQS, PARENT_SEQ_COLUMN
 from memstrata.storage.positions import FILL_POSITIONS, POSITION_COLUMNS, RAISE_LAST_POSITION
 from memstrata.storage.prefix_tables import PREFIX_TABLES
 from memstrata.storage.tables import (
@@ -111,6 +112,20 @@ def _rebuilt(ddls: tuple[str, ...], table: str, changes: tuple[tuple[str, str], 
     return render("sqlite", (out,))[0]
 
 
+def _recall_docs_rebuilt(changes: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
+    """SQLite statements replacing ``recall_docs`` by its definition with ``changes`` (the
+    rows and seq values kept, its two indexes made again)."""
+    return (
+        _rebuilt(RECALL_TABLES, "recall_docs", changes),
+        f"INSERT INTO recall_docs_new ({_RECALL_COLUMNS_14}) "
+        f"SELECT {_RECALL_COLUMNS_14} FROM recall_docs ORDER BY seq",
+        "DROP TABLE recall_docs",
+        "ALTER TABLE recall_docs_new RENAME TO recall_docs",
+        "CREATE INDEX recall_docs_owner ON recall_docs (tenant_id, user_id, agent_id)",
+        "CREATE INDEX recall_docs_conversation ON recall_docs (conversation_id, embedder)",
+    )
+
+
 _MESSAGE_IDS = {
     "sqlite": (
         _rebuilt(CORE_TABLES, "messages", _MESSAGES_KEY_14),
@@ -123,13 +138,7 @@ _MESSAGE_IDS = {
         "ALTER TABLE messages_new RENAME TO messages",
         "CREATE INDEX messages_parent ON messages (conversation_id, parent_id)",
         "CREATE INDEX messages_conversation ON messages (conversation_id, seq)",
-        _rebuilt(RECALL_TABLES, "recall_docs", _RECALL_KEY_14),
-        f"INSERT INTO recall_docs_new ({_RECALL_COLUMNS_14}) "
-        f"SELECT {_RECALL_COLUMNS_14} FROM recall_docs ORDER BY seq",
-        "DROP TABLE recall_docs",
-        "ALTER TABLE recall_docs_new RENAME TO recall_docs",
-        "CREATE INDEX recall_docs_owner ON recall_docs (tenant_id, user_id, agent_id)",
-        "CREATE INDEX recall_docs_conversation ON recall_docs (conversation_id, embedder)",
+        *_recall_docs_rebuilt(_RECALL_KEY_14),
         _VECTOR_IDS_14,
     ),
     "postgres": (
@@ -153,6 +162,21 @@ _MESSAGE_IDS = {
 }
 
 _CORE = "core: tenants, users, keys, conversations, messages"
+
+# A leaner recall_docs on SQLite (migration 27): ``seq BIGINT PRIMARY KEY`` kept the key in a
+# b-tree of its own beside the table; as ``INTEGER PRIMARY KEY`` it is the rowid, so an
+# indexed append writes one b-tree fewer per commit (the keys and indexes are the same,
+# and seq values are kept: the full-text rows are keyed by them). PostgreSQL's table is
+# unchanged.
+_RECALL_ROWID = {
+    "sqlite": (
+        *_recall_docs_rebuilt(
+            (*_RECALL_KEY_14, ("seq BIGINT PRIMARY KEY,", "seq INTEGER PRIMARY KEY,"))
+        ),
+        RECALL_WAITING,
+    ),
+    "postgres": (),
+}
 
 # Two clocks (migration 15): event time (valid_from, valid_to: when a fact held in the
 # world) and system time (recorded_at, superseded_at: when memstrata believed it) on
@@ -306,6 +330,16 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
             "recall: the owner's messages still waiting for a vector, indexed apart, so a "
             "read embeds the newest of them and counts the rest cheaply",
             (RECALL_WAITING,),
+        ),
+        Migration(
+            26,
+            "messages: the parent's seq (parent_seq), so a branch is walked by integer key",
+            (PARENT_SEQ_COLUMN, FILL_PARENT_SEQS.format(where="")),
+        ),
+        Migration(
+            27,
+            "recall: recall_docs keyed by its rowid on SQLite, one b-tree fewer per append",
+            _RECALL_ROWID[dialect],
         ),
     )
     for dialect in TYPES

@@ -30,6 +30,8 @@ class TableSpec:
     #: Rows have a unique key besides ``seq`` (an id or a primary key); a log without one
     #: is matched on every column when imported, so an import stays idempotent.
     keyed: bool = True
+    #: Columns left out because the import rebuilds them from the others (store-local keys).
+    rebuilt: tuple[str, ...] = ()
 
     def user_params(self, tenant: str, user: str) -> tuple[str, ...]:
         assert self.user_filter is not None
@@ -126,6 +128,7 @@ TABLES: tuple[TableSpec, ...] = (
         "seq",
         _CONV,
         serial=True,
+        rebuilt=("parent_seq",),  # the parent's seq in this store, filled on import
     ),
     TableSpec(
         "working_memory",
