@@ -14,7 +14,7 @@ from memstrata import Memory, Scope
 from memstrata.config import Settings
 from memstrata.context import COMPACT_JOB, Context, TierItem, TierPolicy, TierRequest
 from memstrata.context.summarize import SECTIONS, extractive_summary, summary_problem
-from memstrata.context.windows import context_window
+from memstrata.context.windows import RECALL_ROOM_MAX, context_window
 from memstrata.llm import OpenAICompatibleLLM, llm_from_settings
 from memstrata.runtime import Runtime
 from memstrata.storage.plan import Op
@@ -309,7 +309,7 @@ def test_provider_tier_plugs_in(mem: Memory) -> None:
     cid, msgs = _chain(mem, scope, 6)
     provider = FakeRecall()
     mem.core.context.add_provider(provider)
-    ctx = mem.context(scope, cid, budget=100_000, query="port")
+    ctx = mem.context(scope, cid, budget=100_000, query="port", layout="classic")
     assert provider.requests[0].query == "port"
     assert provider.requests[0].leaf_id == msgs[-1].id
     block = next(m for m in ctx.messages if m["content"].startswith("<recalled-messages>"))
@@ -322,6 +322,10 @@ def test_provider_tier_plugs_in(mem: Memory) -> None:
     assert 0 < small.report.tiers["recall"].items < 5
     cached = mem.context(scope, cid, budget=window_tokens + 60)
     assert cached.report.tiers["recall"].granted <= 0.05 * (window_tokens + 60)
+    # ... and at most RECALL_ROOM_MAX tokens however large the budget.
+    large = mem.context(scope, cid, budget=100_000, query="port")
+    assert 0 < large.report.tiers["recall"].granted <= RECALL_ROOM_MAX
+    assert large.report.tiers["recall"].items < 5
     dropped = [d for d in small.report.dropped if d["tier"] == "recall"]
     assert dropped
     assert dropped[0]["provenance"]["message_id"].startswith("m")

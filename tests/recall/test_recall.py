@@ -248,6 +248,27 @@ def test_fusion_prefers_agreement_and_context() -> None:
     )
 
 
+def test_sessions_ranked_by_the_terms_they_hold() -> None:
+    from memstrata.recall.scoring import DocMatch, session_ranks
+
+    def doc(seq: int, second: int) -> DocMatch:
+        return DocMatch(seq, f"m{seq}", "c", 10, second)
+
+    # Session 1 holds both terms over two turns; session 2 one term in two turns;
+    # session 3 both terms in a single turn (left to the message scores).
+    postings = {
+        "kayak": [doc(1, 100), doc(5, 200), doc(6, 200), doc(9, 300)],
+        "river": [doc(2, 100), doc(9, 300)],
+    }
+    assert session_ranks(postings) == {("c", 100): 1, ("c", 200): 2}
+    # A candidate in the best session outranks an equal one outside any session.
+    a = Candidate("a", "c", None, ("c", 100), keyword_rank=3, session_rank=1)
+    b = Candidate("b", "c", None, ("c", 900), keyword_rank=2)
+    assert fuse([a, b], temporal=False, params=FusionParams(segment_share=0))[0].id == "a"
+    off = FusionParams(segment_share=0, session_weight=0.0)
+    assert fuse([a, b], temporal=False, params=off)[0].id == "b"
+
+
 def test_default_embedder_searches_offline(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     import socket
 

@@ -34,6 +34,7 @@ from memstrata.context.windows import (
     DEFAULT_LOW_WATER,
     DEFAULT_VOLATILE_ROOM,
     DEFAULT_WINDOW,
+    RECALL_ROOM_MAX,
     context_window,
     step_size,
     step_start,
@@ -72,8 +73,9 @@ class Settings:
     #: What the window keeps of its share right after a step (the cache layout's).
     low_water: float = DEFAULT_LOW_WATER
     #: The share of the budget the per-turn tiers may take beyond their reserves once a
-    #: conversation is under way (the cache layout's).
+    #: conversation is under way (the cache layout's), and the most the recall tier takes.
     volatile_room: float = DEFAULT_VOLATILE_ROOM
+    recall_room_max: int = RECALL_ROOM_MAX
 
 
 def _window(
@@ -308,7 +310,8 @@ def _cache_share(
     system_tokens = books.tiers["system"].granted
     share = books.window_limit(system_tokens) - system_tokens
     room = int(settings.volatile_room * budget)
-    books.keep_share(share, _ongoing(br, window), room, VOLATILE_TIERS)
+    most = {"recall": settings.recall_room_max}
+    books.keep_share(share, _ongoing(br, window), room, VOLATILE_TIERS, most)
     base, end = _base(br), br.leaf.branch_tokens
     if share <= 0 or end - base <= COMPACT_AT * share:
         return None

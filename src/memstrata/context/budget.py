@@ -76,8 +76,8 @@ class Budget:
     report: ContextReport
     reserve: dict[str, int] = field(default_factory=dict)
     #: Tokens of the window's share kept from the per-turn tiers (:meth:`keep_share`).
-    held: int = 0
-    held_from: frozenset[str] = frozenset()
+    #: Tokens each per-turn tier may not take (see :meth:`keep_share`).
+    held: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def open(
@@ -164,20 +164,30 @@ class Budget:
         _report_uncovered(self.report, leaf, system, window, summary, stepped)
 
     def keep_share(
-        self, share: int, ongoing: bool, volatile_room: int, volatile: frozenset[str]
+        self,
+        share: int,
+        ongoing: bool,
+        volatile_room: int,
+        volatile: frozenset[str],
+        most: Mapping[str, int] | None = None,
     ) -> None:
         """Once a conversation is ``ongoing`` (a turn before the newest), keep what of the
         window's ``share`` the window does not fill from the ``volatile`` tiers, all but
-        ``volatile_room`` tokens: given to a per-turn tier (recall), the room a young or a
-        stepped window leaves would be a large block that changes every turn. A
-        conversation's first turn, with nothing to cache yet, leaves them all of it."""
+        ``volatile_room`` tokens (and all but ``most[tier]`` for a tier named there): given
+        to a per-turn tier (recall), the room a young or a stepped window leaves would be a
+        large block that changes every turn. A conversation's first turn, with nothing to
+        cache yet, leaves them all of it."""
         unused = share - self.tiers["recent"].granted
-        self.held = max(0, unused - volatile_room) if ongoing else 0
-        self.held_from = volatile
+        most = most or {}
+        self.held = {
+            name: max(0, unused - min(volatile_room, most.get(name, volatile_room)))
+            for name in volatile
+            if ongoing
+        }
 
     def room_for(self, tier: str) -> int:
         """What the system run and the window leave for ``tier``."""
-        return self.remaining - (self.held if tier in self.held_from else 0)
+        return self.remaining - self.held.get(tier, 0)
 
     def grant(self, offered: Mapping[str, list[TierItem]]) -> dict[str, list[TierItem]]:
         """Grant the tiers other than the window, by priority: the items each injects."""
@@ -189,7 +199,7 @@ class Budget:
             self.remaining,
             self.tokenizer,
             self.report,
-            {name: self.held for name in self.held_from},
+            self.held,
         )
 
     def note_summary(self, summary: Summary | None, used: bool) -> None:

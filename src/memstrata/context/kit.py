@@ -13,7 +13,12 @@ from typing import Any
 from memstrata.context.assemble import Settings
 from memstrata.context.layout import DEFAULT_LAYOUT, Layout
 from memstrata.context.tiers import TierPolicy, TierProvider
-from memstrata.context.windows import DEFAULT_LOW_WATER, DEFAULT_VOLATILE_ROOM, DEFAULT_WINDOW
+from memstrata.context.windows import (
+    DEFAULT_LOW_WATER,
+    DEFAULT_VOLATILE_ROOM,
+    DEFAULT_WINDOW,
+    RECALL_ROOM_MAX,
+)
 from memstrata.domain.context import CompactionResult
 from memstrata.jobs.ops import Job
 from memstrata.llm import LLM
@@ -58,6 +63,7 @@ class ContextKit:
         self.layout: Layout = DEFAULT_LAYOUT
         self.low_water = DEFAULT_LOW_WATER
         self.volatile_room = DEFAULT_VOLATILE_ROOM
+        self.recall_room_max = RECALL_ROOM_MAX
         self.providers: list[TierProvider] = []
         self.policies: dict[str, TierPolicy] = {}
         self.hooks: list[PreCompactionHook] = []
@@ -97,6 +103,7 @@ class ContextKit:
             layout=self.layout,
             low_water=self.low_water,
             volatile_room=self.volatile_room,
+            recall_room_max=self.recall_room_max,
         )
 
 

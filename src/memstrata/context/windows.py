@@ -8,6 +8,7 @@ __all__ = [
     "DEFAULT_LOW_WATER",
     "DEFAULT_VOLATILE_ROOM",
     "DEFAULT_WINDOW",
+    "RECALL_ROOM_MAX",
     "context_window",
     "step_size",
     "step_start",
@@ -21,6 +22,11 @@ DEFAULT_LOW_WATER = 0.7
 COMPACT_AT = 0.9
 #: The share of the budget the per-turn tiers (recall, ...) keep in a long conversation.
 DEFAULT_VOLATILE_ROOM = 0.05
+#: The most of that room the recall tier takes (about four recalled lines): its block is
+#: new to a provider's cache every turn, so at a large budget 5 % would be most of what a
+#: turn cannot reuse (``memstrata bench prompt-cache``: mean share 0.84 -> 0.88 at 8000).
+#: Working memory and the plan change only when they are updated: they keep the 5 %.
+RECALL_ROOM_MAX = 160
 _DEFAULT_CONTEXT_WINDOW = 128_000
 # Longest prefix wins (model names lowercased, any "org/" prefix removed).
 _CONTEXT_WINDOWS: tuple[tuple[str, int], ...] = (

@@ -8,6 +8,10 @@
    one it answers, so part of each candidate's score flows to its direct neighbours
    (parent and children) and to the segment it belongs to (messages that happened
    together: the same ``occurred_at`` session).
+4. Sessions: the keyword ranker also ranks the sessions the query's terms fall in
+   (:func:`memstrata.recall.scoring.session_ranks`); a candidate gains a reciprocal-rank
+   share of its session's rank, so a session that holds the question's words across
+   several turns lifts its turns.
 
 The defaults were tuned on synthetic conversations and checked on LoCoMo (see
 docs/benchmarks.md); nothing here refers to any data set.
@@ -39,6 +43,9 @@ class FusionParams:
     neighbour_share: float = 0.4
     #: Share of its segment's best fused score a candidate receives.
     segment_share: float = 0.8
+    #: Weight and reciprocal-rank k of the session ranking (0: off).
+    session_weight: float = 0.5
+    session_k: float = 6.0
 
 
 @dataclass(slots=True)
@@ -50,6 +57,8 @@ class Candidate:
     mentions_time: bool = False
     keyword_rank: int | None = None
     vector_rank: int | None = None
+    #: Rank of the candidate's session among those the query's terms fall in.
+    session_rank: int | None = None
     score: float = field(default=0.0)
 
 
@@ -91,6 +100,8 @@ def fuse(
             + params.neighbour_share * neighbours[key]
             + params.segment_share * segments[c.segment]
         )
+        if c.session_rank is not None and params.session_weight:
+            c.score += params.session_weight / (params.session_k + c.session_rank)
     cands.sort(key=lambda c: (-c.score, c.id, c.conversation_id))
     return cands
 

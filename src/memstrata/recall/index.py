@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memstrata.errors import ConfigurationError
-from memstrata.recall.scoring import COVERAGE_CORPUS, DocMatch, idf, score_docs
+from memstrata.recall.scoring import COVERAGE_CORPUS, DocMatch, idf, score_docs, session_ranks
 from memstrata.recall.text import INDEXED_ROLES, document_text, owner_token
 from memstrata.storage.plan import Exec, Op, Query, Row
 from memstrata.storage.records import MESSAGE_COLUMNS, to_message
@@ -21,6 +21,7 @@ from memstrata.types import Message, Scope
 
 __all__ = [
     "KeywordHit",
+    "KeywordHits",
     "MessageKey",
     "ancestors_within",
     "count_waiting",
@@ -53,7 +54,7 @@ _SQL: dict[str, dict[str, str]] = {
         # Which of the scope's messages hold a term, newest first: no bm25(), whose
         # statistics span the whole store (see recall/scoring.py).
         "postings": (
-            "SELECT d.seq, d.message_id, d.conversation_id, m.token_count "
+            "SELECT d.seq, d.message_id, d.conversation_id, m.token_count, d.occurred_at "
             "FROM recall_fts JOIN recall_docs d ON d.seq = recall_fts.rowid "
             "JOIN messages m ON m.seq = d.seq "
             "WHERE recall_fts MATCH ? AND {scope} ORDER BY recall_fts.rowid DESC LIMIT ?"
@@ -79,7 +80,7 @@ _SQL: dict[str, dict[str, str]] = {
     "postgres": {
         "insert_keywords": "UPDATE recall_docs SET tsv = to_tsvector('english', ?) WHERE seq = ?",
         "postings": (
-            "SELECT d.seq, d.message_id, d.conversation_id, m.token_count "
+            "SELECT d.seq, d.message_id, d.conversation_id, m.token_count, d.occurred_at "
             "FROM recall_docs d JOIN messages m ON m.seq = d.seq, to_tsquery('english', ?) q "
             "WHERE d.tsv @@ q AND {scope} ORDER BY d.seq DESC LIMIT ?"
         ),
@@ -281,6 +282,19 @@ class KeywordHit:
     coverage: float = 0.0
 
 
+class KeywordHits(list[KeywordHit]):
+    """Keyword matches, best first, and beside them ``sessions``: the rank of each session
+    (conversation id, second) the query's terms fall in (:func:`scoring.session_ranks`)."""
+
+    sessions: dict[tuple[str, int], int]
+
+    def __init__(
+        self, hits: Sequence[KeywordHit] = (), sessions: dict[tuple[str, int], int] | None = None
+    ) -> None:
+        super().__init__(hits)
+        self.sessions = sessions or {}
+
+
 def _term_query(dialect: str, owner: str, term: str) -> str:
     if dialect == "sqlite":
         # A quoted string is a plain token to FTS5 (no operators), then stemmed by porter.
@@ -318,7 +332,7 @@ def term_postings(
     """The scope's newest messages holding ``term``, at most ``cap`` (so the read is
     bounded; ``cap`` rows back means the term is at least that common in the scope)."""
     rows = yield from _term_rows(dialect, "postings", scope, term, cap, conversation_id)
-    return [DocMatch(int(r[0]), r[1], r[2], int(r[3])) for r in rows]
+    return [DocMatch(int(r[0]), r[1], r[2], int(r[3]), int(r[4]) // 1_000_000) for r in rows]
 
 
 def _held(
@@ -342,7 +356,7 @@ def keyword_search(
     conversation_id: str | None = None,
     cap: int = 1000,
     drop_common: bool = False,
-) -> Op[list[KeywordHit]]:
+) -> Op[KeywordHits]:
     """Best ``limit`` keyword matches of ``scope`` (any of ``terms``), best first, scored
     from the scope's own statistics (see :mod:`memstrata.recall.scoring`).
 
@@ -364,7 +378,10 @@ def keyword_search(
             continue
         postings[term] = docs
     scored = score_docs(postings, dropped)[:limit]
-    return [KeywordHit(d.message_id, d.conversation_id, d.score, d.coverage) for d in scored]
+    return KeywordHits(
+        [KeywordHit(d.message_id, d.conversation_id, d.score, d.coverage) for d in scored],
+        session_ranks(postings),
+    )
 
 
 def key_of(message: Message) -> MessageKey:

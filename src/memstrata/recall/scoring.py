@@ -17,7 +17,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["DocMatch", "ScoredDoc", "idf", "score_docs"]
+__all__ = ["DocMatch", "ScoredDoc", "idf", "score_docs", "second_of", "session_ranks"]
 
 #: The notional corpus size a score's idf is computed against (a constant, never a shared
 #: count; above every per-term read cap, so idf stays positive and ordered). Chosen with
@@ -45,6 +45,40 @@ class DocMatch:
     message_id: str
     conversation_id: str
     tokens: int
+    #: When it was said, in whole seconds (:func:`second_of`): messages of one
+    #: conversation said at the same second form one session (a fusion segment).
+    second: int = 0
+
+
+def second_of(occurred_at_micros: int) -> int:
+    """The whole second of a moment in microseconds (a session's key with its conversation)."""
+    return occurred_at_micros // 1_000_000
+
+
+#: A session is ranked only when at least this many of its messages hold a query term.
+SESSION_MIN_MESSAGES = 2
+
+
+def session_ranks(postings: Mapping[str, Sequence[DocMatch]]) -> dict[tuple[str, int], int]:
+    """Rank the sessions the query's terms fall in (1 = best): a session scores each term
+    it holds anywhere, by idf, counted with saturation (two of its messages holding a
+    term weigh more than one, ten not much more than two). Evidence is often spread over
+    a session's turns (a question in one, its answer in the next), which the message
+    scores alone do not see. A session of one matching message is left to them."""
+    score: dict[tuple[str, int], float] = {}
+    members: dict[tuple[str, int], set[int]] = {}
+    for docs in postings.values():
+        w = idf(len(docs))
+        held: dict[tuple[str, int], int] = {}
+        for d in docs:
+            key = (d.conversation_id, d.second)
+            held[key] = held.get(key, 0) + 1
+            members.setdefault(key, set()).add(d.seq)
+        for key, n in held.items():
+            score[key] = score.get(key, 0.0) + w * 2.0 * n / (n + 1.0)
+    kept = [k for k in score if len(members[k]) >= SESSION_MIN_MESSAGES]
+    kept.sort(key=lambda k: (-score[k], k))
+    return {k: n for n, k in enumerate(kept, start=1)}
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ from memstrata.recall.branchtruth import ActiveBranches
 from memstrata.recall.fusion import Candidate, FusionParams, fuse, ranks
 from memstrata.recall.index import MessageKey, key_of
 from memstrata.recall.relevance import RelevanceModel, Signals, background
+from memstrata.recall.scoring import second_of
 from memstrata.recall.text import QueryInfo, mentions_time
 from memstrata.storage.plan import Op
 from memstrata.storage.records import to_micros
@@ -487,12 +488,14 @@ def candidates_op(
             id=m.id,
             conversation_id=m.conversation_id,
             parent_id=m.parent_id,
-            segment=(m.conversation_id, int(m.occurred_at.timestamp())),
+            segment=segment,
             mentions_time=query.temporal and mentions_time(m.content),
             keyword_rank=kw_rank.get(key),
             vector_rank=vec_rank.get(key),
+            session_rank=keyword.sessions.get(segment),
         )
         for key, m in messages.items()
+        for segment in [(m.conversation_id, second_of(to_micros(m.occurred_at)))]
     ]
     return Found(
         cands,

@@ -46,8 +46,14 @@ CANDIDATES = 200
 #: The tier's fusion: a budget of ~50 lines rewards depth (a flatter rank curve, more
 #: weight to a message's own ranks than to its segment's) where search's top ten reward
 #: the head. Chosen with ``memstrata bench context-quality`` (docs/benchmarks.md).
+#: The session ranking (search's) is left out: its gain was measured on search's top ten.
 TIER_FUSION = FusionParams(
-    rrf_k=20.0, keyword_weight=1.3, time_boost=0.3, neighbour_share=0.4, segment_share=0.4
+    rrf_k=20.0,
+    keyword_weight=1.3,
+    time_boost=0.3,
+    neighbour_share=0.4,
+    segment_share=0.4,
+    session_weight=0.0,
 )
 MAX_TERMS = 12
 MAX_DF = 200
