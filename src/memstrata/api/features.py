@@ -91,6 +91,11 @@ def _nodes(core: Core, kits: Kits) -> Kits:
     return replace(kits, nodes=nodes_feature.install(core))
 
 
+def _state(core: Core, kits: Kits) -> Kits:
+    state_feature.install(core, need(kits.context, "context"))
+    return kits
+
+
 def _recall(core: Core, kits: Kits) -> Kits:
     context = need(kits.context, "context")
     return replace(kits, recall=recall_feature.install(core, context, handlers.embed))
@@ -126,7 +131,7 @@ FEATURES: tuple[Feature, ...] = (
     Feature("vectors", _plain(recall_feature.install_vectors)),
     Feature("context", _context),
     Feature("nodes", _nodes),
-    Feature("state", _plain(state_feature.install)),
+    Feature("state", _state),
     Feature("graph", _plain(graph_feature.install)),
     Feature("recall", _recall),
     Feature("longterm", _longterm),
