@@ -25,6 +25,8 @@ NAMES = {
     "arun": "run",
     "arun_pending": "run_pending",
     "acheck": "check",
+    "amigrate": "migrate",
+    "aschema_version": "schema_version",
     "acomplete": "complete",
     "aembed": "embed",
     "avector_index": "vector_index",

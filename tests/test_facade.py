@@ -14,7 +14,7 @@ from memstrata import AsyncMemory, Memory, Scope
 from memstrata.api.core import Core
 from memstrata.config import Settings
 from memstrata.context import COMPACT_JOB
-from memstrata.errors import Conflict, InvalidInput, NotFound
+from memstrata.errors import ConfigurationError, Conflict, InvalidInput, NotFound
 from memstrata.jobs.ops import JobStatus
 from memstrata.runtime import Runtime
 from memstrata.testing.conformance import fresh_scope
@@ -110,12 +110,19 @@ def test_the_async_facade_has_both(memory: Memory) -> None:
 
 
 def test_core_installs_its_features_in_order(tmp_path: Path) -> None:
-    from memstrata.api.features import FEATURES, Feature
+    from memstrata.api.features import FEATURES, Feature, Kits
     from memstrata.backends.registry import open_engine
     from memstrata.retention import RETENTION_JOB
 
     seen: list[str] = []
-    extra = Feature("probe", lambda core: seen.append(",".join(f.name for f in core.features)))
+
+    def probe(core: Core, kits: Kits) -> Kits:
+        seen.append(",".join(f.name for f in core.features))
+        assert kits.context is not None
+        assert kits.recall is not None
+        return kits
+
+    extra = Feature("probe", probe)
     s = Settings(home=tmp_path, worker="off")
     rt = Runtime(tokenizer=get_tokenizer(s.token_encoding))
     core = Core(open_engine(f"sqlite:///{tmp_path}/m.db"), rt, s, features=(*FEATURES, extra))
@@ -128,5 +135,9 @@ def test_core_installs_its_features_in_order(tmp_path: Path) -> None:
     bare = Core(open_engine(f"sqlite:///{tmp_path}/b.db"), rt, s, features=())
     try:
         assert bare.jobs.kinds() == []
+        assert bare.kits == Kits()
+        assert bare.fact_usage is None
+        with pytest.raises(ConfigurationError, match="recall feature is not installed"):
+            bare.recall  # noqa: B018
     finally:
         bare.close()

@@ -19,6 +19,11 @@ from memstrata.config import Settings
 #: One entry per method ("sub_api.method" or a top-level name); keep the reasons short.
 LOCAL_ONLY: dict[str, str] = {
     "open": "constructor (Memory.open with an http(s) URL returns the remote client)",
+    "admin.check": "/readyz asks the server's backends",
+    "admin.migrate": "`memstrata migrate` (operator task)",
+    "admin.read": "a transaction on the local store",
+    "admin.schema_version": "`memstrata doctor` (operator task)",
+    "admin.write": "a transaction on the local store",
     "compaction.assemble": "internal step of context(); REST serves POST .../context",
     "compaction.log": "process-local compaction log",
     "compaction.run": "REST serves it as compact(), which the client has",
@@ -41,10 +46,13 @@ LOCAL_ONLY: dict[str, str] = {
     "jobs.blocked": "a property of the process that runs jobs",
     "jobs.blocked_reasons": "the server sends each job's `blocked` (jobs.list, jobs.get)",
     "jobs.enqueue": "job kinds are registered in the server's process",
+    "jobs.kinds": "job kinds are registered in the server's process",
     "jobs.presence": "operators read it from /readyz (jobs.list carries worker_warning)",
     "jobs.register": "handlers run in the server's process",
     "jobs.run_pending": "runs jobs in the calling process",
+    "jobs.start_local_worker": "starts the calling process's worker",
     "jobs.stats": "served by /metrics, not the API",
+    "jobs.worker": "the calling process's worker (`memstrata worker`)",
     "keys.authenticate": "the server authenticates; keys are made with the CLI",
     "keys.create": "API keys are managed with `memstrata keys` (no REST route)",
     "keys.list": "API keys are managed with `memstrata keys` (no REST route)",
@@ -76,6 +84,7 @@ LOCAL_ONLY: dict[str, str] = {
     "provenance.fact_use_counts": "memory health's counter (no REST route)",
     "usage.flush": "writes the calling process's buffered usage rows",
     "usage.held_back": "`memstrata doctor` (operator task)",
+    "usage.snapshot": "served by /metrics (this process's calls)",
 }
 
 #: Methods only the remote client has.

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -96,7 +97,7 @@ def test_health_counts_planted_problems(memory: Memory) -> None:
 def test_health_without_usage_counts_says_usage_is_unknown(memory: Memory) -> None:
     mem = _plain(memory)
     _plant(mem, A)
-    mem.core.fact_usage = None
+    mem.core.kits = replace(mem.core.kits, fact_usage=None)  # a core without provenance
     report = mem.memory.health(A)
     # No way to count uses: usage unknown, never "all unused".
     assert report.usage_known is False
@@ -134,7 +135,7 @@ def test_health_uses_the_usage_hook(memory: Memory) -> None:
         rows = yield Query("SELECT 2")  # runs in the report's read transaction
         return {bicycle: rows[0][0], cello: 1}
 
-    mem.core.fact_usage = counts
+    mem.core.kits = replace(mem.core.kits, fact_usage=counts)
     report = mem.memory.health(A)
     assert seen
     assert seen[0][0] == A

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, overload
 
 from memstrata import conversation as ops
 from memstrata import provenance
+from memstrata.api._async_admin import AsyncAdmin
 from memstrata.api._async_base import AsyncSubAPI
 from memstrata.api._async_context import AsyncCompaction
 from memstrata.api._async_graph import AsyncGraphs
@@ -35,6 +36,7 @@ from memstrata.api._async_state import (
 )
 from memstrata.api._async_transfer import AsyncTransfer
 from memstrata.api._async_usage import AsyncUsage
+from memstrata.api._sync import Memory  # unasync: async-only line
 from memstrata.api.core import Core
 from memstrata.config import Settings
 from memstrata.context import CompactionResult, Context, prefix
@@ -347,6 +349,9 @@ class AsyncMemory(AsyncSubAPI):
 
     def __init__(self, core: Core) -> None:
         super().__init__(core)
+        # Job handlers get the sync facade (``handler(job, memory)``), whichever facade the
+        # memory was opened with.
+        core.serve_jobs_with(Memory)
         self.conversations = AsyncConversations(core)
         self.messages = AsyncMessages(core)
         self.users = AsyncUsers(core)
@@ -369,6 +374,7 @@ class AsyncMemory(AsyncSubAPI):
         self.memory = AsyncMemoryMaintenance(core)
         self.usage = AsyncUsage(core)
         self.receipts = AsyncReceipts(core)
+        self.admin = AsyncAdmin(core)
 
     @classmethod
     @overload

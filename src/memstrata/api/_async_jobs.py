@@ -12,7 +12,7 @@ from memstrata.jobs import ops as jobs_ops
 from memstrata.jobs import presence as presence_ops
 from memstrata.jobs.ops import Job
 from memstrata.jobs.presence import Presence
-from memstrata.jobs.worker import Handler
+from memstrata.jobs.worker import Handler, Worker
 from memstrata.runtime import page_limit
 from memstrata.storage import sql
 from memstrata.types import Page, Scope
@@ -31,6 +31,21 @@ class AsyncJobs(AsyncSubAPI):
     def register(self, kind: str, handler: Handler[Any], *, lease_s: float = 60.0) -> None:
         """Run ``handler(job, memory)`` for jobs of ``kind``; it must be idempotent."""
         self._core.jobs.register(kind, handler, lease_s=lease_s)
+
+    def kinds(self) -> list[str]:
+        """The job kinds this process runs (the features' and those registered here)."""
+        return self._core.jobs.kinds()
+
+    def worker(self) -> Worker[Any]:
+        """This process's worker (created on first use, not started): ``start(threads=n)``
+        and ``stop()`` run it as a long-lived service (``memstrata worker``)."""
+        return self._core.worker()
+
+    def start_local_worker(self) -> None:
+        """Start the in-process worker (once) when this memory runs one (settings
+        ``worker``): a long-running process calls it at start, so jobs an earlier process
+        left queued run without waiting for a new one."""
+        self._core.start_local_worker()
 
     async def enqueue(
         self,

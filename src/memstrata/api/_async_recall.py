@@ -8,6 +8,7 @@ from datetime import datetime
 
 from memstrata.api._async_base import AsyncSubAPI
 from memstrata.domain.recall import RecallResults, check_explain
+from memstrata.embeddings.port import Embedder
 from memstrata.longterm.clocks import parse_instant
 from memstrata.recall import index as idx
 from memstrata.recall import keywords
@@ -28,6 +29,21 @@ class AsyncRecall(AsyncSubAPI):
     @property
     def _recall(self) -> RecallEngine:
         return self._core.recall
+
+    @property
+    def embedder(self) -> Embedder | None:
+        """The embedder recall uses (metered), or None: keyword recall only."""
+        return self._recall.embedder
+
+    @property
+    def keyword_only(self) -> str | None:
+        """Why recall runs on keywords alone (no embedder), or None."""
+        return self._recall.keyword_only
+
+    @property
+    def embedder_missing(self) -> bool:
+        """Whether an embedder was wanted but cannot be used here (a degraded setup)."""
+        return self._recall.embedder_missing
 
     @attributed
     async def search(

@@ -38,6 +38,11 @@ class AsyncUsage(AsyncSubAPI):
         at job ends and at close anyway); returns how many rows were written."""
         return await self._core.aflush_usage()
 
+    def snapshot(self) -> dict[str, Any]:
+        """This process's model calls so far, counted in memory (what ``/metrics``
+        shows): no store round trip."""
+        return self._core.usage.snapshot()
+
     async def report(
         self,
         owner: Scope | str | None,

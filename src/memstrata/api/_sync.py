@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, overload
 
 from memstrata import conversation as ops
 from memstrata import provenance
+from memstrata.api._sync_admin import Admin
 from memstrata.api._sync_base import SubAPI
 from memstrata.api._sync_context import Compaction
 from memstrata.api._sync_graph import Graphs
@@ -343,6 +344,9 @@ class Memory(SubAPI):
 
     def __init__(self, core: Core) -> None:
         super().__init__(core)
+        # Job handlers get the sync facade (``handler(job, memory)``), whichever facade the
+        # memory was opened with.
+        core.serve_jobs_with(Memory)
         self.conversations = Conversations(core)
         self.messages = Messages(core)
         self.users = Users(core)
@@ -365,6 +369,7 @@ class Memory(SubAPI):
         self.memory = MemoryMaintenance(core)
         self.usage = Usage(core)
         self.receipts = Receipts(core)
+        self.admin = Admin(core)
 
     @classmethod
     @overload

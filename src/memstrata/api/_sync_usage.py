@@ -37,6 +37,11 @@ class Usage(SubAPI):
         at job ends and at close anyway); returns how many rows were written."""
         return self._core.flush_usage()
 
+    def snapshot(self) -> dict[str, Any]:
+        """This process's model calls so far, counted in memory (what ``/metrics``
+        shows): no store round trip."""
+        return self._core.usage.snapshot()
+
     def report(
         self,
         owner: Scope | str | None,

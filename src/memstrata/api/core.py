@@ -4,35 +4,41 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, TypeAlias
 
 import anyio.to_thread
 
-from memstrata.api.features import FEATURES, Feature
+from memstrata.api.features import FEATURES, Feature, Kits, need
 from memstrata.backends.registry import open_blob_store, open_engine
 from memstrata.blobs import BlobStore
 from memstrata.config import Settings
-from memstrata.context.kit import ContextKit
 from memstrata.embeddings.port import Embedder
 from memstrata.errors import ConfigurationError, MemstrataError
 from memstrata.jobs.worker import JobRegistry, LocalWakeup, Wakeup, Worker
 from memstrata.llm import LLM
 from memstrata.locks import DistributedLock, FileLock
-from memstrata.recall.service import RecallEngine
 from memstrata.redact import RedactingLLM, Redactor
 from memstrata.runtime import Limits, Runtime
 from memstrata.storage.engine import Engine, Pingable
 from memstrata.storage.plan import Op, Query, read
 from memstrata.tokens import get_tokenizer
-from memstrata.types import Scope
 from memstrata.usage import MeteredLLM, UsageLedger, UsageMeter
 from memstrata.validation import build, checked_scope
 
 if TYPE_CHECKING:
+    from memstrata.api._sync import Memory
+    from memstrata.context.kit import ContextKit
     from memstrata.longterm.service import LongTermKit
+    from memstrata.nodes.service import NodesKit
+    from memstrata.provenance.feature import FactUsage
+    from memstrata.recall.service import RecallEngine
+
+    #: What a job handler gets: the sync facade over the core whose worker runs the job
+    #: (``handler(job, memory)``, the contract of ``mem.jobs.register``).
+    JobContext: TypeAlias = Memory
 
 # ``build`` and ``checked_scope`` live in memstrata.validation; imported here for old callers.
-__all__ = ["Core", "build", "checked_scope"]
+__all__ = ["Core", "JobContext", "build", "checked_scope"]
 
 
 def _ping() -> Op[None]:
@@ -42,17 +48,6 @@ def _ping() -> Op[None]:
 class Core:
     """The engine, runtime, settings and background machinery of one opened memory; the
     features (:data:`~memstrata.api.features.FEATURES`) install the rest."""
-
-    # Set by the context, recall and long-term features as they install.
-    context: ContextKit
-    recall: RecallEngine
-    longterm: LongTermKit
-    #: How many recorded contexts held each fact (set by the provenance feature; memory
-    #: health reports usage as unknown while it is None).
-    fact_usage: Callable[[Scope, Sequence[str]], Op[dict[str, int]]] | None = None
-    #: The sync facade job handlers get (``Memory``, set by :mod:`memstrata.api`, which
-    #: imports both modules: this one never imports the facade built over it).
-    sync_facade: ClassVar[Callable[[Core], Any]]
 
     def __init__(
         self,
@@ -73,11 +68,12 @@ class Core:
         self.settings = settings
         self.blobs_url = blobs
         self.redis_url = redis
-        self.jobs: JobRegistry[Any] = JobRegistry()
+        self.jobs: JobRegistry[JobContext] = JobRegistry()
         self.wakeup: Wakeup = wakeup or LocalWakeup()
         self.lock: DistributedLock = lock or FileLock(settings.home / "locks")
         self._probes: dict[str, Callable[[], None]] = dict(probes or {})
-        self._worker: Worker[Any] | None = None
+        self._worker: Worker[JobContext] | None = None
+        self._job_context: Callable[[Core], JobContext] | None = None
         self._worker_lock = threading.Lock()
         self.requested_embedder = embedder  # None: the recall feature reads the settings
         # Model calls reach the store through the ledger, in batches (memstrata.usage).
@@ -93,8 +89,39 @@ class Core:
         )
         self._local_worker_started = False
         self.features = tuple(FEATURES if features is None else features)
+        kits = Kits()
         for feature in self.features:
-            feature.install(self)
+            kits = feature.install(self, kits)
+        #: The kits the features returned (:class:`~memstrata.api.features.Kits`).
+        self.kits = kits
+
+    # -- the features' kits --------------------------------------------------------------
+
+    @property
+    def context(self) -> ContextKit:
+        """The context feature's kit: tier providers, policies, the model."""
+        return need(self.kits.context, "context")
+
+    @property
+    def recall(self) -> RecallEngine:
+        """The recall feature's engine: embedder, vector index, the recall tier."""
+        return need(self.kits.recall, "recall")
+
+    @property
+    def longterm(self) -> LongTermKit:
+        """The long-term feature's kit: capture, extraction settings, its tiers."""
+        return need(self.kits.longterm, "longterm")
+
+    @property
+    def nodes(self) -> NodesKit:
+        """The node-memory feature's kit: its blob store."""
+        return need(self.kits.nodes, "nodes")
+
+    @property
+    def fact_usage(self) -> FactUsage | None:
+        """How many recorded contexts held each fact (None without provenance: memory
+        health then reports usage as unknown)."""
+        return self.kits.fact_usage
 
     def wrap_llm(self, llm: LLM) -> LLM:
         """A model as features call it: redacted (when configured), then metered."""
@@ -155,8 +182,21 @@ class Core:
 
     # -- readiness -----------------------------------------------------------------------
 
-    def check(self) -> dict[str, str]:
-        """Ask every configured backend for a trivial answer: ``{name: "ok" | reason}``."""
+    def check(self, timeout_s: float | None = None) -> dict[str, str]:
+        """Ask every configured backend for a trivial answer: ``{name: "ok" | reason}``;
+        past ``timeout_s`` the answer is that the backends did not answer in time (the
+        probe thread is left to finish on its own)."""
+        if timeout_s is None:
+            return self._check()
+        found: dict[str, str] = {}
+        probe = threading.Thread(target=lambda: found.update(self._check()), daemon=True)
+        probe.start()
+        probe.join(timeout_s)
+        if probe.is_alive():
+            return {self.engine.dialect: f"no answer within {timeout_s:g} s"}
+        return found
+
+    def _check(self) -> dict[str, str]:
         results: dict[str, str] = {}
         try:
             if isinstance(self.engine, Pingable):  # connects directly, with a short timeout
@@ -178,10 +218,22 @@ class Core:
         """:meth:`check` from async code; past ``timeout_s`` the answer is that the
         backends did not answer in time (the probe thread is left to finish on its own)."""
         if timeout_s is None:
-            return await anyio.to_thread.run_sync(self.check)
+            return await anyio.to_thread.run_sync(self._check)
         with anyio.move_on_after(timeout_s):
-            return await anyio.to_thread.run_sync(self.check, abandon_on_cancel=True)
+            return await anyio.to_thread.run_sync(self._check, abandon_on_cancel=True)
         return {self.engine.dialect: f"no answer within {timeout_s:g} s"}
+
+    def schema_version(self) -> int:
+        return self.engine.schema_version()
+
+    async def aschema_version(self) -> int:
+        return await anyio.to_thread.run_sync(self.engine.schema_version)
+
+    def migrate(self) -> list[int]:
+        return self.engine.migrate()
+
+    async def amigrate(self) -> list[int]:
+        return await anyio.to_thread.run_sync(self.engine.migrate)
 
     def open_blob_store(self) -> BlobStore:
         """A blob store at ``blobs=`` (or the settings' location): features reach storage
@@ -190,14 +242,23 @@ class Core:
 
     # -- background work -----------------------------------------------------------------
 
-    def worker(self) -> Worker[Any]:
+    def serve_jobs_with(self, facade: Callable[[Core], JobContext]) -> None:
+        """Say how to build what job handlers get (the sync facade): the facades built over
+        this core do (this module never imports the facade built over it)."""
+        self._job_context = facade
+
+    def worker(self) -> Worker[JobContext]:
         """The worker of this process (created on first use; handlers get a sync Memory)."""
         with self._worker_lock:
             if self._worker is None:
+                if self._job_context is None:
+                    raise ConfigurationError(
+                        "no facade over this memory: open it with Memory or AsyncMemory"
+                    )
                 self._worker = Worker(
                     self.engine,
                     self.jobs,
-                    Core.sync_facade(self),
+                    self._job_context(self),
                     poll_s=self.settings.worker_poll_seconds,
                     wakeup=self.wakeup,
                     after_job=self.usage_ledger.flush,

@@ -17,7 +17,6 @@ import random
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -59,14 +58,14 @@ def _one_size(
     # No worker thread: background jobs would compete with the timed calls.
     mem = Memory.open(url, settings=Settings(worker="off"))
     try:
-        mem.core.context.auto_compact = False
+        mem.compaction.kit.auto_compact = False
         conv = mem.conversations.create(scope, title=f"context bench {size}")
         progress(f"context: appending {size:,} messages")
         build_tree(mem, scope, conv.id, size, texts, rng)
         mem.working.put(scope, "# User\n- name: bench\n- prefers concise answers")
         mem.plans.put(scope, conv.id, {"steps": ["read", "answer", "check"]})
         compacted = mem.compact(scope, conv.id).outcome
-        embedder = mem.core.recall.embedder
+        embedder = mem.recall.embedder
         if embedder is not None:
             progress(f"context: embedding {size:,} messages")
             mem.recall.flush(scope)
@@ -113,17 +112,16 @@ def _ancestry(
     """The branch filter's own cost, as the recall tier pays it: read the leaf's chains
     (one query) and judge 100 labelled candidates against them."""
     from memstrata.conversation.branches import branch_of, labels_of
-    from memstrata.storage.plan import read
 
     sample = [m.id for m in rng.sample(list(leaves), min(100, len(leaves)))]
-    labels = list(mem.core.engine.run(read(lambda: labels_of(cid, sample))).values())
+    labels = list(mem.admin.read(labels_of, cid, sample).values())
     times: list[int] = []
     chains: list[int] = []
     on_branch = 0
     for _ in range(calls):
         leaf = rng.choice(leaves).id
         t0 = time.perf_counter_ns()
-        branch = mem.core.engine.run(read(partial(branch_of, cid, leaf)))
+        branch = mem.admin.read(branch_of, cid, leaf)
         assert branch is not None
         kept = sum(branch.contains(chain, depth) for chain, depth in labels)
         times.append(time.perf_counter_ns() - t0)

@@ -145,8 +145,8 @@ def run(
         settings = Settings(home=Path(tmp), worker="off", recall_embed="search")
         mem = Memory.open(db or f"sqlite:///{Path(tmp) / 'quality.db'}", settings=settings)
         try:
-            emb = mem.core.recall.embedder
-            tok = mem.core.rt.tokenizer
+            emb = mem.recall.embedder
+            tok = mem.admin.runtime.tokenizer
             progress(f"embedder: {emb.identity if emb else 'none (keywords only)'}")
             run_id = int(time.time() * 1000)
             done = [_ingest(mem, c, run_id) for c in convs]

@@ -200,7 +200,7 @@ def build_tree(
 
 
 def all_leaves(mem: Memory, scope: Scope, cid: str) -> list[Message]:
-    limit = mem.core.rt.limits.max_page_size
+    limit = mem.admin.runtime.limits.max_page_size
     leaves: list[Message] = []
     cursor: str | None = None
     while True:
@@ -242,7 +242,7 @@ def _one_size(
     # is measured separately); the indexed rate is measured beside it below.
     mem = Memory.open(url, settings=_settings(recall_index=False))
     try:
-        synchronous = mem.core.settings.sqlite_synchronous
+        synchronous = mem.admin.settings.sqlite_synchronous
         conv = mem.conversations.create(scope, title=f"history bench {size}")
         progress(f"history: appending {size:,} messages")
         built = build_tree(mem, scope, conv.id, size, texts, rng)
@@ -277,7 +277,7 @@ def _one_size(
             tokens.append(h.tokens)
             rows_read.append(h.rows_read)
             depths.append(leaf.depth)
-        location = mem.core.engine.location
+        location = mem.admin.location
         if shared_db:
             mem.users.delete(scope)  # leave someone else's database as we found it
     finally:

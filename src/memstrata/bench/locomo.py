@@ -336,7 +336,7 @@ def run(
         settings = Settings(home=Path(tmp), worker="off", recall_embed="search")
         mem = Memory.open(db or f"sqlite:///{Path(tmp) / 'locomo.db'}", settings=settings)
         try:
-            emb = mem.core.recall.embedder
+            emb = mem.recall.embedder
             progress(f"embedder: {emb.identity if emb else 'none (keywords only)'}")
             for conv in convs:
                 scope = Scope("locomo", f"{conv.sample_id}-{int(time.time() * 1000)}")

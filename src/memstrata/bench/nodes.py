@@ -179,7 +179,7 @@ def _memstrata(mem: Memory, size: int, repeats: int) -> dict[str, Any]:
 def _whole_json(blobs: Blobs, key: str, size: int, repeats: int, mem: Memory) -> dict[str, Any]:
     """Dify's layout: the node's whole history in one object, rewritten per flush."""
     chain = _Chain(size)
-    rt = mem.core.rt
+    rt = mem.admin.runtime
     turns = [
         Turn(rt.make_id(), t["message_id"], t["parent_message_id"], t["user_content"], (),
              t["assistant_content"], (), rt.clock())

@@ -123,7 +123,7 @@ def _replay(
 
     conv = mem.conversations.create(scope, title=f"{layout}-{budget}")
     mem.messages.append(scope, conv.id, role="system", content="You are a helpful assistant.")
-    tok = mem.core.rt.tokenizer
+    tok = mem.admin.runtime.tokenizer
     previous: list[dict[str, Any]] = []
     summary: str | None = None
     start: str | None = None
@@ -173,7 +173,7 @@ def run(
     with tempfile.TemporaryDirectory() as tmp:
         settings = Settings(home=Path(tmp), worker="off", recall_embed="search")
         mem = Memory.open(db or f"sqlite:///{Path(tmp) / 'cache.db'}", settings=settings)
-        mem.core.context.debounce_s = mem.core.context.max_wait_s = 0.0  # ready at once
+        mem.compaction.kit.debounce_s = mem.compaction.kit.max_wait_s = 0.0  # ready at once
         try:
             for budget in budgets:
                 for layout in LAYOUTS:

@@ -149,7 +149,7 @@ def run(
         settings = Settings(home=Path(tmp))
         mem = Memory.open(db or f"sqlite:///{Path(tmp) / 'natural.db'}", settings=settings)
         try:
-            emb = mem.core.recall.embedder
+            emb = mem.recall.embedder
             progress(f"embedder: {emb.identity if emb else 'none (keywords only)'}")
             scope = Scope("recall-natural", f"user-{int(time.time() * 1000)}")
             t0 = time.perf_counter()

@@ -43,12 +43,11 @@ def migrate(db: Db = None) -> None:
     """Apply pending schema migrations and print the versions in place."""
     settings = settings_for(db)
     with errors(), open_memory(db, init=True) as mem:  # creating the store is its job
-        engine = mem.core.engine  # facade gap: no schema version or migrate on Memory
         # Opening the store applies pending migrations; this call picks up any that
         # another process added meanwhile, and reports the result.
-        engine.migrate()
-        version = engine.schema_version()
-        known = _migrations(engine.dialect)
+        mem.admin.migrate()
+        version = mem.admin.schema_version()
+        known = _migrations(mem.admin.dialect)
     typer.echo(f"database: {redact(settings.database_url())}")
     for number, name in known:
         if number <= version:
@@ -72,11 +71,11 @@ def _probe(db: str | None, info: dict[str, Any], read: Callable[[Memory], dict[s
 
 
 def _schema_info(mem: Memory) -> dict[str, Any]:
-    engine = mem.core.engine  # facade gap: no schema version on Memory
+    dialect = mem.admin.dialect
     return {
-        "dialect": engine.dialect,
-        "schema_version": engine.schema_version(),
-        "latest_schema_version": _latest_schema(engine.dialect),
+        "dialect": dialect,
+        "schema_version": mem.admin.schema_version(),
+        "latest_schema_version": _latest_schema(dialect),
     }
 
 

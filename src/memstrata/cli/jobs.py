@@ -56,7 +56,7 @@ def worker(
         configure_logging(json_logs=settings.log_format == "json", level=settings.log_level)
         mem = Memory.open(settings.database_url(), settings=settings)
         try:
-            kinds = mem.core.jobs.kinds()  # facade gap: no kinds() on mem.jobs
+            kinds = mem.jobs.kinds()
             if once:
                 ran = mem.jobs.run_pending()
                 note(f"ran {ran} job(s)")
@@ -64,7 +64,7 @@ def worker(
             stop = threading.Event()
             for sig in (signal.SIGTERM, signal.SIGINT):
                 signal.signal(sig, lambda *_: stop.set())
-            runner = mem.core.worker()  # facade gap: no worker() on mem.jobs
+            runner = mem.jobs.worker()
             runner.start(threads=threads)
             note(
                 f"worker {runner.name} on {redact(settings.database_url())}: {threads} thread(s), "

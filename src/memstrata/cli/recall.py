@@ -96,7 +96,7 @@ def reindex(
     from rich.progress import Progress
 
     with errors(), open_memory(db) as mem:
-        emb = mem.core.recall.embedder  # facade gap: no embedder on mem.recall
+        emb = mem.recall.embedder
         backfilled = mem.recall.backfill()
         todo = mem.recall.pending()
         with Progress(transient=True, disable=as_json) as bar:

@@ -12,10 +12,8 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from functools import partial
 from typing import Any
 
-from memstrata.context.briefing import iteration_items, working_items
 from memstrata.context.budget import Budget
 from memstrata.context.compaction import MIN_NEW_TOKENS
 from memstrata.context.layout import (
@@ -52,7 +50,6 @@ from memstrata.conversation.history import HistoryPlanner
 from memstrata.domain.context import Context
 from memstrata.errors import InvalidInput
 from memstrata.runtime import Runtime
-from memstrata.state.plans import find_plan
 from memstrata.storage.plan import Op
 from memstrata.storage.records import to_message
 from memstrata.tokens import Tokenizer
@@ -142,7 +139,6 @@ def _offers(
     budget: int,
     base: TierRequest,
     tok: Tokenizer,
-    task: str | None = None,
 ) -> Op[dict[str, list[TierItem]]]:
     """What each tier other than the window (and the providers that run after it)
     asks for, best items first."""
@@ -150,22 +146,11 @@ def _offers(
     if br.summary is not None:
         s = br.summary
         offered["summary"] = [_item(s.id, s.content, tok, up_to=s.up_to_id, version=s.version)]
-    item = partial(_item, tok=tok)
-    working = yield from working_items(scope, conversation_id, item)
-    if working:
-        offered["working"] = working
-    if task is not None:
-        attempts = yield from iteration_items(conversation_id, task, item)
-        if attempts:
-            offered["iterations"] = attempts
-    plan = yield from find_plan(scope, conversation_id)
-    if plan is not None:
-        text = json.dumps(plan.document, ensure_ascii=False, indent=2, sort_keys=True)
-        offered["plan"] = [_item("plan", text, tok, version=plan.version)]
     for provider in settings.providers:
         if not _after_window(provider):
             items = yield from _provide(rt, provider, base, policies, budget)
-            offered.setdefault(provider.tier, []).extend(items)
+            if items or not getattr(provider, "only_when_offering", False):
+                offered.setdefault(provider.tier, []).extend(items)
     return offered
 
 
@@ -183,7 +168,7 @@ def _provide(
     window_from_depth: int | None = None,
 ) -> Op[list[TierItem]]:
     tier = provider.tier
-    if tier not in BLOCK_TAGS or tier in ("summary", "working", "plan", "iterations"):
+    if tier not in BLOCK_TAGS or tier == "summary":
         raise InvalidInput(f"a provider cannot supply tier {tier!r}", field="tier")
     cap = policies[tier].cap if tier in policies else None
     allowance = room if cap is None else min(cap, room)
@@ -205,6 +190,7 @@ def _base_request(
     query_vector: Sequence[float] | None,
     embedder: str | None,
     as_of: int | None = None,
+    task: str | None = None,
 ) -> TierRequest:
     return TierRequest(
         scope=scope,
@@ -218,6 +204,7 @@ def _base_request(
         query_vector=query_vector,
         embedder=embedder,
         as_of=as_of,
+        task=task,
     )
 
 
@@ -369,9 +356,11 @@ def assemble(
     if query is None and settings.providers and br.leaf is not None:
         found = yield from _newest_user_message(conversation_id, br.leaf)
         query = None if found is None else found.content
-    asking = _base_request(scope, conversation_id, br, query, tok, query_vector, embedder, as_of)
+    asking = _base_request(
+        scope, conversation_id, br, query, tok, query_vector, embedder, as_of, task
+    )
     offered = yield from _offers(
-        rt, scope, conversation_id, br, settings, policies, budget, asking, tok, task
+        rt, scope, conversation_id, br, settings, policies, budget, asking, tok
     )
     books.note_asks(offered)
     late = [p for p in settings.providers if _after_window(p)]

@@ -1,6 +1,6 @@
 """Per-memory context settings: tier providers, policies, pre-compaction hooks, the LLM.
 
-One :class:`ContextKit` hangs off each opened memory (``mem.core.context``), shared
+One :class:`ContextKit` per opened memory (what the ``context`` feature installs), shared
 by its sync and async facades and by background compaction jobs, so a provider
 registered once (recall, long-term facts) serves every call.
 """
@@ -8,7 +8,6 @@ registered once (recall, long-term facts) serves every call.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from memstrata.context.assemble import Settings
 from memstrata.context.layout import DEFAULT_LAYOUT, Layout
@@ -20,7 +19,6 @@ from memstrata.context.windows import (
     RECALL_ROOM_MAX,
 )
 from memstrata.domain.context import CompactionResult
-from memstrata.jobs.ops import Job
 from memstrata.llm import LLM
 from memstrata.storage.plan import Op
 from memstrata.types import Message, Scope
@@ -31,7 +29,6 @@ __all__ = [
     "ContextKit",
     "PreCompactionHook",
     "PreCompactionOp",
-    "compact_job",
 ]
 
 COMPACT_JOB = "memstrata.compact"
@@ -105,15 +102,3 @@ class ContextKit:
             volatile_room=self.volatile_room,
             recall_room_max=self.recall_room_max,
         )
-
-
-def compact_job(job: Job, memory: Any) -> None:
-    """Job handler: compact the job's conversation (the branch of the leaf it names)."""
-    if job.conversation_id is None or job.user is None:
-        return
-    scope = Scope(job.tenant, job.user, job.agent)
-    leaf_id, keep_from = job.payload.get("leaf_id"), job.payload.get("keep_from")
-    if keep_from is None:
-        memory.compact(scope, job.conversation_id, leaf_id=leaf_id)
-    else:  # a context of the cache layout asked: its window's next step
-        memory.compaction.run(scope, job.conversation_id, leaf_id=leaf_id, keep_from=keep_from)

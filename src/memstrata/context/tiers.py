@@ -2,11 +2,12 @@
 
 A tier is one kind of material a context is assembled from. Built in: ``system``
 (the branch's leading system messages, always kept), ``recent`` (the recent window),
-``summary`` (the rolling compaction summary), ``working`` (the user's and the
-conversation's working memory), ``plan`` and ``iterations`` (a named task's failed
-attempts, see :mod:`memstrata.context.briefing`). Features plug further tiers in (``facts``, ``profile``, ``recall``) with a
-:class:`TierProvider`: given a :class:`TierRequest` it returns whole
-:class:`TierItem` objects, best first, each with its token count and provenance.
+``summary`` (the rolling compaction summary). Features plug the others in with a
+:class:`TierProvider`: ``working``, ``plan`` and ``iterations`` (a named task's failed
+attempts) from agent state (:mod:`memstrata.state.tiers`), ``facts`` and ``profile``
+from long-term memory, ``recall`` from recall. Given a :class:`TierRequest`, a provider
+returns whole :class:`TierItem` objects, best first, each with its token count and
+provenance.
 A provider is a sans-IO operation, so it runs inside the same read transaction as
 the rest of the assembly, on every backend, sync or async. Anything slow or remote
 (embedding the query) happens before that transaction: the facade passes the
@@ -108,6 +109,8 @@ class TierRequest:
     # ``as_of`` of the call (microseconds), or None for "now": the tiers that hold derived
     # data answer as of then (facts true then as known then, messages created by then).
     as_of: int | None = None
+    # The task the caller names (``context(..., task=...)``): the ``iterations`` tier's.
+    task: str | None = None
 
     def item(self, id: str, text: str, **provenance: Any) -> TierItem:
         """Build an item with its cost counted the way the assembler counts it."""
@@ -120,7 +123,8 @@ class TierProvider(Protocol):
     A provider may also set ``after_window = True``: it then runs once the recent
     window is chosen and gets its message ids (to leave them out). The window cannot
     know in advance what such a tier will ask, so it holds back only the tier's
-    ``minimum`` for it (its ``cap`` when the tier ranks above the window).
+    ``minimum`` for it (its ``cap`` when the tier ranks above the window). With
+    ``only_when_offering = True`` a tier that offers nothing is left out of the report.
     """
 
     tier: str

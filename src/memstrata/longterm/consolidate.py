@@ -26,7 +26,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 from memstrata.domain.memory import Consolidation, ConsolidationChange, ConsolidationRevert
 from memstrata.errors import Conflict, InvalidInput, NotFound
@@ -361,21 +360,3 @@ def _refuse_active_twin(scope: Scope, fact_id: str, content: str) -> Op[None]:
             f"fact {fact_id} cannot be restored: the active fact {rows[0][0]} says the same",
             kind="fact",
         )
-
-
-# -- the job ------------------------------------------------------------------------------
-
-
-def run_job(job: Any, memory: Any) -> None:
-    """``longterm.consolidate``: apply a consolidation of the job's owner; the job's id
-    is the consolidation's id (a retry after a crash plans again from what is active)."""
-    if job.user is None:
-        return
-    scope = Scope(job.tenant, job.user, job.agent)
-    semantic = job.payload.get("semantic") is True
-    memory.memory.consolidate(scope, dry_run=False, semantic=semantic, consolidation_id=job.id)
-
-
-def install(core: Any) -> None:
-    """Register the consolidation job kind on ``core``."""
-    core.jobs.register(CONSOLIDATE_JOB, run_job, lease_s=core.settings.longterm_lease_seconds)

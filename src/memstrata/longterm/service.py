@@ -24,12 +24,15 @@ from memstrata.storage.plan import Op
 from memstrata.types import Message, Role, Scope
 
 if TYPE_CHECKING:
-    from memstrata.api.core import Core
+    from memstrata.api.core import Core, JobContext
+    from memstrata.context.kit import ContextKit
     from memstrata.embeddings.port import Embedder
     from memstrata.jobs.ops import Job
+    from memstrata.jobs.worker import Handler
     from memstrata.llm import LLM
+    from memstrata.recall.service import RecallEngine
 
-__all__ = ["EXTRACT_JOB", "NEEDS_LLM", "LongTermKit", "install"]
+__all__ = ["EXTRACT_JOB", "NEEDS_LLM", "LongTermKit"]
 
 EXTRACT_JOB = "longterm.extract"
 NEEDS_LLM = (
@@ -47,9 +50,11 @@ class LongTermKit:
     """Per-memory long-term settings (from :class:`~memstrata.config.Settings`, adjustable
     at run time), shared by the sync and async facades and the extraction job."""
 
-    def __init__(self, core: Core) -> None:
+    def __init__(self, core: Core, context: ContextKit, recall: RecallEngine) -> None:
         s = core.settings
         self._core = core
+        self._context = context
+        self._recall = recall
         self._capture: bool | str = s.longterm_capture
         # "auto" looks at the configuration (MEMSTRATA_LLM_*), fixed when the memory opens.
         self._configured_llm = bool(s.llm_model)
@@ -76,7 +81,7 @@ class LongTermKit:
     def llm(self) -> LLM | None:
         """The model that extracts (default: the memory's LLM, shared with compaction)."""
         if self._llm is _UNSET:
-            return self._core.context.llm
+            return self._context.llm
         if self._llm is None:
             return None
         return self._core.wrap_llm(self._llm)
@@ -88,7 +93,7 @@ class LongTermKit:
     @property
     def embedder(self) -> Embedder | None:
         """Finds near-duplicate facts (default: recall's embedder; None: exact keys only)."""
-        return self._core.recall.embedder if self._embedder is _UNSET else self._embedder
+        return self._recall.embedder if self._embedder is _UNSET else self._embedder
 
     @embedder.setter
     def embedder(self, value: Embedder | None) -> None:
@@ -120,8 +125,10 @@ class LongTermKit:
 
     # -- wiring -------------------------------------------------------------------------------
 
-    def install(self) -> None:
-        core = self._core
+    def install(self, extract: Handler[JobContext]) -> None:
+        """Queue extraction at append, follow branches and deletes, run ``extract`` (the
+        facade's flush) for the extraction jobs, and serve the facts and profile tiers."""
+        core, context = self._core, self._context
         core.rt.on_message.append(self.hook)
         core.rt.on_branch_change.append(self.branch_moved)
         # Before forgetting: it reads the provenance that forgetting removes.
@@ -131,13 +138,13 @@ class LongTermKit:
         core.rt.cascade.on_user_delete(forget.forget_user)
         core.jobs.register(
             EXTRACT_JOB,
-            _run_extract_job,
+            extract,
             lease_s=core.settings.longterm_lease_seconds,
             blocked=self.blocked,
         )
-        core.context.add_provider(self.facts_tier)
-        core.context.add_provider(self.profile_tier)
-        core.context.on_pre_compaction_op(self.pre_compaction)
+        context.add_provider(self.facts_tier)
+        context.add_provider(self.profile_tier)
+        context.on_pre_compaction_op(self.pre_compaction)
 
     def hook(self, scope: Scope, message: Message) -> Op[None]:
         """At append: queue (or push back) the conversation's extraction."""
@@ -205,23 +212,3 @@ class LongTermKit:
                 now=rt.clock(),
             )
         )
-
-
-def _run_extract_job(job: Job, memory: Any) -> None:
-    if job.conversation_id is None or job.user is None:
-        return
-    scope = Scope(job.tenant, job.user, job.agent)
-    memory.longterm.flush(
-        scope,
-        job.conversation_id,
-        leaf_id=job.payload.get("leaf_id"),
-        flags=job.flags,
-        job_id=job.id,
-        wait_for_reply=True,
-    )
-
-
-def install(core: Core) -> None:
-    """Give ``core`` its long-term kit (``core.longterm``) and install it."""
-    core.longterm = LongTermKit(core)
-    core.longterm.install()

@@ -61,7 +61,7 @@ def build_server(memory: AsyncMemory, scope_of: ScopeProvider) -> MCPServer:
 async def serve_stdio(settings: Settings, scope: Scope) -> None:
     """Serve ``scope``'s memory on stdin/stdout until the client hangs up."""
     memory = AsyncMemory.open(settings.database_url(), settings=settings)
-    memory.core.start_local_worker()
+    memory.jobs.start_local_worker()
     try:
         await build_server(memory, fixed_scope(scope)).run_stdio_async()
     finally:

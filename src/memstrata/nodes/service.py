@@ -1,10 +1,11 @@
-"""Wiring of node memory into an opened memory: its blob store and its background jobs."""
+"""Node memory's per-memory state: its blob store (opened on first use) and the jobs
+that purge and compact the generations of node memories."""
 
 from __future__ import annotations
 
 import threading
-import weakref
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from memstrata.blobs import Blobs, BlobStore
 from memstrata.nodes import log
@@ -13,46 +14,59 @@ from memstrata.nodes.layout import NodeKey
 from memstrata.storage.plan import write
 
 if TYPE_CHECKING:
-    from memstrata.api._sync import Memory
     from memstrata.api.core import Core
     from memstrata.jobs.ops import Job
+    from memstrata.storage.engine import Engine
 
-__all__ = ["COMPACT_AFTER", "blobs_for", "compact_job", "purge_job", "use_blob_store"]
+__all__ = ["COMPACT_AFTER", "NodesKit", "blobs_for", "use_blob_store"]
 
 #: Loose segments that make a compaction worth queueing.
 COMPACT_AFTER = 8
 
-_stores: weakref.WeakKeyDictionary[Any, Blobs] = weakref.WeakKeyDictionary()
-_lock = threading.Lock()
+
+class NodesKit:
+    """What node memory keeps for one opened memory (the ``nodes`` feature's kit)."""
+
+    def __init__(self, engine: Engine, open_store: Callable[[], BlobStore]) -> None:
+        self._engine = engine
+        self._open_store = open_store
+        self._blobs: Blobs | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def blobs(self) -> Blobs:
+        """The blob store (opened at first use from ``blobs=`` or the settings)."""
+        with self._lock:
+            if self._blobs is None:
+                self._blobs = Blobs(self._open_store())
+            return self._blobs
+
+    def use(self, store: BlobStore) -> Blobs:
+        """Put ``store`` behind this memory's node memory (tests wrap a store to inject
+        faults)."""
+        with self._lock:
+            self._blobs = Blobs(store)
+            return self._blobs
+
+    def purge_job(self, job: Job, _context: object) -> None:
+        """Delete the objects of a node memory generation that the index no longer names."""
+        self.blobs.run(log.purge(str(job.payload["prefix"])))
+
+    def compact_job(self, job: Job, _context: object) -> None:
+        """Fold a generation's loose segments into one, and record what it absorbed."""
+        p = job.payload
+        key = NodeKey(p["tenant"], p["app_id"], p["conversation_id"], p["node_id"])
+        gen = str(p["generation"])
+        absorbed = self.blobs.run(log.compact(key.prefix(gen), min_segments=2))
+        if absorbed:
+            self._engine.run(write(lambda: nodes_ops.compacted(key, gen, absorbed)))
 
 
 def blobs_for(core: Core) -> Blobs:
-    """The blob store of ``core`` (opened at first use from ``blobs=`` or settings)."""
-    with _lock:
-        blobs = _stores.get(core)
-        if blobs is None:
-            blobs = _stores[core] = Blobs(core.open_blob_store())
-        return blobs
+    """The node-memory blob store of ``core``."""
+    return core.nodes.blobs
 
 
 def use_blob_store(core: Core, store: BlobStore) -> Blobs:
-    """Put ``store`` behind ``core`` (tests wrap a store to inject faults)."""
-    with _lock:
-        blobs = _stores[core] = Blobs(store)
-        return blobs
-
-
-def purge_job(job: Job, memory: Memory) -> None:
-    """Delete the objects of a node memory generation that the index no longer names."""
-    prefix = str(job.payload["prefix"])
-    blobs_for(memory.core).run(log.purge(prefix))
-
-
-def compact_job(job: Job, memory: Memory) -> None:
-    core = memory.core
-    p = job.payload
-    key = NodeKey(p["tenant"], p["app_id"], p["conversation_id"], p["node_id"])
-    gen = str(p["generation"])
-    absorbed = blobs_for(core).run(log.compact(key.prefix(gen), min_segments=2))
-    if absorbed:
-        core.engine.run(write(lambda: nodes_ops.compacted(key, gen, absorbed)))
+    """Put ``store`` behind ``core``'s node memory (tests wrap a store to inject faults)."""
+    return core.nodes.use(store)

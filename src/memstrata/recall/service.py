@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from memstrata.domain.recall import RecallHit
 from memstrata.errors import InvalidInput
@@ -59,9 +59,10 @@ log = logging.getLogger("memstrata.recall")
 _announced: set[str] = set()  # keyword-only reasons already logged by this process
 
 if TYPE_CHECKING:
-    from memstrata.api.core import Core
+    from memstrata.api.core import Core, JobContext
+    from memstrata.context.kit import ContextKit
     from memstrata.embeddings.port import Embedder
-    from memstrata.jobs.ops import Job
+    from memstrata.jobs.worker import Handler
     from memstrata.vectors.port import PlannedIndex, VectorItem
 
 __all__ = [
@@ -124,7 +125,9 @@ class RecallEngine:
 
     # -- wiring ----------------------------------------------------------------------------
 
-    def install(self) -> None:
+    def install(self, context: ContextKit, embed: Handler[JobContext]) -> None:
+        """Index at append, forget with the cascade, run ``embed`` (the facade's flush)
+        for the embedding jobs, and serve the recall tier of ``context``."""
         core = self._core
         dialect = core.engine.dialect
         if core.settings.recall_index:
@@ -135,9 +138,9 @@ class RecallEngine:
         core.rt.cascade.on_user_delete(lambda t, u: idx.delete_for_user(dialect, t, u))
         core.rt.cascade.on_user_delete(self._forget_user)
         core.rt.cascade.on_messages_delete(lambda c, ids: idx.delete_for_messages(dialect, c, ids))
-        core.jobs.register(EMBED_JOB, _run_embed_job)
+        core.jobs.register(EMBED_JOB, embed)
         if core.settings.recall_index:
-            core.context.add_provider(self.tier)
+            context.add_provider(self.tier)
 
     @property
     def embedder(self) -> Embedder | None:
@@ -311,8 +314,3 @@ def _default_embedder() -> tuple[Embedder | None, str | None]:
             log.warning("%s", reason)
         return None, reason
     return emb, None
-
-
-def _run_embed_job(job: Job, memory: Any) -> None:
-    scope = Scope(job.tenant, job.user or "", job.agent)
-    memory.recall.flush(scope, conversation_id=job.conversation_id)

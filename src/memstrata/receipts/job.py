@@ -11,12 +11,7 @@ most for the end of the current run (one scan past the budget).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from memstrata.api.core import Core
-
-__all__ = ["BUDGET_S", "PER_RUN", "VERIFY_JOB", "install", "job_key", "verify_job"]
+__all__ = ["BUDGET_S", "PER_RUN", "VERIFY_JOB", "job_key"]
 
 VERIFY_JOB = "receipts.verify"
 #: Receipts one run verifies before it queues the rest (each scan is bounded by its owner).
@@ -28,15 +23,3 @@ BUDGET_S = 0.5
 def job_key(tenant: str) -> str:
     """The tenant's one verification job."""
     return f"receipts:{tenant}"
-
-
-def verify_job(job: Any, memory: Any) -> None:
-    """Job handler: verify the tenant's unverified receipts (a receipt retention removed
-    meanwhile is simply no longer there)."""
-    memory.receipts.verify_pending(job.tenant, limit=PER_RUN, budget_s=BUDGET_S)
-
-
-def install(core: Core) -> None:
-    """Register the handler: a long lease (a user deletion's scan reads every table), and
-    a low priority (users' jobs go first)."""
-    core.jobs.register(VERIFY_JOB, verify_job, lease_s=600.0, low_priority=True)

@@ -23,7 +23,7 @@ A policy names a tenant, or ``*`` for every tenant without its own policy of tha
 :mod:`~memstrata.retention.plan` decides a run, :mod:`~memstrata.retention.job` repeats it.
 """
 
-from memstrata.retention.job import RETENTION_JOB, install, retention_job
+from memstrata.retention.job import RETENTION_JOB
 from memstrata.retention.plan import Step, plan
 from memstrata.retention.policies import (
     ALL_TENANTS,
@@ -51,11 +51,9 @@ __all__ = [
     "count",
     "cutoff",
     "delete_policy",
-    "install",
     "list_policies",
     "node_tenants",
     "plan",
     "purge",
-    "retention_job",
     "set_policy",
 ]

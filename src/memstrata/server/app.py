@@ -59,13 +59,13 @@ def create_app(memory: AsyncMemory | None = None, settings: Settings | None = No
     from memstrata import __version__
 
     if settings is None:
-        settings = memory.core.settings if memory is not None else Settings()
+        settings = memory.admin.settings if memory is not None else Settings()
     owned = memory is None
     mem = memory if memory is not None else AsyncMemory.open(settings=settings)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        mem.core.start_local_worker()
+        mem.jobs.start_local_worker()
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(health.watch_workers, mem)  # logs due jobs that have no worker
             try:
@@ -88,7 +88,7 @@ def create_app(memory: AsyncMemory | None = None, settings: Settings | None = No
     app.state.memory = mem
     app.state.settings = settings
     app.state.metrics = Metrics()
-    app.state.limiter = rate_limiter(settings, mem.core.redis_url)
+    app.state.limiter = rate_limiter(settings, mem.admin.redis_url)
     app.state.auth_failures = auth_failures(settings)
     app.state.key_cache = KeyCache(settings.key_cache_s)
 

@@ -36,7 +36,7 @@ async def healthz() -> dict[str, str]:
     responses={503: {"description": "A backend cannot be reached (problem+json names which)."}},
 )
 async def readyz(mem: Mem) -> Response:
-    backends = await mem.core.acheck(mem.core.settings.ready_timeout_s)
+    backends = await mem.admin.check(mem.admin.settings.ready_timeout_s)
     down = {name: state for name, state in backends.items() if state != "ok"}
     if down:
         raise BackendUnavailable(
@@ -52,7 +52,7 @@ async def readyz(mem: Mem) -> Response:
 
 async def _details(mem: AsyncMemory) -> dict[str, dict[str, Any]]:
     """What works in a degraded way: ready, but a person should know (the UI shows these)."""
-    recall = mem.core.recall
+    recall = mem.recall
     emb = recall.embedder
     keyword_only = recall.keyword_only
     details: dict[str, dict[str, Any]] = {
@@ -81,7 +81,7 @@ async def metrics(request: Request, mem: Mem) -> Response:
         jobs = await mem.jobs.stats()
     except MemstrataError:  # a scrape must still answer when the database does not
         jobs = None
-    text = registry.render() + render_state(jobs, mem.core.usage.snapshot())
+    text = registry.render() + render_state(jobs, mem.usage.snapshot())
     return PlainTextResponse(text, media_type=PROMETHEUS_TEXT)
 
 

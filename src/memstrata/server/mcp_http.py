@@ -116,7 +116,7 @@ class McpEndpoint:
 
 def mount(app: FastAPI, memory: AsyncMemory, *, path: str = "/mcp") -> None:
     """Serve MCP at ``path`` of ``app`` (kept out of the OpenAPI document)."""
-    settings = memory.core.settings
+    settings = memory.admin.settings
     manager = _Manager(build_server(memory, request_scope), settings.max_body_bytes)
     router = APIRouter(lifespan=manager.lifespan)
     # A plain Starlette route: an ASGI app for every method, and never in the OpenAPI document.

@@ -1,6 +1,6 @@
 """What the models cost: LLM calls and tokens by purpose, embedder throughput.
 
-One :class:`UsageMeter` per opened memory (``mem.core.usage``) counts every model
+One :class:`UsageMeter` per opened memory (``mem.usage.snapshot()`` reads it) counts every model
 call made through :class:`MeteredLLM` and :class:`MeteredEmbedder`, whichever
 feature made it (compaction, long-term extraction, recall); ``/metrics`` shows the
 counters. Tokens are counted with the memory's own tokenizer, so they are

@@ -82,8 +82,8 @@ class CascadeConformance:
             if user in fail_on:
                 raise _StepFailed("a derived-data step failed")
 
-        memory.core.rt.cascade.on_conversation_delete(conversation_step)
-        memory.core.rt.cascade.on_user_delete(user_step)
+        memory.admin.runtime.cascade.on_conversation_delete(conversation_step)
+        memory.admin.runtime.cascade.on_user_delete(user_step)
 
         def disarm() -> None:
             armed[0] = False

@@ -161,7 +161,7 @@ class GraphConformance:
 
     def test_items_expire_and_reads_can_push_them_back(self, memory: Memory) -> None:
         tenant = f"t{secrets.token_hex(4)}"
-        rt = memory.core.rt
+        rt = memory.admin.runtime
         start = rt.clock()
         clock = [start]
         real = rt.clock

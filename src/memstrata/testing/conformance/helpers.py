@@ -9,7 +9,7 @@ from typing import Any
 from memstrata import Memory
 from memstrata.api.core import Core
 from memstrata.runtime import Limits, Runtime
-from memstrata.storage.plan import Exec, Op, Query, Row, read, write
+from memstrata.storage.plan import Exec, Op, Query, Row
 from memstrata.tokens import get_tokenizer
 from memstrata.types import Message, Scope
 
@@ -31,12 +31,12 @@ def _exec_op(sql: str, params: Sequence[Any]) -> Op[int]:
 
 def sql_rows(memory: Memory, sql: str, params: Sequence[Any] = ()) -> list[Row]:
     """Rows of one query, run by the memory's own engine (``?`` placeholders)."""
-    return memory.core.engine.run(read(lambda: _rows_op(sql, params)))
+    return memory.admin.read(_rows_op, sql, params)
 
 
 def sql_exec(memory: Memory, sql: str, params: Sequence[Any] = ()) -> int:
     """Run one writing statement in its own transaction; returns the affected rows."""
-    return memory.core.engine.run(write(lambda: _exec_op(sql, params)))
+    return memory.admin.write(_exec_op, sql, params)
 
 
 def scope_state(memory: Memory, tenant: str) -> dict[str, list[Row]]:
@@ -70,7 +70,7 @@ def memory_with_settings(memory: Memory, **changes: Any) -> Memory:
     The runtime is rebuilt from the changed settings (tokenizer, limits) with a
     cascade of its own; the engine is shared, so close only ``memory``.
     """
-    settings = memory.core.settings.model_copy(update=changes)
+    settings = memory.admin.settings.model_copy(update=changes)
     rt = Runtime(
         tokenizer=get_tokenizer(settings.token_encoding),
         limits=Limits(max_content_bytes=settings.max_content_bytes),
@@ -91,7 +91,7 @@ def _count_messages(memory: Memory, conversation_id: str) -> int:
 
 
 def _cost(memory: Memory, *messages: Message) -> int:
-    tok = memory.core.rt.tokenizer
+    tok = memory.admin.runtime.tokenizer
     return sum(tok.count_message(m.content, m.tool_calls, m.files) for m in messages)
 
 

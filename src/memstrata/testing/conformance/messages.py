@@ -99,7 +99,7 @@ class AppendConformance:
     def test_depth_tokens_seq_and_ids(self, memory: Memory) -> None:
         scope = fresh_scope()
         conv = memory.conversations.create(scope)
-        tok = memory.core.rt.tokenizer
+        tok = memory.admin.runtime.tokenizer
         made: list[Message] = []
         made.append(memory.messages.append(scope, conv.id, role="system", content="Be brief."))
         made.append(memory.messages.append(scope, conv.id, role="user", content="Weather?"))
@@ -226,7 +226,7 @@ class AppendConformance:
         done = memory.messages.complete(scope, conv.id, pending.id, content="Once upon a time.")
         assert done.status is Status.COMPLETE
         assert done.content == "Once upon a time."
-        assert done.token_count == memory.core.rt.tokenizer.count_message(done.content)
+        assert done.token_count == memory.admin.runtime.tokenizer.count_message(done.content)
         assert done.branch_tokens == q.branch_tokens + done.token_count
         assert memory.messages.get(scope, conv.id, pending.id) == done
         assert _ids(memory.history(scope, conv.id).messages) == [q.id, done.id]

@@ -11,10 +11,10 @@ from memstrata.testing.conformance.helpers import (
 
 class MigrationConformance:
     def test_migrations_recorded(self, memory: Memory) -> None:
-        engine = memory.core.engine
-        versions = [m.version for m in MIGRATIONS[engine.dialect]]
-        assert engine.schema_version() == max(versions)
+        admin = memory.admin
+        versions = [m.version for m in MIGRATIONS[admin.dialect]]
+        assert admin.schema_version() == max(versions)
         rows = sql_rows(memory, "SELECT version FROM schema_migrations ORDER BY version")
         assert [int(r[0]) for r in rows] == versions
-        assert engine.migrate() == []
-        assert engine.schema_version() == max(versions)
+        assert admin.migrate() == []
+        assert admin.schema_version() == max(versions)

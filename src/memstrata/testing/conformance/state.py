@@ -133,7 +133,7 @@ class StateConformance:
 
     def test_checkpoints_expire(self, memory: Memory) -> None:
         scope = fresh_scope()
-        clock = memory.core.rt.clock
+        clock = memory.admin.runtime.clock
         saved = memory.checkpoints.save(
             scope, "approve", "run-1", {"status": "suspended"}, ttl_s=60
         )
@@ -141,12 +141,12 @@ class StateConformance:
         assert memory.checkpoints.load(scope, "approve", "run-1").state == {"status": "suspended"}
         with pytest.raises(NotFound):
             memory.checkpoints.load(fresh_scope(), "approve", "run-1")
-        memory.core.rt.clock = lambda: clock() + 61_000_000
+        memory.admin.runtime.clock = lambda: clock() + 61_000_000
         try:
             with pytest.raises(Expired, match="This action has expired"):
                 memory.checkpoints.load(scope, "approve", "run-1")
         finally:
-            memory.core.rt.clock = clock
+            memory.admin.runtime.clock = clock
         memory.checkpoints.save(scope, "other", "run-1", {"n": 1})
         memory.checkpoints.delete(scope, "other", "run-1")
         with pytest.raises(Expired):
@@ -201,7 +201,7 @@ class StateConformance:
             assert rows[0][0] == 0, table
 
     def test_summary_serves_only_branches_through_it(self, memory: Memory) -> None:
-        memory.core.context.auto_compact = False
+        memory.compaction.kit.auto_compact = False
         scope = fresh_scope()
         conv = memory.conversations.create(scope)
         ids = []

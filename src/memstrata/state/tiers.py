@@ -1,4 +1,5 @@
-"""The agent-state tiers of a context: working memory and a task's failed attempts.
+"""The agent-state tiers of a context, which the ``state`` feature registers as tier
+providers: working memory, the plan, and a task's failed attempts.
 
 ``working`` (n8n's working memory) holds the user's document and the conversation's,
 both, each under a label saying which it is: the conversation's notes add to what is
@@ -15,12 +16,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from memstrata.context.tiers import TierItem
+from memstrata.state.plans import find_plan
 from memstrata.state.working import find_working_memory
 from memstrata.storage.plan import Op, Query
 from memstrata.storage.sql import placeholders
 from memstrata.types import Scope
+
+if TYPE_CHECKING:
+    from memstrata.context.tiers import TierItem, TierRequest
+    from memstrata.runtime import Runtime
 
 __all__ = [
     "CONVERSATION_LABEL",
@@ -28,6 +34,9 @@ __all__ = [
     "MAX_ERROR_CHARS",
     "SUCCESS_OUTCOMES",
     "USER_LABEL",
+    "IterationsTier",
+    "PlanTier",
+    "WorkingTier",
     "iteration_items",
     "working_items",
 ]
@@ -40,7 +49,7 @@ SUCCESS_OUTCOMES = frozenset({"success", "succeeded", "ok", "done", "passed", "c
 USER_LABEL = "User working memory (kept across conversations):"
 CONVERSATION_LABEL = "Conversation working memory (this conversation only):"
 
-Item = Callable[..., TierItem]
+Item = Callable[..., "TierItem"]
 
 
 def working_items(scope: Scope, conversation_id: str, item: Item) -> Op[list[TierItem]]:
@@ -83,3 +92,43 @@ def iteration_items(
             line += f" detail: {_cut(compact)}"
         out.append(item(f"iteration:{seq}", line, task=task, attempt=attempt, outcome=outcome))
     return out
+
+
+# The providers (:class:`~memstrata.context.tiers.TierProvider`). They offer everything
+# they have, whatever the allowance: the budget takes an item whole or leaves it out.
+
+
+class WorkingTier:
+    """``working``: the user's and the conversation's working memory."""
+
+    tier = "working"
+    only_when_offering = True
+
+    def provide(self, rt: Runtime, request: TierRequest) -> Op[list[TierItem]]:
+        return (yield from working_items(request.scope, request.conversation_id, request.item))
+
+
+class IterationsTier:
+    """``iterations``: the failed attempts of the task the caller names (off without)."""
+
+    tier = "iterations"
+    only_when_offering = True
+
+    def provide(self, rt: Runtime, request: TierRequest) -> Op[list[TierItem]]:
+        if request.task is None:
+            return []
+        return (yield from iteration_items(request.conversation_id, request.task, request.item))
+
+
+class PlanTier:
+    """``plan``: the conversation's plan document (or the user's), as indented JSON."""
+
+    tier = "plan"
+    only_when_offering = True
+
+    def provide(self, rt: Runtime, request: TierRequest) -> Op[list[TierItem]]:
+        plan = yield from find_plan(request.scope, request.conversation_id)
+        if plan is None:
+            return []
+        text = json.dumps(plan.document, ensure_ascii=False, indent=2, sort_keys=True)
+        return [request.item("plan", text, version=plan.version)]
