@@ -24,6 +24,7 @@ from memstrata.storage.tables import (
     RECALL_KEYWORDS,
     RECALL_TABLES,
     RECALL_WAITING,
+    RECALL_WAITING_BY_SEQ,
     RECEIPT_TABLES,
     RETENTION_TABLES,
     STATE_TABLES,
@@ -306,6 +307,12 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
             "recall: the owner's messages still waiting for a vector, indexed apart, so a "
             "read embeds the newest of them and counts the rest cheaply",
             (RECALL_WAITING,),
+        ),
+        Migration(
+            30,
+            "recall: the waiting rows indexed by owner and seq, so a read of a user's newest "
+            "ones walks that index alone",
+            RECALL_WAITING_BY_SEQ,
         ),
     )
     for dialect in TYPES
