@@ -5,6 +5,8 @@ and long messages go to the batched embedding job instead."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
+from typing import Literal
 
 import pytest
 
@@ -15,7 +17,7 @@ from memstrata.testing import FakeEmbedder
 from memstrata.testing.conformance import fresh_scope
 
 
-def _inline(mem: Memory, emb: Embedder) -> Memory:
+def _inline(mem: Memory, emb: Embedder | FakeEmbedder) -> Memory:
     mem.core.recall.use(emb)
     mem.core.recall.mode = "inline"
     mem.core.context.auto_compact = False
@@ -102,7 +104,9 @@ def test_a_long_message_is_left_to_the_job(memory: Memory) -> None:
 
 
 @pytest.mark.parametrize("mode", ["search", "background", "off"])
-def test_other_modes_never_embed_at_append(memory: Memory, mode: str) -> None:
+def test_other_modes_never_embed_at_append(
+    memory: Memory, mode: Literal["search", "background", "off"]
+) -> None:
     emb = FakeEmbedder(64)
     mem = _inline(memory, emb)
     mem.core.recall.mode = mode
@@ -113,7 +117,7 @@ def test_other_modes_never_embed_at_append(memory: Memory, mode: str) -> None:
 
 
 class _Broken(FakeEmbedder):
-    def embed(self, texts: list[str]) -> list[list[float]]:
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
         raise BackendUnavailable("the embedder is down")
 
 

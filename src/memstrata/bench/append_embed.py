@@ -87,7 +87,7 @@ def _one(
     rng = random.Random(f"{seed}:{size}")
     gen = TextGenerator(rng)
     texts = [gen.message() for _ in range(warmup + singles + size)]
-    mem = Memory.open(url, settings=Settings(worker="off", recall_embed=mode))  # type: ignore[arg-type]
+    mem = Memory.open(url, settings=Settings(worker="off", recall_embed=mode))
     try:
         if mem.core.recall.embedder is None:
             raise InvalidInput("bench append-embed needs an embedder (MEMSTRATA_EMBEDDER)")
