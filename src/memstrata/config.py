@@ -70,11 +70,19 @@ class Settings(BaseSettings):
         description="Index messages for recall as they are appended (off: no recall for them "
         "until `memstrata reindex`).",
     )
-    recall_embed: Literal["background", "search", "off"] = Field(
+    recall_embed: Literal["background", "search", "inline", "off"] = Field(
         default="search",
         description="When recall embeds new messages: when a read needs them, a bounded amount "
         "per read (appends never wait on the embedder); also in a debounced background job "
-        "after appends; or never (keyword recall only).",
+        "after appends; `inline`: an append of a small message embeds it before returning "
+        "(a burst of appends and larger messages go to the background job); or never "
+        "(keyword recall only).",
+    )
+    recall_embed_inline_max_chars: int = Field(
+        default=1000,
+        ge=0,
+        description="With MEMSTRATA_RECALL_EMBED=inline: the longest message (its indexed "
+        "text, in characters) an append embeds itself; longer ones go to the background job.",
     )
     recall_read_embed_max: int = Field(
         default=256,

@@ -44,6 +44,7 @@ from memstrata.conversation.history import QUICK_HISTORY_ROWS, History
 from memstrata.conversation.splice import DELETE_MODES
 from memstrata.embeddings.port import Embedder
 from memstrata.errors import InvalidInput
+from memstrata.recall.catchup import AsyncCatchUp
 from memstrata.receipts import Receipt, UserDeleted
 from memstrata.receipts import ops as receipt_ops
 from memstrata.scoped import Scoped
@@ -180,13 +181,18 @@ class AsyncMessages(AsyncSubAPI):
         context_id = fields.pop("context_id", None)
         new = build(NewMessage, message, fields)
         rt = self._core.rt
+        owner = _scope(scope)
         if context_id is None:
-            return await self._write(ops.append_message, rt, _scope(scope), conversation_id, new)
-        if not isinstance(context_id, str):
+            stored, created = await self._write(ops.append_message, rt, owner, conversation_id, new)
+        elif not isinstance(context_id, str):
             raise InvalidInput("context_id must be a string", field="context_id")
-        return await self._write(
-            provenance.append_linked, rt, _scope(scope), conversation_id, new, context_id
-        )
+        else:
+            stored, created = await self._write(
+                provenance.append_linked, rt, owner, conversation_id, new, context_id
+            )
+        if created:
+            await AsyncCatchUp(self._core).at_append(owner, stored)
+        return stored, created
 
     async def complete(
         self,
@@ -200,9 +206,12 @@ class AsyncMessages(AsyncSubAPI):
         """Complete a pending assistant message with its final content."""
         p = build(MessagePatch, patch, fields)
         rt = self._core.rt
-        return await self._write(
-            ops.patch_message, rt, _scope(scope), conversation_id, message_id, p
+        owner = _scope(scope)
+        done: Message = await self._write(
+            ops.patch_message, rt, owner, conversation_id, message_id, p
         )
+        await AsyncCatchUp(self._core).at_append(owner, done)
+        return done
 
     async def get(self, scope: Scope, conversation_id: str, message_id: str) -> Message:
         return await self._read(ops.get_message, _scope(scope), conversation_id, message_id)

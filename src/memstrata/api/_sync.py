@@ -39,6 +39,7 @@ from memstrata.conversation.history import QUICK_HISTORY_ROWS, History
 from memstrata.conversation.splice import DELETE_MODES
 from memstrata.embeddings.port import Embedder
 from memstrata.errors import InvalidInput
+from memstrata.recall.catchup import CatchUp
 from memstrata.receipts import Receipt, UserDeleted
 from memstrata.receipts import ops as receipt_ops
 from memstrata.scoped import Scoped
@@ -175,13 +176,18 @@ class Messages(SubAPI):
         context_id = fields.pop("context_id", None)
         new = build(NewMessage, message, fields)
         rt = self._core.rt
+        owner = _scope(scope)
         if context_id is None:
-            return self._write(ops.append_message, rt, _scope(scope), conversation_id, new)
-        if not isinstance(context_id, str):
+            stored, created = self._write(ops.append_message, rt, owner, conversation_id, new)
+        elif not isinstance(context_id, str):
             raise InvalidInput("context_id must be a string", field="context_id")
-        return self._write(
-            provenance.append_linked, rt, _scope(scope), conversation_id, new, context_id
-        )
+        else:
+            stored, created = self._write(
+                provenance.append_linked, rt, owner, conversation_id, new, context_id
+            )
+        if created:
+            CatchUp(self._core).at_append(owner, stored)
+        return stored, created
 
     def complete(
         self,
@@ -195,9 +201,12 @@ class Messages(SubAPI):
         """Complete a pending assistant message with its final content."""
         p = build(MessagePatch, patch, fields)
         rt = self._core.rt
-        return self._write(
-            ops.patch_message, rt, _scope(scope), conversation_id, message_id, p
+        owner = _scope(scope)
+        done: Message = self._write(
+            ops.patch_message, rt, owner, conversation_id, message_id, p
         )
+        CatchUp(self._core).at_append(owner, done)
+        return done
 
     def get(self, scope: Scope, conversation_id: str, message_id: str) -> Message:
         return self._read(ops.get_message, _scope(scope), conversation_id, message_id)

@@ -94,6 +94,19 @@ def _recall_natural() -> Benchmark:
     )
 
 
+def _append_embed() -> Benchmark:
+    from memstrata.bench import append_embed
+
+    return Benchmark(
+        name="append-embed",
+        summary="append p50 and bulk ingest turns/s with and without inline embedding",
+        run=lambda db, sizes, progress, **_: append_embed.run(
+            db=db, sizes=sizes, progress=progress
+        ),
+        show=append_embed.print_result,
+    )
+
+
 def _nodes() -> Benchmark:
     from memstrata.bench import nodes
 
@@ -189,6 +202,7 @@ def _peers() -> Benchmark:
 # Loaded on demand, so importing memstrata.bench stays cheap and a later benchmark's
 # optional peers (LangChain, mem0, ...) are imported only when that benchmark runs.
 _REGISTRY: dict[str, Callable[[], Benchmark]] = {
+    "append-embed": _append_embed,
     "context": _context,
     "context-quality": _context_quality,
     "history": _history,

@@ -15,6 +15,12 @@ A context whose query is the newest user message (the default) reuses that messa
 stored vector instead of embedding its text again; when the message is still waiting,
 it is embedded first and stored, so it is embedded once either way.
 
+With ``MEMSTRATA_RECALL_EMBED=inline`` an append of a small message embeds it itself,
+after its transaction (:meth:`AsyncCatchUp.at_append`): the next read has nothing to
+catch up. A burst of appends to one conversation (a bulk ingest) and messages over
+``recall_embed_inline_max_chars`` are left to the debounced ``recall.embed`` job, which
+embeds them in batches; reads still catch up on whatever waits.
+
 On SQLite a read that searches keywords first writes the full-text rows still waiting
 (:meth:`AsyncCatchUp.keywords`, see :mod:`memstrata.recall.keywords`), so it finds a
 message appended a moment ago.
@@ -22,12 +28,14 @@ message appended a moment ago.
 
 from __future__ import annotations
 
+import logging
 from functools import partial
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from memstrata import context as ctx_ops
+from memstrata.errors import MemstrataError
 from memstrata.recall import index as idx
 from memstrata.recall import keywords as kw
 from memstrata.recall.service import EMBED_BATCH, RecallEngine
@@ -43,6 +51,8 @@ if TYPE_CHECKING:
     from memstrata.vectors.port import PlannedIndex
 
 __all__ = ["AsyncCatchUp"]
+
+log = logging.getLogger("memstrata.recall")
 
 
 def _query_message(
@@ -116,6 +126,30 @@ class AsyncCatchUp:
             # Past the bound: the embedding job takes the rest (reads keep reporting it).
             await self._core.engine.arun(write(partial(self._recall.queue_embedding, scope, None)))
         return left
+
+    async def at_append(self, owner: Scope, message: Message) -> None:
+        """After an append (or a completion) stored ``message`` for ``owner``: embed it
+        now (``MEMSTRATA_RECALL_EMBED=inline``, see the module docstring), or queue the
+        embedding job for it. The message is stored either way: a failure to embed it
+        here is logged and leaves it to the job and the reads."""
+        recall = self._recall
+        inline = recall.embeds_inline(message)
+        if inline is None:
+            return
+        try:
+            vectors = await recall.avector_index()
+            emb = recall.embedder
+            if inline and vectors is not None and emb is not None:
+                doc = idx.PendingDoc(message, owner)
+                await self._embed_store(emb, vectors, [doc])
+                return
+            if not recall.queued(owner, message.conversation_id):
+                await self._core.engine.arun(
+                    write(partial(recall.queue_embedding, owner, message.conversation_id))
+                )
+        except Exception as exc:  # the append stands: reads and the job catch up
+            detail = exc.message if isinstance(exc, MemstrataError) else repr(exc)
+            log.warning("message %s left for the embedding job: %s", message.id, detail)
 
     async def _embed_store(
         self, emb: Embedder, vectors: PlannedIndex, docs: list[idx.PendingDoc]

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 from functools import partial
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from memstrata import context as ctx_ops
+from memstrata.errors import MemstrataError
 from memstrata.recall import index as idx
 from memstrata.recall import keywords as kw
 from memstrata.recall.service import EMBED_BATCH, RecallEngine
@@ -23,6 +25,8 @@ if TYPE_CHECKING:
     from memstrata.vectors.port import PlannedIndex
 
 __all__ = ["CatchUp"]
+
+log = logging.getLogger("memstrata.recall")
 
 
 def _query_message(
@@ -96,6 +100,30 @@ class CatchUp:
             # Past the bound: the embedding job takes the rest (reads keep reporting it).
             self._core.engine.run(write(partial(self._recall.queue_embedding, scope, None)))
         return left
+
+    def at_append(self, owner: Scope, message: Message) -> None:
+        """After an append (or a completion) stored ``message`` for ``owner``: embed it
+        now (``MEMSTRATA_RECALL_EMBED=inline``, see the module docstring), or queue the
+        embedding job for it. The message is stored either way: a failure to embed it
+        here is logged and leaves it to the job and the reads."""
+        recall = self._recall
+        inline = recall.embeds_inline(message)
+        if inline is None:
+            return
+        try:
+            vectors = recall.vector_index()
+            emb = recall.embedder
+            if inline and vectors is not None and emb is not None:
+                doc = idx.PendingDoc(message, owner)
+                self._embed_store(emb, vectors, [doc])
+                return
+            if not recall.queued(owner, message.conversation_id):
+                self._core.engine.run(
+                    write(partial(recall.queue_embedding, owner, message.conversation_id))
+                )
+        except Exception as exc:  # the append stands: reads and the job catch up
+            detail = exc.message if isinstance(exc, MemstrataError) else repr(exc)
+            log.warning("message %s left for the embedding job: %s", message.id, detail)
 
     def _embed_store(
         self, emb: Embedder, vectors: PlannedIndex, docs: list[idx.PendingDoc]

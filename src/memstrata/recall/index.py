@@ -394,15 +394,32 @@ def _pairs(keys: Sequence[MessageKey]) -> tuple[list[str], list[str]]:
     return sorted({c for c, _ in keys}), sorted({i for _, i in keys})
 
 
+#: Messages of one conversation left unread: (conversation id, from depth, to depth);
+#: those at ``from depth`` or deeper, or at ``to depth`` or shallower (None: no bound).
+DepthsOut = tuple[str, int | None, int | None]
+
+
 def labelled_messages(
-    scope: Scope, keys: Sequence[MessageKey]
+    scope: Scope, keys: Sequence[MessageKey], *, outside: DepthsOut | None = None
 ) -> Op[dict[MessageKey, tuple[Message, str | None]]]:
     """The messages of ``keys`` that ``scope`` owns (the scope is checked again here), each
-    with its ancestry label (``chain_id``, see :mod:`memstrata.conversation.branches`)."""
+    with its ancestry label (``chain_id``, see :mod:`memstrata.conversation.branches`).
+    ``outside`` leaves out messages of one conversation by depth (never read)."""
     out: dict[MessageKey, tuple[Message, str | None]] = {}
     cols = ", ".join(f"m.{c.strip()}" for c in MESSAGE_COLUMNS.split(","))
     agent = " AND c.agent_id = ?" if scope.agent is not None else ""
-    extra = [scope.agent] if scope.agent is not None else []
+    extra: list[Any] = [scope.agent] if scope.agent is not None else []
+    if outside is not None:
+        conv, deep, shallow = outside
+        bounds = [(b, sql) for b, sql in ((deep, "m.depth >= ?"), (shallow, "m.depth <= ?"))]
+        bounds = [(b, sql) for b, sql in bounds if b is not None]
+        if bounds:
+            agent += (
+                " AND NOT (m.conversation_id = ? AND ("
+                + " OR ".join(sql for _, sql in bounds)
+                + "))"
+            )
+            extra += [conv, *(b for b, _ in bounds)]
     for start in range(0, len(keys), _BATCH):
         batch = keys[start : start + _BATCH]
         convs, ids = _pairs(batch)

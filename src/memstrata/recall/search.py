@@ -121,6 +121,12 @@ class LazyRule:
     from_depth: int | None = None
     covered_depth: int | None = None
 
+    @property
+    def outside(self) -> idx.DepthsOut:
+        """The depths of the conversation the rule turns away whatever the branch (the
+        window and what the summary covers): their rows need not be read at all."""
+        return (self.conversation_id, self.from_depth, self.covered_depth)
+
     def resolve(self, candidates: Iterable[tuple[Message, str | None]]) -> Op[BranchRule | None]:
         depths = [
             m.depth
@@ -463,7 +469,9 @@ def candidates_op(
     }
     similarity = {key: score for key, score in semantic if key[1] not in excluded}
     labelled = yield from idx.labelled_messages(
-        scope, list(dict.fromkeys([*coverage, *similarity]))
+        scope,
+        list(dict.fromkeys([*coverage, *similarity])),
+        outside=None if lazy_rule is None else lazy_rule.outside,
     )
     if rule is None and lazy_rule is not None:
         rule = yield from lazy_rule.resolve(labelled.values())

@@ -35,11 +35,11 @@ from memstrata.recall.search import (
     message_vector_id,
     search_op,
 )
-from memstrata.recall.text import QueryInfo, analyse_query, document_text
+from memstrata.recall.text import INDEXED_ROLES, QueryInfo, analyse_query, document_text
 from memstrata.recall.tier import RecallTier
 from memstrata.storage.plan import Op
 from memstrata.storage.records import to_micros
-from memstrata.types import Message, Scope
+from memstrata.types import Message, Scope, Status
 from memstrata.usage import MeteredEmbedder
 
 EMBED_JOB = "recall.embed"
@@ -54,6 +54,10 @@ FLUSH_BATCH = 256
 _QUEUED_MARGIN_US = 200_000
 #: Conversations whose queued job a process remembers (then it forgets them all).
 _QUEUED_REMEMBERED = 10_000
+#: ``MEMSTRATA_RECALL_EMBED=inline``: an append this soon after the previous append this
+#: process made to the same conversation is part of a burst (a bulk ingest), whose
+#: messages the background job embeds in batches (several times cheaper per message).
+INLINE_BURST_US = 250_000
 
 log = logging.getLogger("memstrata.recall")
 _announced: set[str] = set()  # keyword-only reasons already logged by this process
@@ -97,6 +101,10 @@ class RecallEngine:
         self.mode = core.settings.recall_embed
         #: When the embedding job this process last queued per conversation is due (µs).
         self._queued: dict[str, int] = {}
+        #: When this process last appended to each conversation (µs; the inline mode's
+        #: burst test) and the gap below which appends count as a burst.
+        self._appended: dict[str, int] = {}
+        self.inline_burst_us = INLINE_BURST_US
 
         #: The recall tier of ``mem.context`` (``k`` = 0 switches it off).
         self.tier = RecallTier(self)
@@ -183,14 +191,43 @@ class RecallEngine:
             return
         yield from self.queue_embedding(owner, message.conversation_id)
 
+    def embeds_inline(self, message: Message) -> bool | None:
+        """With ``MEMSTRATA_RECALL_EMBED=inline``, whether the append that stored
+        ``message`` embeds it itself (True), or leaves it to the background job (False:
+        a burst or a long message); None in the other modes, or when there is nothing
+        to embed. Notes the append for the next call's burst test."""
+        if self.mode != "inline" or not self._core.settings.recall_index:
+            return None
+        now = self._core.rt.clock()
+        last = self._appended.get(message.conversation_id)
+        if len(self._appended) >= _QUEUED_REMEMBERED:
+            self._appended.clear()
+        self._appended[message.conversation_id] = now
+        if message.role not in INDEXED_ROLES or message.status is not Status.COMPLETE:
+            return None
+        text = document_text(message)
+        if not text.strip() or self.embedder is None:
+            return None
+        small = len(text) <= self._core.settings.recall_embed_inline_max_chars
+        return small and (last is None or now - last >= self.inline_burst_us)
+
+    def queued(self, owner: Scope, conversation_id: str) -> bool:
+        """Whether the embedding job this process queued for the conversation is not due
+        yet (it will embed what is appended now: no need to queue it again)."""
+        due = self._queued.get(conversation_id or self._scope_target(owner))
+        return due is not None and self._core.rt.clock() < due - _QUEUED_MARGIN_US
+
+    @staticmethod
+    def _scope_target(owner: Scope) -> str:
+        return f"scope:{owner.tenant}:{owner.user}:{owner.agent_key}"
+
     def queue_embedding(self, owner: Scope, conversation_id: str | None) -> Op[None]:
         """Queue the debounced ``recall.embed`` job of a conversation (None: of ``owner``'s
         whole scope), unless the job this process queued for it is not due yet."""
         rt = self._core.rt
         now = rt.clock()
-        target = conversation_id or f"scope:{owner.tenant}:{owner.user}:{owner.agent_key}"
-        due = self._queued.get(target)
-        if due is not None and now < due - _QUEUED_MARGIN_US:
+        target = conversation_id or self._scope_target(owner)
+        if self.queued(owner, target):
             # The queued job cannot have started yet: it will embed this message too, so
             # an append skips the enqueue's statements.
             return

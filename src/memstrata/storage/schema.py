@@ -25,6 +25,7 @@ from memstrata.storage.tables import (
     RECALL_KEYWORDS,
     RECALL_TABLES,
     RECALL_WAITING,
+    RECALL_WAITING_BY_SEQ,
     RECEIPT_TABLES,
     RETENTION_TABLES,
     STATE_TABLES,
@@ -340,6 +341,12 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
             27,
             "recall: recall_docs keyed by its rowid on SQLite, one b-tree fewer per append",
             _RECALL_ROWID[dialect],
+        ),
+        Migration(
+            30,
+            "recall: the waiting rows indexed by owner and seq, so a read of a user's newest "
+            "ones walks that index alone",
+            RECALL_WAITING_BY_SEQ,
         ),
     )
     for dialect in TYPES

@@ -14,6 +14,7 @@ __all__ = [
     "RECALL_KEYWORDS",
     "RECALL_TABLES",
     "RECALL_WAITING",
+    "RECALL_WAITING_BY_SEQ",
     "RETENTION_TABLES",
     "STATE_TABLES",
     "TYPES",
@@ -254,6 +255,15 @@ RECALL_TABLES = (
 RECALL_WAITING = (
     "CREATE INDEX IF NOT EXISTS recall_docs_waiting ON recall_docs (tenant_id, user_id, agent_id, seq) "
     "WHERE embedder IS NULL"
+)
+# Migration 30: the same rows keyed by owner and seq, with no agent between them: a read of
+# a user's newest waiting rows (any agent) then walks this index alone, where the planner
+# took the owner index, read every row of the owner and sorted them (0.4 ms at 1k messages,
+# every context and search).
+RECALL_WAITING_BY_SEQ = (
+    "DROP INDEX IF EXISTS recall_docs_waiting",
+    "CREATE INDEX IF NOT EXISTS recall_docs_waiting_seq ON recall_docs "
+    "(tenant_id, user_id, seq) WHERE embedder IS NULL",
 )
 RECALL_KEYWORDS = {
     "sqlite": (
