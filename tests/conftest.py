@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, settings
 
+import lazy_names
 from memstrata import Memory
 from support import memory_on_postgres, open_memory, pgvector_url, schema_on  # noqa: F401
 
@@ -163,3 +164,12 @@ def pytest_runtest_makereport(
     report: pytest.TestReport = yield
     server_skip_to_failure(report, os.environ)
     return report
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Frameworks a test module names through ``lazy_names`` are imported now, before its
+    fixtures and tests run, not when the suite is collected."""
+    module = getattr(item, "module", None)
+    if module is not None:
+        lazy_names.resolve(vars(module))

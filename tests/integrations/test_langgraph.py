@@ -6,17 +6,36 @@ from __future__ import annotations
 import importlib
 import sys
 import uuid
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import pytest
-from langgraph.graph import END, START, StateGraph
-from langgraph.runtime import Runtime
-from langgraph.store.base import BaseStore, GetOp, Item, ListNamespacesOp, PutOp, SearchOp
 
+from lazy_names import lazy
 from longterm_support import rule_extractor
 from memstrata import AsyncMemory, Conflict, InvalidInput, Memory, MissingDependency, Scope
-from memstrata.integrations.langgraph import MemstrataStore, facts_namespace, working_namespace
 from memstrata.testing import FakeLLM
+
+if TYPE_CHECKING:
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.runtime import Runtime
+    from langgraph.store.base import BaseStore, GetOp, Item, ListNamespacesOp, PutOp, SearchOp
+
+    from memstrata.integrations.langgraph import MemstrataStore, facts_namespace, working_namespace
+else:
+    END, START, StateGraph = lazy("langgraph.graph", "END", "START", "StateGraph")
+    (Runtime,) = lazy("langgraph.runtime", "Runtime")
+    BaseStore, GetOp, Item, ListNamespacesOp, PutOp, SearchOp = lazy(
+        "langgraph.store.base",
+        "BaseStore",
+        "GetOp",
+        "Item",
+        "ListNamespacesOp",
+        "PutOp",
+        "SearchOp",
+    )
+    MemstrataStore, facts_namespace, working_namespace = lazy(
+        "memstrata.integrations.langgraph", "MemstrataStore", "facts_namespace", "working_namespace"
+    )
 
 U1, U2 = Scope("acme", "u1"), Scope("acme", "u2")
 
