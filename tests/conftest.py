@@ -6,7 +6,8 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Generator, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from hypothesis import HealthCheck, settings
 
 import lazy_names
 from memstrata import Memory
+from memstrata.testing import override
 from support import memory_on_postgres, open_memory, pgvector_url, schema_on  # noqa: F401
 
 pytest_plugins = ["pytester"]
@@ -173,3 +175,15 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     module = getattr(item, "module", None)
     if module is not None:
         lazy_names.resolve(vars(module))
+
+
+@pytest.fixture
+def models() -> Iterator[Callable[..., None]]:
+    """``models(memory, facts_llm=..., ...)``: :func:`memstrata.testing.override` for the rest
+    of the test (the models before it are back at teardown)."""
+    with ExitStack() as stack:
+
+        def use(memory: Any, **swap: Any) -> None:
+            stack.enter_context(override(memory, **swap))
+
+        yield use

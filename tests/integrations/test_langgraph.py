@@ -14,6 +14,7 @@ from lazy_names import lazy
 from longterm_support import rule_extractor
 from memstrata import AsyncMemory, Conflict, InvalidInput, Memory, MissingDependency, Scope
 from memstrata.testing import FakeLLM
+from support import Models
 
 if TYPE_CHECKING:
     from langgraph.graph import END, START, StateGraph
@@ -217,10 +218,9 @@ def test_search_filters_ranks_and_pages(mem: Memory, store: MemstrataStore) -> N
 
 
 def test_superseded_facts_are_history_shown_only_when_asked(
-    mem: Memory, store: MemstrataStore
+    mem: Memory, store: MemstrataStore, models: Models
 ) -> None:
-    mem.longterm.kit.llm = FakeLLM(rule_extractor)
-    mem.longterm.kit.embedder = None
+    models(mem, facts_llm=FakeLLM(rule_extractor), facts_embedder=None)
     cid = mem.conversations.create(U1).id
     for said in ("I like coffee", "I no longer like coffee"):
         mem.messages.append(U1, cid, role="user", content=said)
