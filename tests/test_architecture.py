@@ -120,6 +120,61 @@ def test_no_import_cycle(graph: grimp.ImportGraph) -> None:
     assert not cycles, "import cycles:\n" + "\n".join(cycles)
 
 
+def enclosing(module: str) -> list[str]:
+    """The packages around ``module``, outermost first."""
+    parts = module.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def with_package_inits(edges: Mapping[str, Iterable[str]]) -> dict[str, set[str]]:
+    """``edges`` plus what Python runs on each import: importing ``a.b.c`` runs the
+    ``__init__`` of ``a`` and ``a.b`` first. Packages around the importer itself are left
+    out (they have begun loading before it runs: a package importing its own parts is no
+    cycle); the root encloses every module, and has its own test below."""
+    out = {m: set(targets) for m, targets in edges.items()}
+    for importer, targets in edges.items():
+        around = {*enclosing(importer), importer}
+        for target in targets:
+            out[importer].update(p for p in enclosing(target) if p not in around)
+    return out
+
+
+def test_package_inits_join_the_cycle_check() -> None:
+    edges = {
+        "m.a": set(),
+        "m.a.x": {"m.b.y"},  # runs m.b's __init__ first ...
+        "m.b": {"m.b.z"},
+        "m.b.y": set(),
+        "m.b.z": {"m.a.x"},  # ... which reaches back into m.a
+    }
+    assert strongly_connected(edges) == []
+    assert strongly_connected(with_package_inits(edges)) == [["m.a.x", "m.b", "m.b.z"]]
+    # A package importing its own parts is how packages are built, not a cycle.
+    assert strongly_connected(with_package_inits({"m.c": {"m.c.x"}, "m.c.x": {"m.c.y"}})) == []
+
+
+def test_no_import_cycle_through_a_package_init(graph: grimp.ImportGraph) -> None:
+    edges = with_package_inits(import_edges(graph))
+    cycles = [" -> ".join(one_cycle(edges, c)) for c in strongly_connected(edges)]
+    assert not cycles, "import cycles through package __init__ modules:\n" + "\n".join(cycles)
+
+
+def test_the_root_package_imports_the_kernel_only(graph: grimp.ImportGraph) -> None:
+    # Every module runs memstrata/__init__.py first: anything it imported beyond the
+    # kernel would sit below every module and above most (the facade, before it was
+    # imported lazily), and `import memstrata.client` would load the local stack.
+    kernel = {
+        "memstrata.encoding",
+        "memstrata.errors",
+        "memstrata.ids",
+        "memstrata.types",
+        "memstrata.version",
+    }
+    loaded = graph.find_upstream_modules("memstrata")
+    assert "memstrata.types" in loaded
+    assert loaded <= kernel, f"memstrata/__init__.py loads more than the kernel: {loaded - kernel}"
+
+
 def hand_written_modules() -> dict[str, int]:
     sizes = {}
     for path in sorted(SRC.rglob("*.py")):

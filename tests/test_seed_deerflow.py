@@ -108,6 +108,31 @@ def test_profile_and_facts_share_one_2000_token_cap(mem):
     assert tiers["facts"].asked + tiers["profile"].asked > 2000
 
 
+def test_with_many_facts_the_profile_is_served_first_and_facts_keep_their_share(mem):
+    # DeerFlow injects the profile before the facts: many facts must not crowd it out.
+    mem.longterm.import_memory(
+        S,
+        {
+            "user": {
+                "workContext": {"summary": "Runs the platform team at a logistics firm. " * 8},
+                "topOfMind": {"summary": "Planning the move of the fleet to new servers. " * 8},
+            },
+            "facts": [
+                {"content": f"fact number {i} " + " ".join(["word"] * 40), "confidence": 0.9}
+                for i in range(60)
+            ],
+        },
+    )
+    cid = mem.conversations.create(S).id
+    mem.messages.append(S, cid, role="user", content="hi")
+    ctx = mem.context(S, cid, budget=100_000)
+    tiers = ctx.report.tiers
+    assert tiers["profile"].granted == tiers["profile"].asked > 0
+    assert tiers["facts"].granted >= 500  # the facts' documented minimum share
+    assert tiers["facts"].granted + tiers["profile"].granted <= 2000
+    assert "logistics firm" in "".join(str(m["content"]) for m in ctx.messages)
+
+
 def test_lenient_memory_json_import_warns_per_fact_and_imports_the_rest(mem):
     doc = {
         "facts": [

@@ -181,10 +181,42 @@ def test_facts_and_profile_share_the_memory_group_cap() -> None:
     books.note_asks(offered)
     books.hold(offered, late=[])
     chosen = books.grant(offered)
-    assert books.tiers["facts"].granted == EMPTY_BLOCK + 1500
-    # 2000 - 1506 = 494 left to the group: room for one 400-word line.
-    assert [i.id for i in chosen["profile"]] == ["p1"]
-    assert books.tiers["profile"].granted == EMPTY_BLOCK + 400
+    # The profile is served first: its 806 leave 1194 of the group, too few for the fact.
+    assert [i.id for i in chosen["profile"]] == ["p1", "p2"]
+    assert books.tiers["profile"].granted == EMPTY_BLOCK + 800
+    assert "facts" not in chosen
+    assert books.tiers["profile"].granted + books.tiers["facts"].granted <= 2000
+
+
+def test_the_profile_comes_first_in_the_memory_group_but_facts_keep_their_share() -> None:
+    def big(id: str, words: int) -> TierItem:
+        return TierItem(id, " ".join(["w"] * words), words)
+
+    facts = [big(f"f{n}", 150) for n in range(10)]
+    # A modest profile is served whole; the facts take what it leaves.
+    books = Budget.open(10_000, TOK, {}, None)
+    offered = {"facts": facts, "profile": [big("p1", 700), big("p2", 700)]}
+    books.note_asks(offered)
+    books.hold(offered, late=[])
+    chosen = books.grant(offered)
+    assert [i.id for i in chosen["profile"]] == ["p1", "p2"]
+    assert [i.id for i in chosen["facts"]] == ["f0", "f1", "f2"]  # 456 of the 594 left
+    # A profile asking for the whole group still leaves the facts their minimum (500).
+    books = Budget.open(10_000, TOK, {}, None)
+    offered = {"facts": facts, "profile": [big(f"p{n}", 600) for n in range(4)]}
+    books.note_asks(offered)
+    books.hold(offered, late=[])
+    chosen = books.grant(offered)
+    assert books.tiers["facts"].granted == EMPTY_BLOCK + 450
+    assert [i.id for i in chosen["profile"]] == ["p0", "p1"]  # 1206 of the 1544 left
+    assert books.tiers["profile"].granted + books.tiers["facts"].granted <= 2000
+    # The share moves with the facts' policy (as docs/seed-semantics.md shows).
+    books = Budget.open(10_000, TOK, {"facts": TierPolicy(2, 300, 2000, "memory")}, None)
+    books.note_asks(offered)
+    books.hold(offered, late=[])
+    chosen = books.grant(offered)
+    assert [i.id for i in chosen["facts"]] == ["f0"]  # 156 of the 300 held for them
+    assert [i.id for i in chosen["profile"]] == ["p0", "p1", "p2"]
 
 
 def test_a_tier_with_only_rejected_items_says_why() -> None:

@@ -13,10 +13,10 @@ from memstrata import Memory
 from memstrata.bench.prompt_cache import cacheable_prefix
 from memstrata.context.layout import render
 from memstrata.context.prefix import common_prefix, fingerprint
-from memstrata.context.providers import to_anthropic
 from memstrata.context.tiers import TierItem
 from memstrata.context.windows import step_size, step_start
 from memstrata.conversation.history import HistoryPlanner
+from memstrata.domain.providers import to_anthropic
 from memstrata.testing.conformance import fresh_scope
 from memstrata.types import Message, Role, Status
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from memstrata.conversation.history import HistoryPlanner
-from memstrata.conversation.render import to_openai, to_text
 from memstrata.conversation.tree import place
+from memstrata.domain.render import to_openai, to_text
 from memstrata.errors import InvalidInput
 from memstrata.ids import new_id, parse_id
 from memstrata.types import FileRef, Message, Role, Scope, Status, ToolCall

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 from longterm_support import rule_extractor
 from memstrata import Memory, Scope
-from memstrata.context.report import Context
+from memstrata.domain.context import Context
 from memstrata.longterm.currency import OUTDATED, outdated
 from memstrata.longterm.model import Fact, FactOrigin, FactStatus
 from memstrata.testing import FakeLLM

@@ -17,7 +17,7 @@
  */
 
 import type { AssistantModelMessage, ModelMessage, ToolModelMessage } from "ai";
-import type { AppendInput, CacheReport, HistoryMessage, MemstrataClient, ToolCall } from "./client.js";
+import type { AppendInput, CacheReport, ContextMessage, MemstrataClient, ToolCall } from "./client.js";
 
 export interface MemstrataChatOptions {
   client: MemstrataClient;
@@ -73,8 +73,15 @@ export function toAppends(messages: ModelMessage[]): AppendInput[] {
   return out;
 }
 
+/** A context message's text: memstrata sends parts only for a user message with files. */
+function flatText(content: ContextMessage["content"]): string {
+  if (typeof content === "string") return content;
+  if (!content) return "";
+  return content.filter((p) => p.type === "text").map((p) => String(p.text)).join("\n");
+}
+
 /** memstrata's context (OpenAI chat shape) as AI SDK `ModelMessage`s. */
-export function toModelMessages(messages: HistoryMessage[]): ModelMessage[] {
+export function toModelMessages(messages: ContextMessage[]): ModelMessage[] {
   const names = new Map<string, string>();
   const out: ModelMessage[] = [];
   for (const m of messages) {
@@ -82,11 +89,11 @@ export function toModelMessages(messages: HistoryMessage[]): ModelMessage[] {
       const id = m.tool_call_id ?? "";
       const msg: ToolModelMessage = {
         role: "tool",
-        content: [{ type: "tool-result", toolCallId: id, toolName: names.get(id) ?? "", output: { type: "text", value: m.content } }],
+        content: [{ type: "tool-result", toolCallId: id, toolName: names.get(id) ?? "", output: { type: "text", value: flatText(m.content) } }],
       };
       out.push(msg);
     } else if (m.role === "assistant" && m.tool_calls?.length) {
-      const content: Exclude<AssistantModelMessage["content"], string> = m.content ? [{ type: "text", text: m.content }] : [];
+      const content: Exclude<AssistantModelMessage["content"], string> = m.content ? [{ type: "text", text: flatText(m.content) }] : [];
       for (const c of m.tool_calls) {
         names.set(c.id, c.function.name);
         let input: unknown = {};

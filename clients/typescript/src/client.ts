@@ -48,66 +48,21 @@ function receiptId(answer: { headers: Headers }): string {
  * What a provider's prompt cache can serve of a context: `prefix_tokens` repeat the previous
  * context of the branch; `breakpoint` is the index in `messages` of the stable part's last message.
  */
-export interface CacheReport {
-  prefix_tokens: number;
-  breakpoint: number | null;
-}
-
+export type CacheReport = S["CacheReportOut"];
 /** What `context` answers: the messages to send and a report of how the budget was spent. */
-export interface Context {
-  messages: HistoryMessage[];
-  report: Record<string, unknown> & { cache?: CacheReport };
-  [key: string]: unknown;
-}
+export type Context = S["ContextOut"];
+/** One message of a context: an OpenAI chat message. */
+export type ContextMessage = Context["messages"][number];
+export type ContextReport = S["ContextReportOut"];
 
 /** A versioned document (plan, working memory) with the ETag to send back as `ifMatch`. */
 export type Versioned<T> = T & { etag: string | null };
 
-export interface PlanDoc {
-  conversation_id: string;
-  document: unknown;
-  version: number;
-  updated_at: string;
-}
-
-export interface WorkingMemory {
-  scope: string;
-  conversation_id: string | null;
-  format: string;
-  content: unknown;
-  json_schema: Record<string, unknown> | null;
-  template: unknown;
-  version: number;
-  updated_at: string;
-}
-
-export interface Iteration {
-  task: string;
-  outcome: string;
-  error: string | null;
-  attempt: number;
-  detail: Record<string, unknown> | null;
-  [key: string]: unknown;
-}
-
-export interface Snapshot {
-  conversation_id: string;
-  run_id: string;
-  data: unknown;
-  created_at: string;
-  updated_at: string;
-}
-
-export interface Checkpoint {
-  key: string;
-  name: string;
-  run_id: string;
-  conversation_id: string | null;
-  state: unknown;
-  expires_at: string | null;
-  created_at: string;
-  updated_at: string;
-}
+export type PlanDoc = S["PlanOut"];
+export type WorkingMemory = S["WorkingMemoryOut"];
+export type Iteration = S["IterationOut"];
+export type Snapshot = S["SnapshotOut"];
+export type Checkpoint = S["CheckpointOut"];
 
 /** Conditional write: `ifMatch` a version's ETag (or `*`), or `ifNoneMatch: "*"` to create only. */
 export interface Precondition {

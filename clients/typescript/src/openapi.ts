@@ -843,6 +843,19 @@ export interface components {
             /** Next Cursor */
             next_cursor?: string | null;
         };
+        /** CacheReportOut */
+        CacheReportOut: {
+            /**
+             * Breakpoint
+             * @description Index in `messages` of the last message of the stable part (null: none), where a cache marker goes (Anthropic's `cache_control`).
+             */
+            breakpoint: number | null;
+            /**
+             * Prefix Tokens
+             * @description Tokens of the leading whole messages identical to the previous context of the same branch (0 on the first): what a provider's prompt cache can serve.
+             */
+            prefix_tokens: number;
+        };
         /** CheckpointIn */
         CheckpointIn: {
             /** Conversation Id */
@@ -855,6 +868,31 @@ export interface components {
              */
             ttl_s?: number | null;
         };
+        /** CheckpointOut */
+        CheckpointOut: {
+            /** Conversation Id */
+            conversation_id: string | null;
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /** Expires At */
+            expires_at: string | null;
+            /** Key */
+            key: string;
+            /** Name */
+            name: string;
+            /** Run Id */
+            run_id: string;
+            /** State */
+            state: unknown;
+            /**
+             * Updated At
+             * Format: date-time
+             */
+            updated_at: string;
+        };
         /** CompactIn */
         CompactIn: {
             /** Leaf Id */
@@ -865,6 +903,18 @@ export interface components {
              * @default false
              */
             wait?: boolean;
+        };
+        /**
+         * CompactionOut
+         * @description The remote client reads the summary back as the JSON object it was sent as: the
+         *     wire lacks what a :class:`Summary` holds (its branch token count).
+         */
+        CompactionOut: {
+            /** Outcome */
+            outcome: string;
+            /** Reason */
+            reason: string | null;
+            summary: components["schemas"]["SummaryOut"] | null;
         };
         /** ConsolidateIn */
         ConsolidateIn: {
@@ -993,6 +1043,25 @@ export interface components {
              */
             task?: string | null;
         };
+        /** ContextOut */
+        ContextOut: {
+            /**
+             * Context Id
+             * @description The context record's id when the assembly was recorded (record: true); send it as `context_id` when appending the reply.
+             */
+            context_id?: string | null;
+            /** Messages */
+            messages: {
+                /** @description Text; content parts for a user message with files; null for an assistant message with tool calls only. */
+                content: string | {
+                    [key: string]: unknown;
+                }[] | null;
+                role: components["schemas"]["Role"];
+                tool_call_id?: string | null;
+                tool_calls?: components["schemas"]["ToolCall"][];
+            }[];
+            report: components["schemas"]["ContextReportOut"];
+        };
         /** ContextRecordOut */
         ContextRecordOut: {
             /** Budget */
@@ -1024,6 +1093,43 @@ export interface components {
             report: {
                 [key: string]: unknown;
             };
+        };
+        /** ContextReportOut */
+        ContextReportOut: {
+            /** Budget */
+            budget: number;
+            cache: components["schemas"]["CacheReportOut"];
+            /** Compaction Due */
+            compaction_due: boolean;
+            /** Covered Up To */
+            covered_up_to: string | null;
+            /** Dropped */
+            dropped: {
+                [key: string]: unknown;
+            }[];
+            /** Encoding */
+            encoding: string;
+            /** Hash */
+            hash: string;
+            /**
+             * Layout
+             * @description The order of the messages: `cache` or `classic`.
+             */
+            layout: string;
+            /** Leaf Id */
+            leaf_id: string | null;
+            /** Newest Turn Over Budget */
+            newest_turn_over_budget: boolean;
+            /** Over Budget */
+            over_budget: boolean;
+            /** Summary Id */
+            summary_id: string | null;
+            /** Tiers */
+            tiers: {
+                [key: string]: components["schemas"]["TierReportOut"];
+            };
+            /** Total */
+            total: number;
         };
         /** ConversationCreate */
         ConversationCreate: {
@@ -1101,6 +1207,54 @@ export interface components {
             reason: string;
             /** Relevance */
             relevance?: number | null;
+        };
+        /** ExportFactOut */
+        ExportFactOut: {
+            /** Category */
+            category: string;
+            /** Confidence */
+            confidence: number;
+            /** Content */
+            content: string;
+            /**
+             * Createdat
+             * @description ISO 8601 in UTC with a `Z`.
+             */
+            createdAt: string;
+            /** Id */
+            id: string;
+            /**
+             * Source
+             * @description The source conversation's id, or `manual`, `imported` or `unknown`.
+             */
+            source: string;
+            /**
+             * Sourceerror
+             * @description Left out when the fact has none.
+             */
+            sourceError?: string | null;
+        };
+        /** ExportHistoryOut */
+        ExportHistoryOut: {
+            earlierContext: components["schemas"]["ExportSectionOut"];
+            longTermBackground: components["schemas"]["ExportSectionOut"];
+            recentMonths: components["schemas"]["ExportSectionOut"];
+        };
+        /** ExportSectionOut */
+        ExportSectionOut: {
+            /** Summary */
+            summary: string;
+            /**
+             * Updatedat
+             * @description ISO 8601 in UTC with a `Z`; empty for a section never written.
+             */
+            updatedAt: string;
+        };
+        /** ExportUserOut */
+        ExportUserOut: {
+            personalContext: components["schemas"]["ExportSectionOut"];
+            topOfMind: components["schemas"]["ExportSectionOut"];
+            workContext: components["schemas"]["ExportSectionOut"];
         };
         /** FactBriefOut */
         FactBriefOut: {
@@ -1425,6 +1579,41 @@ export interface components {
             /** Task */
             task: string;
         };
+        /** IterationOut */
+        IterationOut: {
+            /** Attempt */
+            attempt: number;
+            /** Conversation Id */
+            conversation_id: string;
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /** Detail */
+            detail: {
+                [key: string]: unknown;
+            };
+            /** Error */
+            error: string | null;
+            /** Outcome */
+            outcome: string;
+            /** Seq */
+            seq: number;
+            /** Task */
+            task: string;
+        };
+        /** IterationPage */
+        IterationPage: {
+            /** Items */
+            items: components["schemas"]["IterationOut"][];
+            /** Next Cursor */
+            next_cursor: string | null;
+        };
+        /** JobAnswer */
+        JobAnswer: {
+            job: components["schemas"]["JobOut"];
+        };
         /** JobOut */
         JobOut: {
             /** Agent */
@@ -1522,6 +1711,23 @@ export interface components {
              * @description The key's user; null for an admin key.
              */
             user: string | null;
+        };
+        /** MemoryExportOut */
+        MemoryExportOut: {
+            /**
+             * Facts
+             * @description The active facts.
+             */
+            facts: components["schemas"]["ExportFactOut"][];
+            history: components["schemas"]["ExportHistoryOut"];
+            /**
+             * Lastupdated
+             * @description When the memory last changed (ISO 8601, UTC, `Z`).
+             */
+            lastUpdated: string;
+            user: components["schemas"]["ExportUserOut"];
+            /** Version */
+            version: string;
         };
         /** MemoryHealthOut */
         MemoryHealthOut: {
@@ -1746,6 +1952,20 @@ export interface components {
              */
             document: unknown;
         };
+        /** PlanOut */
+        PlanOut: {
+            /** Conversation Id */
+            conversation_id: string;
+            /** Document */
+            document: unknown;
+            /**
+             * Updated At
+             * Format: date-time
+             */
+            updated_at: string;
+            /** Version */
+            version: number;
+        };
         /**
          * Problem
          * @description The body of every error response (documentation model).
@@ -1963,6 +2183,25 @@ export interface components {
              */
             data: unknown;
         };
+        /** SnapshotOut */
+        SnapshotOut: {
+            /** Conversation Id */
+            conversation_id: string;
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /** Data */
+            data: unknown;
+            /** Run Id */
+            run_id: string;
+            /**
+             * Updated At
+             * Format: date-time
+             */
+            updated_at: string;
+        };
         /**
          * Status
          * @enum {string}
@@ -1996,6 +2235,22 @@ export interface components {
             up_to_message_id: string;
             /** Version */
             version: number;
+        };
+        /** TierReportOut */
+        TierReportOut: {
+            /** Asked */
+            asked: number;
+            /** Granted */
+            granted: number;
+            /** Items */
+            items: number;
+            /**
+             * Pending
+             * @description Recall only: the caller's messages not yet searchable by meaning (past the read's embedding bound; found by keywords meanwhile).
+             */
+            pending?: number | null;
+            /** Reason */
+            reason?: string | null;
         };
         /**
          * ToolCall
@@ -2169,6 +2424,33 @@ export interface components {
             } | null;
             /** Template */
             template?: unknown;
+        };
+        /** WorkingMemoryOut */
+        WorkingMemoryOut: {
+            /** Content */
+            content: unknown;
+            /** Conversation Id */
+            conversation_id: string | null;
+            /**
+             * Format
+             * @enum {string}
+             */
+            format: "markdown" | "json";
+            /** Json Schema */
+            json_schema: {
+                [key: string]: unknown;
+            } | null;
+            /** Scope */
+            scope: string;
+            /** Template */
+            template: unknown;
+            /**
+             * Updated At
+             * Format: date-time
+             */
+            updated_at: string;
+            /** Version */
+            version: number;
         };
     };
     responses: never;
@@ -2740,7 +3022,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": unknown;
+                    "application/json": components["schemas"]["CheckpointOut"];
                 };
             };
             /** @description Missing, unknown or revoked API key. */
@@ -2835,7 +3117,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": unknown;
+                    "application/json": components["schemas"]["CheckpointOut"];
                 };
             };
             /** @description Missing, unknown or revoked API key. */
@@ -3395,7 +3677,9 @@ export interface operations {
                 headers: {
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "application/json": components["schemas"]["CompactionOut"];
+                };
             };
             /** @description Successful Response */
             202: {
@@ -3403,7 +3687,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": unknown;
+                    "application/json": components["schemas"]["JobAnswer"];
                 };
             };
             /** @description Missing, unknown or revoked API key. */
@@ -3488,7 +3772,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": unknown;
+                    "application/json": components["schemas"]["ContextOut"];
                 };
             };
             /** @description Missing, unknown or revoked API key. */
@@ -3667,7 +3951,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": unknown;
+                    "application/json": components["schemas"]["IterationPage"];
                 };
             };
             /** @description Missing, unknown or revoked API key. */
@@ -3743,7 +4027,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": unknown;
+                    "application/json": components["schemas"]["IterationOut"];
                 };
             };
             /** @description Missing, unknown or revoked API key. */
@@ -4438,7 +4722,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": unknown;
+                    "application/json": components["schemas"]["JobAnswer"];
                 };
             };
             /** @description Missing, unknown or revoked API key. */
@@ -4519,7 +4803,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": unknown;
+                    "application/json": components["schemas"]["PlanOut"];
                 };
             };
             /** @description Missing, unknown or revoked API key. */
@@ -4617,7 +4901,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": unknown;
+                    "application/json": components["schemas"]["PlanOut"];
                 };
             };
             /** @description Missing, unknown or revoked API key. */
@@ -4708,7 +4992,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": unknown;
+                    "application/json": components["schemas"]["SnapshotOut"];
                 };
             };
             /** @description Missing, unknown or revoked API key. */
@@ -4785,7 +5069,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": unknown;
+                    "application/json": components["schemas"]["SnapshotOut"];
                 };
             };
             /** @description Missing, unknown or revoked API key. */
@@ -5998,7 +6282,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": unknown;
+                    "application/json": components["schemas"]["MemoryExportOut"];
                 };
             };
             /** @description Missing, unknown or revoked API key. */
@@ -6702,7 +6986,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": unknown;
+                    "application/json": components["schemas"]["WorkingMemoryOut"];
                 };
             };
             /** @description Missing, unknown or revoked API key. */
@@ -6801,7 +7085,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": unknown;
+                    "application/json": components["schemas"]["WorkingMemoryOut"];
                 };
             };
             /** @description Missing, unknown or revoked API key. */

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, cast, overload
+from typing import TYPE_CHECKING, Any, overload
 
 from memstrata import conversation as ops
 from memstrata import provenance
@@ -45,7 +45,6 @@ from memstrata.errors import InvalidInput
 from memstrata.llm import LLM
 from memstrata.receipts import Receipt, UserDeleted
 from memstrata.receipts import ops as receipt_ops
-from memstrata.remote import remote_client
 from memstrata.scoped import Scoped
 from memstrata.storage import tenancy
 from memstrata.storage.records import to_micros
@@ -416,8 +415,10 @@ class AsyncMemory(AsyncSubAPI):
                 raise InvalidInput("an http(s) URL needs api_key=...", field="api_key")
             if blobs or redis or settings or embedder or llm:
                 raise InvalidInput("blobs, redis, settings, embedder and llm belong to the server")
-            remote = remote_client("AsyncRemoteMemory")
-            return cast("AsyncRemoteMemory", remote(url, api_key, timeout=timeout))
+            # Imported here, not above: the client needs httpx, which embedded use does without.
+            from memstrata.client import AsyncRemoteMemory
+
+            return AsyncRemoteMemory(url, api_key, timeout=timeout)
         if api_key is not None:
             raise InvalidInput("api_key is only for an http(s) server URL", field="api_key")
         core = Core.open(url, blobs=blobs, redis=redis, settings=settings, embedder=embedder)

@@ -7,11 +7,12 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 
 from memstrata.api._async_base import AsyncSubAPI
+from memstrata.domain.recall import RecallResults, check_explain
 from memstrata.longterm.clocks import parse_instant
 from memstrata.recall import index as idx
 from memstrata.recall import keywords
 from memstrata.recall.catchup import AsyncCatchUp
-from memstrata.recall.search import RecallResults, check_args, check_explain
+from memstrata.recall.search import check_args
 from memstrata.recall.search import search_op as _search_op
 from memstrata.recall.service import FLUSH_BATCH, RecallEngine
 from memstrata.types import Scope

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from memstrata import provenance as ops
 from memstrata.api._sync_base import SubAPI
 from memstrata.context import Context
-from memstrata.provenance import model
+from memstrata.domain import provenance as model
 from memstrata.types import Page, Scope
 from memstrata.validation import checked_scope as _scope
 

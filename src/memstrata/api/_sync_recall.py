@@ -6,11 +6,12 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 
 from memstrata.api._sync_base import SubAPI
+from memstrata.domain.recall import RecallResults, check_explain
 from memstrata.longterm.clocks import parse_instant
 from memstrata.recall import index as idx
 from memstrata.recall import keywords
 from memstrata.recall.catchup import CatchUp
-from memstrata.recall.search import RecallResults, check_args, check_explain
+from memstrata.recall.search import check_args
 from memstrata.recall.search import search_op as _search_op
 from memstrata.recall.service import FLUSH_BATCH, RecallEngine
 from memstrata.types import Scope

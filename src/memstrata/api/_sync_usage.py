@@ -6,13 +6,13 @@ from datetime import date, datetime, timedelta
 from typing import Any
 
 from memstrata.api._sync_base import SubAPI
+from memstrata.domain.usage import UsageReport, parse_time
 from memstrata.errors import InvalidInput
 from memstrata.runtime import page_limit
 from memstrata.storage import sql
 from memstrata.storage.records import from_micros, to_micros
 from memstrata.types import Scope
 from memstrata.usage import store as usage_ops
-from memstrata.usage.report import UsageReport, parse_time
 from memstrata.usage.store import Budget, GroupBy
 
 __all__ = ["Usage", "UsageReport", "parse_time"]

@@ -7,7 +7,7 @@ from datetime import datetime
 
 from rich.text import Text
 
-from memstrata.conversation.render import file_placeholder
+from memstrata.domain.render import file_placeholder
 from memstrata.types import Message, Status
 
 __all__ = ["short", "transcript", "when"]

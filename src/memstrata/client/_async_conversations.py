@@ -20,10 +20,10 @@ from memstrata.client._async_session import (
 )
 from memstrata.client._values import RemoteNodeHistory
 from memstrata.client._wire import file_json, iso_time, message_json, segment
+from memstrata.domain.nodes import Turn
+from memstrata.domain.recall import RecallResults, check_explain
+from memstrata.domain.receipts import Receipt
 from memstrata.errors import InvalidInput
-from memstrata.nodes.layout import Turn
-from memstrata.recall.search import RecallResults, check_explain
-from memstrata.receipts import Receipt
 from memstrata.types import Conversation, FileRef, Message, MessagePatch, NewMessage, Page, Scope
 from memstrata.validation import build
 

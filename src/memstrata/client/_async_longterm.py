@@ -13,10 +13,10 @@ from memstrata.client import _decode as decode
 from memstrata.client._async_receipts import receipt_of
 from memstrata.client._async_session import AsyncSession, conversation_path, query_params
 from memstrata.client._wire import check_tenant, iso_time, owner_headers, segment
+from memstrata.domain.jobs import Job
+from memstrata.domain.longterm import Fact, FactEvent, ProfileSection
+from memstrata.domain.receipts import Receipt, UserDeleted
 from memstrata.errors import InvalidInput
-from memstrata.jobs.ops import Job
-from memstrata.longterm.model import Fact, FactEvent, ProfileSection
-from memstrata.receipts import Receipt, UserDeleted
 from memstrata.types import Page, Scope
 
 __all__ = ["AsyncRemoteFacts", "AsyncRemoteJobs", "AsyncRemoteLongTerm", "AsyncRemoteUsers"]

@@ -8,7 +8,7 @@ from typing import Any
 
 from memstrata.client._async_session import AsyncSession, conversation_path, query_params
 from memstrata.client._wire import segment
-from memstrata.provenance.model import FactUse, Provenance
+from memstrata.domain.provenance import FactUse, Provenance
 from memstrata.types import Page, Scope
 from memstrata.wire.provenance import FactUseOut, ProvenanceOut
 

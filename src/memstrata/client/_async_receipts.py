@@ -10,8 +10,8 @@ import httpx
 from memstrata.client import _decode as decode
 from memstrata.client._async_session import AsyncSession
 from memstrata.client._wire import check_tenant, segment
+from memstrata.domain.receipts import Receipt
 from memstrata.errors import MemstrataError
-from memstrata.receipts import Receipt
 from memstrata.types import Scope
 from memstrata.wire.receipts import RECEIPT_HEADER
 

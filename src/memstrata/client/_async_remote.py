@@ -51,8 +51,8 @@ from memstrata.client._async_state import (
 from memstrata.client._async_usage import AsyncRemoteUsage
 from memstrata.client._values import RemoteContext, RemoteHistory
 from memstrata.client._wire import Identity, iso_time
-from memstrata.context.kit import CompactionResult
-from memstrata.conversation.history import check_limits
+from memstrata.domain.context import CompactionResult
+from memstrata.domain.history import check_limits
 from memstrata.scoped import Scoped
 from memstrata.types import Scope
 

@@ -10,10 +10,9 @@ from typing import Any
 
 from memstrata.client._async_session import AsyncSession, query_params
 from memstrata.client._wire import check_tenant, owner_headers, segment
+from memstrata.domain.usage import Budget, UsageReport, report_from_dict
 from memstrata.errors import NotFound
 from memstrata.types import Scope
-from memstrata.usage.report import UsageReport, report_from_dict
-from memstrata.usage.store import Budget
 
 __all__ = ["AsyncRemoteUsage"]
 

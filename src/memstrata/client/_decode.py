@@ -19,15 +19,14 @@ from memstrata.client._values import (
     RemoteHistory,
     RemoteNodeHistory,
 )
-from memstrata.context.kit import CompactionResult
+from memstrata.domain.context import CompactionResult
+from memstrata.domain.jobs import Job
+from memstrata.domain.longterm import Fact, FactEvent, ProfileSection
+from memstrata.domain.nodes import Turn
+from memstrata.domain.recall import Explanation, RecallHit, RecallResults
+from memstrata.domain.receipts import Receipt
+from memstrata.domain.state import Checkpoint, Iteration, PlanDoc, RunSnapshot, WorkingMemory
 from memstrata.errors import MemstrataError
-from memstrata.jobs.ops import Job
-from memstrata.longterm.model import Fact, FactEvent, ProfileSection
-from memstrata.nodes.layout import Turn
-from memstrata.recall.search import Explanation, RecallResults
-from memstrata.recall.service import RecallHit
-from memstrata.receipts import Receipt
-from memstrata.state import Checkpoint, Iteration, PlanDoc, RunSnapshot, WorkingMemory
 from memstrata.types import Conversation, Message, Page, Scope
 from memstrata.wire.context import ContextOut
 from memstrata.wire.conversations import ConversationOut, HistoryOut, MessageOut, UserOut

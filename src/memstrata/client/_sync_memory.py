@@ -8,9 +8,8 @@ from typing import Any
 from memstrata.client import _decode as decode
 from memstrata.client._sync_session import Session
 from memstrata.client._wire import segment
-from memstrata.jobs.ops import Job
-from memstrata.longterm.consolidate import Consolidation, ConsolidationRevert
-from memstrata.longterm.health import MemoryHealth
+from memstrata.domain.jobs import Job
+from memstrata.domain.memory import Consolidation, ConsolidationRevert, MemoryHealth
 from memstrata.types import Scope
 from memstrata.wire.memory import ConsolidationOut, ConsolidationRevertOut, MemoryHealthOut
 

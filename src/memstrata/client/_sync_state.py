@@ -7,7 +7,14 @@ from typing import Any, TypeVar
 from memstrata.client import _decode as decode
 from memstrata.client._sync_session import Session, conversation_path, query_params
 from memstrata.client._wire import segment, version_headers
-from memstrata.state import Checkpoint, Format, Iteration, PlanDoc, RunSnapshot, WorkingMemory
+from memstrata.domain.state import (
+    Checkpoint,
+    Format,
+    Iteration,
+    PlanDoc,
+    RunSnapshot,
+    WorkingMemory,
+)
 from memstrata.types import Page, Scope
 
 __all__ = [

@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from memstrata.context import ContextReport
-from memstrata.context.providers import to_anthropic
-from memstrata.conversation.render import to_openai, to_text
+from memstrata.domain.context import ContextReport
+from memstrata.domain.providers import to_anthropic
+from memstrata.domain.render import to_openai, to_text
 from memstrata.types import FileRef, Message, Role, ToolCall
 from memstrata.wire.context import ContextOut
 from memstrata.wire.conversations import HistoryMessageOut, HistoryOut

@@ -18,8 +18,7 @@ from urllib.parse import quote
 from memstrata import errors
 from memstrata.errors import Forbidden, MemstrataError
 from memstrata.ids import new_id
-from memstrata.longterm.clocks import parse_instant
-from memstrata.storage.records import from_micros
+from memstrata.instants import from_micros, parse_instant
 from memstrata.types import FileRef, NewMessage, Scope
 from memstrata.validation import checked_scope
 from memstrata.wire.auth import Identity, MeOut

@@ -15,14 +15,23 @@ from memstrata.context.compaction import (
 )
 from memstrata.context.kit import COMPACT_JOB, CompactionResult, ContextKit
 from memstrata.context.layout import LAYOUTS, Layout
-from memstrata.context.report import CacheReport, Context, ContextReport, TierReport
 from memstrata.context.summaries import Summary, forget_messages, get_summary
-from memstrata.context.tiers import TierItem, TierPolicy, TierProvider, TierRequest
+from memstrata.context.tiers import (
+    GROUP_CAPS,
+    GROUP_LEADS,
+    TierItem,
+    TierPolicy,
+    TierProvider,
+    TierRequest,
+)
 from memstrata.context.windows import DEFAULT_WINDOW, context_window
+from memstrata.domain.context import CacheReport, Context, ContextReport, TierReport
 
 __all__ = [
     "COMPACT_JOB",
     "DEFAULT_WINDOW",
+    "GROUP_CAPS",
+    "GROUP_LEADS",
     "LAYOUTS",
     "MIN_NEW_TOKENS",
     "CacheReport",

@@ -27,7 +27,6 @@ from memstrata.context.layout import (
     render,
 )
 from memstrata.context.prefix import fingerprint
-from memstrata.context.report import Context
 from memstrata.context.summaries import Summary, summary_for
 from memstrata.context.tiers import BLOCK_TAGS, TierItem, TierPolicy, TierProvider, TierRequest
 from memstrata.context.windows import (
@@ -49,6 +48,7 @@ from memstrata.conversation.branch import (
     walk_branch,
 )
 from memstrata.conversation.history import HistoryPlanner
+from memstrata.domain.context import Context
 from memstrata.errors import InvalidInput
 from memstrata.runtime import Runtime
 from memstrata.state.plans import find_plan

@@ -17,8 +17,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from memstrata.context.report import ContextReport, TierReport
-from memstrata.context.tiers import BLOCK_TAGS, GROUP_CAPS, TierItem, TierPolicy, default_policies
+from memstrata.context.tiers import (
+    BLOCK_TAGS,
+    GROUP_CAPS,
+    GROUP_LEADS,
+    TierItem,
+    TierPolicy,
+    default_policies,
+)
+from memstrata.domain.context import ContextReport, TierReport
 from memstrata.tokens import Tokenizer
 from memstrata.types import Message
 
@@ -355,7 +362,11 @@ def _grant_tiers(
         if cap is not None:
             allow = min(allow, cap)
         if group is not None and group in group_left:
-            allow = min(allow, group_left[group])
+            allow = min(
+                allow,
+                group_left[group]
+                - _lead_hold(name, group, order[i + 1 :], policies, report, group_left),
+            )
         usable = _usable(name, offered[name], taken, report)
         items, cost = _select(name, usable, max(allow, 0), tok, report.dropped)
         taken.update(item.id for item in items)
@@ -367,6 +378,23 @@ def _grant_tiers(
         report.tiers[name].items = len(items)
         remaining -= cost
     return chosen
+
+
+def _lead_hold(
+    name: str,
+    group: str,
+    later: Sequence[str],
+    policies: Mapping[str, TierPolicy],
+    report: ContextReport,
+    group_left: Mapping[str, int],
+) -> int:
+    """What ``name`` leaves of its group for the group's lead tier when the lead is
+    granted after it: the lead's ask, short of ``name``'s own minimum share."""
+    lead = GROUP_LEADS.get(group)
+    if lead is None or lead == name or lead not in later or policies[lead].group != group:
+        return 0
+    asked = report.tiers[lead].asked if lead in report.tiers else 0
+    return max(0, min(asked, group_left[group] - policies[name].minimum))
 
 
 def _report_uncovered(

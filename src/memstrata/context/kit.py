@@ -8,14 +8,13 @@ registered once (recall, long-term facts) serves every call.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from memstrata.context.assemble import Settings
 from memstrata.context.layout import DEFAULT_LAYOUT, Layout
 from memstrata.context.tiers import TierPolicy, TierProvider
 from memstrata.context.windows import DEFAULT_LOW_WATER, DEFAULT_VOLATILE_ROOM, DEFAULT_WINDOW
-from memstrata.encoding import to_json
+from memstrata.domain.context import CompactionResult
 from memstrata.jobs.ops import Job
 from memstrata.llm import LLM
 from memstrata.storage.plan import Op
@@ -38,19 +37,6 @@ PreCompactionHook = Callable[[Scope, str, Sequence[Message]], None]
 # The same, as a storage operation run in its own write transaction (features that
 # queue work, so the hook never blocks an event loop or commits half of it).
 PreCompactionOp = Callable[[Scope, str, Sequence[Message]], Op[None]]
-
-
-@dataclass(frozen=True, slots=True)
-class CompactionResult:
-    """``outcome`` is ``compacted``, ``skipped`` (nothing worth doing) or ``failed`` (the
-    previous summary stays; ``reason`` says why)."""
-
-    outcome: str
-    reason: str | None
-    summary: object | None  # memstrata.context.summaries.Summary, or None
-
-    def to_dict(self) -> dict[str, Any]:
-        return to_json(self)
 
 
 class ContextKit:

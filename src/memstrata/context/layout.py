@@ -25,7 +25,7 @@ from typing import Any, Literal, get_args
 
 from memstrata.context.budget import block
 from memstrata.context.tiers import MESSAGE_ORDER, TierItem
-from memstrata.conversation.render import to_openai
+from memstrata.domain.render import to_openai
 from memstrata.errors import InvalidInput
 from memstrata.types import Message, Role
 

@@ -18,9 +18,9 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from memstrata.domain.context import Fingerprint
 from memstrata.runtime import Runtime
 from memstrata.storage.plan import Exec, Op, Query
 from memstrata.storage.sql import placeholders
@@ -34,18 +34,6 @@ __all__ = [
     "forget_messages",
     "remember",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class Fingerprint:
-    """``chain[i]`` is (tokens of messages 0..i, hash of messages 0..i)."""
-
-    leaf_id: str
-    encoding: str
-    chain: tuple[tuple[int, str], ...]
-
-    def dumps(self) -> str:
-        return json.dumps([list(link) for link in self.chain], separators=(",", ":"))
 
 
 def fingerprint(

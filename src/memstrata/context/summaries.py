@@ -8,11 +8,9 @@ branch that diverged before it never gets it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
 
 from memstrata.conversation.branch import resolve_leaf
-from memstrata.encoding import to_json
+from memstrata.domain.context import Summary
 from memstrata.errors import NotFound
 from memstrata.storage.plan import Exec, Op, Query, Row
 from memstrata.storage.records import from_micros
@@ -27,25 +25,6 @@ __all__ = [
     "summary_for",
     "to_summary",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class Summary:
-    """A rolling summary of a branch, from its root up to and including ``up_to_id``."""
-
-    id: str
-    conversation_id: str
-    up_to_id: str
-    up_to_depth: int
-    up_to_branch_tokens: int
-    version: int
-    previous_id: str | None
-    content: str
-    method: str
-    created_at: Any
-
-    def to_dict(self) -> dict[str, Any]:
-        return to_json(self)
 
 
 SUMMARY_COLUMNS = (

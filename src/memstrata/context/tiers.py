@@ -16,9 +16,10 @@ result in (``TierRequest.query_vector``).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
+from memstrata.domain.context import TierItem
 from memstrata.errors import InvalidInput
 from memstrata.runtime import Runtime
 from memstrata.storage.plan import Op
@@ -29,6 +30,7 @@ __all__ = [
     "BLOCK_TAGS",
     "DEFAULT_ORDER",
     "GROUP_CAPS",
+    "GROUP_LEADS",
     "MESSAGE_ORDER",
     "TierItem",
     "TierPolicy",
@@ -70,21 +72,6 @@ BLOCK_TAGS: Mapping[str, str] = {
     "summary": "conversation-summary",
     "recall": "recalled-messages",
 }
-
-
-@dataclass(frozen=True, slots=True)
-class TierItem:
-    """One indivisible piece of a tier: included whole or not at all.
-
-    ``tokens`` is the item's cost inside its block (its text plus a line break)
-    in the request's tokenizer; ``provenance`` says where it came from (message
-    ids, fact ids, ...), so a caller can judge it against the active branch.
-    """
-
-    id: str
-    text: str
-    tokens: int
-    provenance: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +148,11 @@ class TierPolicy:
 #: Caps shared by several tiers. ``memory``: the profile and facts blocks together stay
 #: within 2000 tokens, DeerFlow's one budget for its injected ``<memory>`` (profile + facts).
 GROUP_CAPS: Mapping[str, int] = {"memory": 2000}
+#: The tier a group serves first. ``memory``: the profile, as DeerFlow injects it before
+#: the facts; the facts are still granted before it (so that profile lines a granted fact
+#: carries are left out), but only from what the profile's ask leaves of the group, and
+#: never below their own ``minimum`` (500 by default: a quarter of the group).
+GROUP_LEADS: Mapping[str, str] = {"memory": "profile"}
 
 
 def default_policies() -> dict[str, TierPolicy]:

@@ -23,8 +23,7 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 
-from memstrata.errors import InvalidInput
-from memstrata.storage.records import to_micros
+from memstrata.instants import parse_instant
 
 __all__ = [
     "TRUE_AT",
@@ -50,23 +49,6 @@ _AS_OF = (
     "OR (superseded_at IS NULL AND (valid_to IS NULL OR valid_to > ?)) "
     "OR (status = 'superseded' AND valid_to > ?))"
 )
-
-
-def parse_instant(value: object, field: str) -> int | None:
-    """``value`` (ISO 8601 text or a ``datetime``; None passes) as microseconds."""
-    if value is None:
-        return None
-    if isinstance(value, datetime):
-        return to_micros(value)
-    if isinstance(value, str) and value.strip():
-        text = value.strip()
-        if text.endswith(("z", "Z")):
-            text = text[:-1] + "+00:00"
-        try:
-            return to_micros(datetime.fromisoformat(text))
-        except ValueError:
-            pass
-    raise InvalidInput(f"{field} must be an ISO 8601 time", field=field)
 
 
 @dataclass(frozen=True, slots=True)

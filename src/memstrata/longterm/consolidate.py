@@ -28,10 +28,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from memstrata.encoding import to_json
+from memstrata.domain.memory import Consolidation, ConsolidationChange, ConsolidationRevert
 from memstrata.errors import Conflict, InvalidInput, NotFound
 from memstrata.longterm.apply import content_key
-from memstrata.longterm.health import FactBrief, brief, duplicate_groups
+from memstrata.longterm.health import brief, duplicate_groups
 from memstrata.longterm.model import CATEGORIES, Fact, FactOrigin
 from memstrata.longterm.rows import OWNER, event_row, load_sources, owner
 from memstrata.longterm.store import (
@@ -65,57 +65,6 @@ CONSOLIDATE_JOB = "longterm.consolidate"
 def marker(consolidation_id: str) -> str:
     """The start of ``reason`` on every fact a consolidation touched."""
     return f"consolidation {consolidation_id}:"
-
-
-@dataclass(frozen=True, slots=True)
-class ConsolidationChange:
-    """One change: ``superseded`` facts are superseded by the target — the fact
-    ``target_id`` (an existing fact, or the new one once applied) whose content is
-    ``content``. ``new_fact``: the target is new merged content."""
-
-    kind: str  # "merge" (near duplicates) or "supersede" (a contradiction settled)
-    superseded: tuple[FactBrief, ...]
-    target_id: str | None
-    content: str
-    category: str
-    new_fact: bool
-    reason: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return to_json(self)
-
-
-@dataclass(frozen=True, slots=True)
-class Consolidation:
-    """A planned (``applied`` false) or applied consolidation: its id (the marker in the
-    touched facts' ``reason``), how it was planned, its changes and notes."""
-
-    id: str
-    mode: str  # "llm" or "deterministic"
-    dry_run: bool
-    applied: bool
-    changes: tuple[ConsolidationChange, ...]
-    notes: tuple[str, ...]
-
-    @property
-    def superseded_count(self) -> int:
-        return sum(len(c.superseded) for c in self.changes)
-
-    def to_dict(self) -> dict[str, Any]:
-        return to_json(self)
-
-
-@dataclass(frozen=True, slots=True)
-class ConsolidationRevert:
-    """What reverting a consolidation did: facts made active again, and merged facts it
-    had created that were superseded by a restored one."""
-
-    consolidation_id: str
-    restored: tuple[str, ...]
-    retired: tuple[str, ...]
-
-    def to_dict(self) -> dict[str, Any]:
-        return to_json(self)
 
 
 # -- what a model proposes (by alias), before validation -----------------------------------

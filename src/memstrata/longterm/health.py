@@ -30,9 +30,8 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
-from memstrata.encoding import to_json
+from memstrata.domain.memory import FactBrief, HealthCheck, HealthExample, MemoryHealth, MemorySizes
 from memstrata.longterm.model import Fact, FactStatus, ProfileSection
 from memstrata.longterm.rows import OWNER, owner
 from memstrata.longterm.similar import cosines
@@ -112,75 +111,6 @@ _WORD = re.compile(r"[\w']+")
 #: How a memory counts the recorded contexts each fact entered (prov's
 #: ``fact_use_counts``), set on the core when context records exist.
 UsageCounter = Callable[[Scope, Sequence[str]], Op[dict[str, int]]]
-
-
-@dataclass(frozen=True, slots=True)
-class FactBrief:
-    """A fact as a report shows it: id, category and the start of its content."""
-
-    id: str
-    category: str
-    content: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return to_json(self)
-
-
-@dataclass(frozen=True, slots=True)
-class HealthExample:
-    """One finding: the facts concerned and why they were picked."""
-
-    facts: tuple[FactBrief, ...]
-    note: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return to_json(self)
-
-
-@dataclass(frozen=True, slots=True)
-class HealthCheck:
-    """One check: how many findings (None: unknown), and a few of them."""
-
-    count: int | None
-    examples: tuple[HealthExample, ...]
-    known: bool = True
-
-    def to_dict(self) -> dict[str, Any]:
-        return to_json(self)
-
-
-@dataclass(frozen=True, slots=True)
-class MemorySizes:
-    active: int
-    superseded: int
-    removed: int
-    evicted: int
-    profile_sections: int
-    fact_tokens: int
-    profile_tokens: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return to_json(self)
-
-
-@dataclass(frozen=True, slots=True)
-class MemoryHealth:
-    """The health report of one owner's long-term memory."""
-
-    generated_at: datetime
-    stale_days: int
-    analysed: int
-    truncated: bool
-    semantic: bool
-    usage_known: bool
-    sizes: MemorySizes
-    duplicates: HealthCheck
-    contradictions: HealthCheck
-    stale: HealthCheck
-    unused: HealthCheck
-
-    def to_dict(self) -> dict[str, Any]:
-        return to_json(self)
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,9 +29,9 @@ from memstrata import strictjson
 from memstrata.api import AsyncMemory
 from memstrata.context import Context as MemoryContext
 from memstrata.disclosure import client_message
+from memstrata.domain.recall import MAX_EXPLAIN_IDS
 from memstrata.errors import InvalidInput, MemstrataError, NotFound, PreconditionFailed
 from memstrata.longterm.model import Fact
-from memstrata.recall.search import MAX_EXPLAIN_IDS
 from memstrata.recall.service import MAX_K, RecallHit
 from memstrata.state import WorkingMemory
 from memstrata.types import Scope

@@ -15,9 +15,8 @@ import zlib
 from dataclasses import dataclass
 from typing import Any
 
-from memstrata.encoding import to_json
+from memstrata.domain.nodes import Turn
 from memstrata.errors import Corruption, InvalidInput
-from memstrata.types import FileRef, dump_files
 
 __all__ = ["VERSION", "NodeKey", "Turn", "check_id", "decode", "encode"]
 
@@ -61,63 +60,6 @@ class NodeKey:
             f"{ROOT}/{self.tenant}/{self.app_id}/{self.conversation_id}/{self.node_id}/"
             f"{generation}/"
         )
-
-
-@dataclass(frozen=True, slots=True)
-class Turn:
-    """One dialogue turn of a node: a user input and the assistant's answer.
-
-    ``message_id`` and ``parent_message_id`` are the caller's ids (Dify's
-    Message ids); ``uid`` is unique per stored turn, so a turn read twice
-    during a compaction is still returned once. ``revision`` is None for a
-    message's first turns; turns that replace them carry the id of the flush
-    that wrote them (see :mod:`memstrata.nodes.revisions`).
-    """
-
-    uid: str
-    message_id: str
-    parent_message_id: str | None
-    user_content: str
-    user_files: tuple[FileRef, ...]
-    assistant_content: str
-    assistant_files: tuple[FileRef, ...]
-    created_at: int  # microseconds since the epoch
-    revision: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "uid": self.uid,
-            "message_id": self.message_id,
-            "parent_message_id": self.parent_message_id,
-            "user": self.user_content,
-            "assistant": self.assistant_content,
-            "created_at": self.created_at,
-        }
-        if self.user_files:
-            out["user_files"] = dump_files(self.user_files)
-        if self.assistant_files:
-            out["assistant_files"] = dump_files(self.assistant_files)
-        if self.revision is not None:
-            out["revision"] = self.revision
-        return out
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> Turn:
-        return cls(
-            uid=d["uid"],
-            message_id=d["message_id"],
-            parent_message_id=d.get("parent_message_id"),
-            user_content=d["user"],
-            user_files=tuple(FileRef.model_validate(f) for f in d.get("user_files", ())),
-            assistant_content=d["assistant"],
-            assistant_files=tuple(FileRef.model_validate(f) for f in d.get("assistant_files", ())),
-            created_at=int(d["created_at"]),
-            revision=d.get("revision"),
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        """The public shape (REST)."""
-        return to_json(self)
 
 
 def encode(kind: str, body: dict[str, Any]) -> bytes:

@@ -15,12 +15,11 @@ whole turns, oldest first, with the same token counting and the same
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from memstrata.conversation.history import History, HistoryPlanner
-from memstrata.encoding import to_json
+from memstrata.conversation.history import HistoryPlanner
+from memstrata.domain.nodes import NodeHistory, NodeTurn
 from memstrata.ids import UUID_NIL
 from memstrata.nodes.layout import Turn
 from memstrata.tokens import Tokenizer
@@ -122,52 +121,6 @@ class ThreadWalker:
 
 
 SEEK = _SEEK
-
-
-@dataclass(frozen=True, slots=True)
-class NodeTurn:
-    """A kept turn with its files as the resolver rebuilt them."""
-
-    turn: Turn
-    user_files: list[Any]
-    assistant_files: list[Any]
-
-
-@dataclass(frozen=True, slots=True)
-class NodeHistory:
-    """A node's token-budgeted thread: the same shape as conversation history, plus the
-    turns (files resolved) and what the read cost."""
-
-    current_message_id: str | None
-    history: History
-    turns: list[NodeTurn]
-    objects_read: int = field(default=0, compare=False)
-    damaged: list[str] = field(default_factory=list)
-
-    @property
-    def messages(self) -> list[Message]:
-        return self.history.messages
-
-    @property
-    def tokens(self) -> int:
-        return self.history.tokens
-
-    @property
-    def truncated(self) -> bool:
-        return self.history.truncated
-
-    @property
-    def over_budget(self) -> bool:
-        return self.history.over_budget
-
-    def to_openai(self, resolver: Any = None) -> list[dict[str, Any]]:
-        return self.history.to_openai(resolver)
-
-    def to_text(self, human_prefix: str = "Human", ai_prefix: str = "Assistant") -> str:
-        return self.history.to_text(human_prefix, ai_prefix)
-
-    def to_dict(self) -> dict[str, Any]:
-        return to_json(self)
 
 
 def finish(

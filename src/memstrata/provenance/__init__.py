@@ -9,8 +9,8 @@ text. Appending the assistant reply with ``context_id`` links the two (:mod:`.li
 Records follow the cascades (:mod:`.cascade`) and retention (kind ``context_records``).
 """
 
+from memstrata.domain.provenance import ContextRecord, FactUse, Provenance, RecordItem
 from memstrata.provenance.link import append_linked, link_reply
-from memstrata.provenance.model import ContextRecord, FactUse, Provenance, RecordItem
 from memstrata.provenance.read import fact_usage, get_record, reply_provenance
 from memstrata.provenance.record import entries, record_context, stored_report
 from memstrata.provenance.usage import fact_use_counts

@@ -8,8 +8,8 @@ from typing import Any
 
 from memstrata.conversation.conversations import get_conversation
 from memstrata.conversation.lookup import require_message
+from memstrata.domain.provenance import ContextRecord, FactUse, Provenance, RecordItem
 from memstrata.errors import NotFound
-from memstrata.provenance.model import ContextRecord, FactUse, Provenance, RecordItem
 from memstrata.runtime import Runtime, page_limit
 from memstrata.storage.plan import Op, Query, Row
 from memstrata.storage.records import from_micros

@@ -10,9 +10,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from memstrata.context.report import Context
 from memstrata.context.tiers import TierItem
 from memstrata.conversation.conversations import hold_conversation
+from memstrata.domain.context import Context
 from memstrata.runtime import Runtime
 from memstrata.storage.plan import Exec, Op
 from memstrata.storage.records import dump_json

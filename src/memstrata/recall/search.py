@@ -9,7 +9,11 @@ from typing import TYPE_CHECKING, Any
 
 from memstrata import conversation as conv_ops
 from memstrata.conversation.branches import Branch, branch_of
-from memstrata.encoding import to_json
+from memstrata.domain.recall import (
+    Explanation,
+    RecallHit,
+    RecallResults,
+)
 from memstrata.errors import InvalidInput, NotFound
 from memstrata.recall import index as idx
 from memstrata.recall.branchtruth import ActiveBranches
@@ -33,28 +37,6 @@ MAX_RESULT = 2000
 SEARCH_TERM_CAP = 1000
 
 
-@dataclass(frozen=True, slots=True)
-class RecallHit:
-    """One recalled message. ``provenance`` lists the message ids it stands for;
-    ``neighbour_of`` is set on a message returned as context around another hit.
-
-    ``score`` orders the hits (fusion, comparable within one search only); ``relevance``
-    is the calibrated probability that the message is relevant to the query, in [0, 1]
-    (:mod:`memstrata.recall.relevance`; a neighbour carries its hit's). ``signals`` holds
-    the per-signal scores when the search was asked to ``explain``."""
-
-    message: Message
-    conversation_id: str
-    score: float
-    provenance: tuple[str, ...]
-    neighbour_of: str | None = None
-    relevance: float = 0.0
-    signals: dict[str, Any] | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return to_json(self)
-
-
 #: ``explain_ids`` verdicts: the message was returned, or why it was not.
 RETURNED = "returned"
 WHY_NOT = (
@@ -69,66 +51,13 @@ WHY_NOT = (
     "outside_candidate_pool",  # neither ranker put it among its candidates
     "unknown",  # no such message of the caller's (another owner's looks the same)
 )
-MAX_EXPLAIN_IDS = 100
 DEFAULT_MODEL = RelevanceModel()
-
-
-@dataclass(frozen=True, slots=True)
-class Explanation:
-    """What became of one message id named in ``explain_ids``: ``reason`` is
-    :data:`RETURNED` or one of :data:`WHY_NOT`. ``conversation_id`` is None when unknown."""
-
-    id: str
-    conversation_id: str | None
-    reason: str
-    relevance: float | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return to_json(self)
-
-
-class RecallResults(list[RecallHit]):
-    """What a search returns: its hits (a list, best first) and, beside them, ``pending``
-    (the caller's messages not yet searchable by meaning: past the read's embedding
-    bound, found by keywords only) and ``explained`` (the ``explain_ids`` verdicts)."""
-
-    pending: int
-    explained: list[Explanation]
-
-    def __init__(
-        self,
-        hits: Iterable[RecallHit] = (),
-        *,
-        pending: int = 0,
-        explained: Iterable[Explanation] = (),
-    ) -> None:
-        super().__init__(hits)
-        self.pending = pending
-        self.explained = list(explained)
 
 
 def message_vector_id(conversation_id: str, message_id: str) -> str:
     """The vector id of a message: its conversation and id (ids are per conversation;
     migration 14 gave stored message vectors this form too)."""
     return f"{conversation_id}/{message_id}"
-
-
-def check_explain(min_relevance: float, explain_ids: Iterable[str]) -> tuple[float, list[str]]:
-    """``min_relevance`` in [0, 1]; ``explain_ids`` a collection of at most 100 ids."""
-    if (
-        isinstance(min_relevance, bool)
-        or not isinstance(min_relevance, int | float)
-        or not 0.0 <= min_relevance <= 1.0
-    ):
-        raise InvalidInput("min_relevance must be a number in 0..1", field="min_relevance")
-    if isinstance(explain_ids, str):
-        raise InvalidInput("explain_ids must be a collection of ids", field="explain_ids")
-    ids = list(dict.fromkeys(explain_ids))
-    if len(ids) > MAX_EXPLAIN_IDS:
-        raise InvalidInput(f"at most {MAX_EXPLAIN_IDS} explain_ids", field="explain_ids")
-    if not all(isinstance(i, str) and i for i in ids):
-        raise InvalidInput("explain_ids must be non-empty strings", field="explain_ids")
-    return float(min_relevance), ids
 
 
 def check_args(k: int, message_range: int, exclude_ids: Iterable[str]) -> frozenset[str]:

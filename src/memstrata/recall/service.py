@@ -18,6 +18,7 @@ import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from memstrata.domain.recall import RecallHit
 from memstrata.errors import InvalidInput
 from memstrata.jobs import ops as jobs_ops
 from memstrata.recall import index as idx
@@ -30,7 +31,6 @@ from memstrata.recall.search import (
     BranchRule,
     Found,
     LazyRule,
-    RecallHit,
     candidates_op,
     message_vector_id,
     search_op,

@@ -8,6 +8,6 @@ scan (:mod:`memstrata.receipts.verify`) runs right after it commits. Receipts fo
 
 from __future__ import annotations
 
-from memstrata.receipts.model import KINDS, Receipt, UserDeleted
+from memstrata.domain.receipts import KINDS, Receipt, UserDeleted
 
 __all__ = ["KINDS", "Receipt", "UserDeleted"]

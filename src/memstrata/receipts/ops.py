@@ -13,10 +13,10 @@ from memstrata.conversation import conversations as conversation_ops
 from memstrata.conversation import messages as message_ops
 from memstrata.conversation import splice as splice_ops
 from memstrata.conversation import users as user_ops
+from memstrata.domain.receipts import Receipt
 from memstrata.errors import NotFound
 from memstrata.longterm import store as fact_store
 from memstrata.nodes.ops import PURGE_JOB
-from memstrata.receipts.model import Receipt
 from memstrata.runtime import Runtime
 from memstrata.storage import tenancy
 from memstrata.storage.cascade import counted

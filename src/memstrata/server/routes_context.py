@@ -12,7 +12,7 @@ from memstrata.errors import NotFound
 from memstrata.server.auth import CallerScope, Mem
 from memstrata.server.responses import JSONResponse
 from memstrata.wire.context import CompactionOut, ContextOut, SummaryOut
-from memstrata.wire.jobs import JobOut
+from memstrata.wire.jobs import JobAnswer, JobOut
 
 __all__ = ["router"]
 
@@ -74,6 +74,7 @@ class CompactIn(BaseModel):
 
 @router.post(
     "/context",
+    response_model=ContextOut,
     responses=_NOT_FOUND,
     summary="Messages for the next model call under one token budget, with a report",
 )
@@ -96,7 +97,11 @@ async def context(mem: Mem, scope: CallerScope, cid: str, body: ContextIn) -> Re
 @router.post(
     "/compact",
     status_code=202,
-    responses={**_NOT_FOUND, 200: {"description": "Compacted now (wait: true)."}},
+    response_model=JobAnswer,
+    responses={
+        **_NOT_FOUND,
+        200: {"model": CompactionOut, "description": "Compacted now (wait: true)."},
+    },
     summary="Compact the branch: a background job (202), or now with wait: true (200)",
 )
 async def compact(

@@ -18,12 +18,13 @@ from memstrata.server.pagination import Cursor, Limit, page_body
 from memstrata.server.responses import JSONResponse
 from memstrata.server.routes_receipts import DELETED, Caller, actor, deleted
 from memstrata.server.schemas import FactCreate, FactPatch
-from memstrata.wire.jobs import JobOut
+from memstrata.wire.jobs import JobAnswer, JobOut
 from memstrata.wire.longterm import (
     FactEventOut,
     FactHistoryOut,
     FactOut,
     FactPage,
+    MemoryExportOut,
     ProfileOut,
     ProfileSectionOut,
 )
@@ -164,6 +165,7 @@ async def profile(
 
 @router.get(
     "/memory/export",
+    response_model=MemoryExportOut,
     summary="The caller's memory (profile and facts) as one document",
     description=(
         "DeerFlow's memory.json shape, the same document as `memstrata export --format "
@@ -184,6 +186,7 @@ class ObserveIn(BaseModel):
 @router.post(
     "/conversations/{cid}/observe",
     status_code=202,
+    response_model=JobAnswer,
     responses={404: {"description": "No such conversation or leaf in this scope."}},
     summary="Queue long-term extraction of a conversation now (DeerFlow's memory update)",
     description=(

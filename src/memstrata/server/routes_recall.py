@@ -7,7 +7,7 @@ from datetime import datetime
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
-from memstrata.recall.search import MAX_EXPLAIN_IDS
+from memstrata.domain.recall import MAX_EXPLAIN_IDS
 from memstrata.recall.service import MAX_K, MAX_RANGE
 from memstrata.server.auth import CallerScope, Mem
 from memstrata.server.responses import JSONResponse

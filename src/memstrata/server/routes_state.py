@@ -23,6 +23,7 @@ from memstrata.state import Format
 from memstrata.wire.state import (
     CheckpointOut,
     IterationOut,
+    IterationPage,
     PlanOut,
     SnapshotOut,
     WorkingMemoryOut,
@@ -75,13 +76,20 @@ class PlanIn(BaseModel):
     document: Any = Field(description="The plan: any JSON value.")
 
 
-@router.get("/v1/conversations/{cid}/plan", responses=_CAS, summary="The conversation's plan")
+@router.get(
+    "/v1/conversations/{cid}/plan",
+    response_model=PlanOut,
+    responses=_CAS,
+    summary="The conversation's plan",
+)
 async def get_plan(mem: Mem, scope: CallerScope, cid: str) -> Response:
     plan = await mem.plans.get(scope, cid)
     return _versioned(PlanOut.encode(plan), plan.version)
 
 
-@router.put("/v1/conversations/{cid}/plan", responses=_CAS, summary="Write the plan")
+@router.put(
+    "/v1/conversations/{cid}/plan", response_model=PlanOut, responses=_CAS, summary="Write the plan"
+)
 async def put_plan(
     mem: Mem,
     scope: CallerScope,
@@ -113,7 +121,11 @@ class IterationIn(BaseModel):
     detail: dict[str, Any] | None = None
 
 
-@router.get("/v1/conversations/{cid}/iterations", summary="Iteration logs, oldest first")
+@router.get(
+    "/v1/conversations/{cid}/iterations",
+    response_model=IterationPage,
+    summary="Iteration logs, oldest first",
+)
 async def list_iterations(
     mem: Mem,
     scope: CallerScope,
@@ -126,7 +138,12 @@ async def list_iterations(
     return JSONResponse(page_body(page, IterationOut.encode))
 
 
-@router.post("/v1/conversations/{cid}/iterations", status_code=201, summary="Log an attempt")
+@router.post(
+    "/v1/conversations/{cid}/iterations",
+    status_code=201,
+    response_model=IterationOut,
+    summary="Log an attempt",
+)
 async def append_iteration(mem: Mem, scope: CallerScope, cid: str, body: IterationIn) -> Response:
     item = await mem.iterations.append(
         scope,
@@ -148,12 +165,20 @@ class SnapshotIn(BaseModel):
     data: Any = Field(description="Opaque JSON the UI stores for this run.")
 
 
-@router.get("/v1/conversations/{cid}/runs/{run_id}/snapshot", summary="A run's UI snapshot")
+@router.get(
+    "/v1/conversations/{cid}/runs/{run_id}/snapshot",
+    response_model=SnapshotOut,
+    summary="A run's UI snapshot",
+)
 async def get_snapshot(mem: Mem, scope: CallerScope, cid: str, run_id: str) -> Response:
     return JSONResponse(SnapshotOut.encode(await mem.snapshots.get(scope, cid, run_id)))
 
 
-@router.put("/v1/conversations/{cid}/runs/{run_id}/snapshot", summary="Store a run's snapshot")
+@router.put(
+    "/v1/conversations/{cid}/runs/{run_id}/snapshot",
+    response_model=SnapshotOut,
+    summary="Store a run's snapshot",
+)
 async def put_snapshot(
     mem: Mem, scope: CallerScope, cid: str, run_id: str, body: SnapshotIn
 ) -> Response:
@@ -176,12 +201,21 @@ _EXPIRED: dict[int | str, dict[str, Any]] = {
 }
 
 
-@router.get("/v1/checkpoints/{name}/{run_id}", responses=_EXPIRED, summary="Load a checkpoint")
+@router.get(
+    "/v1/checkpoints/{name}/{run_id}",
+    response_model=CheckpointOut,
+    responses=_EXPIRED,
+    summary="Load a checkpoint",
+)
 async def get_checkpoint(mem: Mem, scope: CallerScope, name: str, run_id: str) -> Response:
     return JSONResponse(CheckpointOut.encode(await mem.checkpoints.load(scope, name, run_id)))
 
 
-@router.put("/v1/checkpoints/{name}/{run_id}", summary="Save (overwrite) a checkpoint")
+@router.put(
+    "/v1/checkpoints/{name}/{run_id}",
+    response_model=CheckpointOut,
+    summary="Save (overwrite) a checkpoint",
+)
 async def put_checkpoint(
     mem: Mem, scope: CallerScope, name: str, run_id: str, body: CheckpointIn
 ) -> Response:
@@ -221,7 +255,12 @@ ConversationParam = Annotated[
 ]
 
 
-@router.get("/v1/working-memory", responses=_CAS, summary="Read working memory")
+@router.get(
+    "/v1/working-memory",
+    response_model=WorkingMemoryOut,
+    responses=_CAS,
+    summary="Read working memory",
+)
 async def get_working(
     mem: Mem, scope: CallerScope, conversation_id: ConversationParam = None
 ) -> Response:
@@ -229,7 +268,12 @@ async def get_working(
     return _versioned(WorkingMemoryOut.encode(doc), doc.version)
 
 
-@router.put("/v1/working-memory", responses=_CAS, summary="Write working memory")
+@router.put(
+    "/v1/working-memory",
+    response_model=WorkingMemoryOut,
+    responses=_CAS,
+    summary="Write working memory",
+)
 async def put_working(
     mem: Mem,
     scope: CallerScope,

@@ -4,12 +4,10 @@ snapshot a UI keeps for one run of a conversation."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from memstrata.conversation.conversations import get_conversation, hold_conversation
-from memstrata.encoding import to_json
+from memstrata.domain.state import Checkpoint, RunSnapshot
 from memstrata.errors import Expired, InvalidInput, NotFound
 from memstrata.runtime import Runtime
 from memstrata.state.checks import check_name, dump, sized
@@ -31,26 +29,6 @@ __all__ = [
 ]
 
 EXPIRED_MESSAGE = "This action has expired and cannot be resumed. Please start a new turn."
-
-
-@dataclass(frozen=True, slots=True)
-class Checkpoint:
-    """Suspended agent state keyed ``name:run_id``."""
-
-    name: str
-    run_id: str
-    conversation_id: str | None
-    state: Any
-    expires_at: datetime | None
-    created_at: datetime
-    updated_at: datetime
-
-    @property
-    def key(self) -> str:
-        return f"{self.name}:{self.run_id}"
-
-    def to_dict(self) -> dict[str, Any]:
-        return to_json(self)
 
 
 _CP_KEY = "tenant_id = ? AND user_id = ? AND agent_id = ? AND name = ? AND run_id = ?"
@@ -133,18 +111,6 @@ def delete_checkpoint(rt: Runtime, scope: Scope, name: str, run_id: str) -> Op[N
     )
     if not n:
         yield from load_checkpoint(rt, scope, name, run_id)  # NotFound or Expired
-
-
-@dataclass(frozen=True, slots=True)
-class RunSnapshot:
-    conversation_id: str
-    run_id: str
-    data: Any
-    created_at: datetime
-    updated_at: datetime
-
-    def to_dict(self) -> dict[str, Any]:
-        return to_json(self)
 
 
 def get_snapshot(scope: Scope, conversation_id: str, run_id: str) -> Op[RunSnapshot]:

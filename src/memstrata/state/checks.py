@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from memstrata import strictjson
+from memstrata.domain.state import Format
 from memstrata.errors import InvalidInput, PreconditionFailed
 from memstrata.storage.records import check_text
 
@@ -18,7 +19,6 @@ __all__ = [
     "sized",
 ]
 
-Format = Literal["markdown", "json"]
 MAX_DOC_BYTES = 256_000
 #: Versions are stored in 64-bit columns: none reaches this.
 MAX_VERSION = 2**63

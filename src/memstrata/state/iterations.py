@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from memstrata.conversation.conversations import get_conversation, hold_conversation
-from memstrata.encoding import to_json
+from memstrata.domain.state import Iteration
 from memstrata.errors import InvalidInput
 from memstrata.runtime import Runtime, page_limit
 from memstrata.state.checks import check_name, dump, sized
@@ -18,23 +16,6 @@ from memstrata.storage.sql import encode_cursor, seq_cursor
 from memstrata.types import Page, Scope
 
 __all__ = ["Iteration", "append_iteration", "list_iterations"]
-
-
-@dataclass(frozen=True, slots=True)
-class Iteration:
-    """One attempt at a task (append-only)."""
-
-    seq: int
-    conversation_id: str
-    task: str
-    attempt: int
-    outcome: str
-    error: str | None
-    detail: dict[str, Any]
-    created_at: datetime
-
-    def to_dict(self) -> dict[str, Any]:
-        return to_json(self)
 
 
 _IT_COLUMNS = "seq, conversation_id, task, attempt, outcome, error, detail, created_at"

@@ -4,12 +4,10 @@ compare-and-set like working memory (see :mod:`memstrata.state.working`)."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from memstrata.conversation.conversations import get_conversation, hold_conversation
-from memstrata.encoding import to_json
+from memstrata.domain.state import PlanDoc
 from memstrata.errors import NotFound, PreconditionFailed
 from memstrata.runtime import Runtime
 from memstrata.state.checks import check_expected, dump, sized
@@ -18,17 +16,6 @@ from memstrata.storage.records import from_micros
 from memstrata.types import Scope
 
 __all__ = ["PlanDoc", "find_plan", "get_plan", "put_plan"]
-
-
-@dataclass(frozen=True, slots=True)
-class PlanDoc:
-    conversation_id: str
-    document: Any
-    version: int
-    updated_at: datetime
-
-    def to_dict(self) -> dict[str, Any]:
-        return to_json(self)
 
 
 def _plan_row(conversation_id: str) -> Op[PlanDoc | None]:

@@ -11,12 +11,10 @@ conversation the caller's scope owns.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, Literal
 
 from memstrata.conversation.conversations import get_conversation, hold_conversation
-from memstrata.encoding import to_json
+from memstrata.domain.state import WorkingMemory
 from memstrata.errors import InvalidInput, NotFound, PreconditionFailed
 from memstrata.runtime import Runtime
 from memstrata.state.checks import Format, check_expected, dump, sized
@@ -34,29 +32,6 @@ __all__ = [
     "put_working_memory",
     "to_working_memory",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class WorkingMemory:
-    """One working-memory document: the user's (``conversation_id`` None) or one conversation's."""
-
-    conversation_id: str | None
-    format: Format
-    content: Any  # str for markdown, a JSON value for json
-    json_schema: dict[str, Any] | None
-    template: Any
-    version: int
-    updated_at: datetime
-
-    @property
-    def text(self) -> str:
-        """The document as injected into a prompt."""
-        if self.format == "markdown":
-            return str(self.content)
-        return json.dumps(self.content, ensure_ascii=False, indent=2, sort_keys=True)
-
-    def to_dict(self) -> dict[str, Any]:
-        return to_json(self)
 
 
 WM_COLUMNS = "conversation_id, format, content, json_schema, template, version, updated_at"

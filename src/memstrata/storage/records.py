@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from memstrata import strictjson
 from memstrata.errors import InvalidInput
+from memstrata.instants import from_micros, to_micros
 from memstrata.storage.plan import Row
 from memstrata.types import Conversation, FileRef, Message, Role, Status, ToolCall
 
@@ -61,20 +61,6 @@ def storable_text(value: str) -> str:
     if not value.isascii():
         value = value.encode("utf-8", "backslashreplace").decode("utf-8")
     return value
-
-
-def to_micros(value: datetime) -> int:
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
-    return int(value.timestamp() * 1_000_000)
-
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-def from_micros(value: int) -> datetime:
-    # Exact integer arithmetic, and about 3x cheaper than fromtimestamp() on a float.
-    return _EPOCH + timedelta(microseconds=value)
 
 
 def dump_json(value: Any) -> str | None:

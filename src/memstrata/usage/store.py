@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, Literal
 
+from memstrata.domain.usage import Budget, UsageTotal
 from memstrata.errors import InvalidInput
 from memstrata.storage.plan import Exec, Op, Query
 from memstrata.storage.records import from_micros
@@ -91,37 +91,6 @@ class UsageRow:
     duration_us: int
     at: int
     job_id: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class UsageTotal:
-    """Usage of one group (a purpose or a user) over a period."""
-
-    key: str
-    calls: int
-    errors: int
-    input_tokens: int
-    output_tokens: int
-    duration_s: float
-
-    @property
-    def tokens(self) -> int:
-        return self.input_tokens + self.output_tokens
-
-
-@dataclass(frozen=True, slots=True)
-class Budget:
-    """A tenant's daily token budget for one purpose, and what today (UTC) used of it."""
-
-    tenant: str
-    purpose: str
-    daily_tokens: int
-    used_today: int
-    updated_at: datetime
-
-    @property
-    def exhausted(self) -> bool:
-        return self.used_today >= self.daily_tokens
 
 
 def insert_rows(rows: Sequence[UsageRow], ids: Sequence[str]) -> Op[None]:

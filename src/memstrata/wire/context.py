@@ -1,17 +1,20 @@
-"""Wire models of context assembly and compaction.
-
-Their routes publish no response schema; these models are the shapes all the same.
-"""
+"""Wire models of context assembly and compaction."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import Field, WithJsonSchema
 
-from memstrata.context import CacheReport, Context, ContextReport, Summary, TierReport
-from memstrata.context.kit import CompactionResult
+from memstrata.domain.context import (
+    CacheReport,
+    CompactionResult,
+    Context,
+    ContextReport,
+    Summary,
+    TierReport,
+)
 from memstrata.wire._codec import Attr, OmitNone, Wire
 
 __all__ = [
@@ -73,10 +76,35 @@ class ContextReportOut(Wire):
     layout: str = Field(description="The order of the messages: `cache` or `classic`.")
 
 
+# One message of a context, as ``Context.to_openai()`` gives it: the messages cross as
+# they are, this states their shape in the schema (Role and ToolCall are components of
+# the document: messages carry them too).
+_CHAT_MESSAGE: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "role": {"$ref": "#/components/schemas/Role"},
+        "content": {
+            "anyOf": [
+                {"type": "string"},
+                {"type": "array", "items": {"type": "object", "additionalProperties": True}},
+                {"type": "null"},
+            ],
+            "description": "Text; content parts for a user message with files; null for an "
+            "assistant message with tool calls only.",
+        },
+        "tool_calls": {"type": "array", "items": {"$ref": "#/components/schemas/ToolCall"}},
+        "tool_call_id": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+    },
+    "required": ["role", "content"],
+}
+
+
 class ContextOut(Wire):
     __domain__ = Context
 
-    messages: list[dict[str, Any]]
+    messages: Annotated[
+        list[dict[str, Any]], WithJsonSchema({"type": "array", "items": _CHAT_MESSAGE})
+    ]
     report: ContextReportOut
     context_id: Annotated[str | None, OmitNone] = Field(
         default=None,

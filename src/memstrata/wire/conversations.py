@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, Field
 
-from memstrata.conversation.history import History
+from memstrata.domain.history import History
 from memstrata.types import Conversation, FileRef, Message, Role, Status, ToolCall
 from memstrata.wire._codec import Attr, Wire
 

@@ -8,10 +8,10 @@ from typing import Annotated, Any
 from pydantic import BaseModel, Field
 from pydantic.json_schema import SkipJsonSchema
 
-from memstrata.jobs.ops import Job
+from memstrata.domain.jobs import Job
 from memstrata.wire._codec import Wire
 
-__all__ = ["JobOut", "JobPage"]
+__all__ = ["JobAnswer", "JobOut", "JobPage"]
 
 
 class JobOut(Wire):
@@ -44,6 +44,10 @@ class JobOut(Wire):
         description="Why a queued job cannot run yet (e.g. extraction needs an LLM; `budget`: "
         "its tenant used up today's (UTC) token budget of its purpose); it waits.",
     )
+
+
+class JobAnswer(BaseModel):
+    job: JobOut
 
 
 class JobPage(BaseModel):

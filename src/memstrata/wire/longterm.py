@@ -7,15 +7,20 @@ from typing import Annotated
 
 from pydantic import BaseModel, Field
 
-from memstrata.longterm.model import Fact, FactEvent, FactSource, ProfileSection
+from memstrata.domain.longterm import Fact, FactEvent, FactSource, ProfileSection
 from memstrata.wire._codec import OmitNone, Wire
 
 __all__ = [
+    "ExportFactOut",
+    "ExportHistoryOut",
+    "ExportSectionOut",
+    "ExportUserOut",
     "FactEventOut",
     "FactHistoryOut",
     "FactOut",
     "FactPage",
     "FactSourceOut",
+    "MemoryExportOut",
     "ProfileOut",
     "ProfileSectionOut",
 ]
@@ -102,3 +107,50 @@ class ProfileSectionOut(Wire):
 
 class ProfileOut(BaseModel):
     sections: dict[str, ProfileSectionOut]
+
+
+# -- the memory export: DeerFlow's memory.json (its camelCase names are its own) -------------
+
+
+class ExportSectionOut(BaseModel):
+    summary: str
+    updated_at: str = Field(
+        alias="updatedAt",
+        description="ISO 8601 in UTC with a `Z`; empty for a section never written.",
+    )
+
+
+class ExportUserOut(BaseModel):
+    work_context: ExportSectionOut = Field(alias="workContext")
+    personal_context: ExportSectionOut = Field(alias="personalContext")
+    top_of_mind: ExportSectionOut = Field(alias="topOfMind")
+
+
+class ExportHistoryOut(BaseModel):
+    recent_months: ExportSectionOut = Field(alias="recentMonths")
+    earlier_context: ExportSectionOut = Field(alias="earlierContext")
+    long_term_background: ExportSectionOut = Field(alias="longTermBackground")
+
+
+class ExportFactOut(BaseModel):
+    id: str
+    content: str
+    category: str
+    confidence: float
+    created_at: str = Field(alias="createdAt", description="ISO 8601 in UTC with a `Z`.")
+    source: str = Field(
+        description="The source conversation's id, or `manual`, `imported` or `unknown`."
+    )
+    source_error: str | None = Field(
+        default=None, alias="sourceError", description="Left out when the fact has none."
+    )
+
+
+class MemoryExportOut(BaseModel):
+    version: str
+    last_updated: str = Field(
+        alias="lastUpdated", description="When the memory last changed (ISO 8601, UTC, `Z`)."
+    )
+    user: ExportUserOut
+    history: ExportHistoryOut
+    facts: list[ExportFactOut] = Field(description="The active facts.")

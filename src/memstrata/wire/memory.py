@@ -6,8 +6,10 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from memstrata.longterm.consolidate import Consolidation, ConsolidationChange, ConsolidationRevert
-from memstrata.longterm.health import (
+from memstrata.domain.memory import (
+    Consolidation,
+    ConsolidationChange,
+    ConsolidationRevert,
     FactBrief,
     HealthCheck,
     HealthExample,

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from memstrata.nodes.layout import Turn
-from memstrata.nodes.thread import NodeHistory
+from memstrata.domain.nodes import NodeHistory, Turn
 from memstrata.types import FileRef
 from memstrata.wire._codec import Wire
 from memstrata.wire.conversations import HistoryMessageOut

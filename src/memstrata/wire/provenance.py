@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from memstrata.provenance.model import ContextRecord, FactUse, Provenance, RecordItem
+from memstrata.domain.provenance import ContextRecord, FactUse, Provenance, RecordItem
 from memstrata.wire._codec import Wire
 
 __all__ = ["ContextRecordOut", "FactUseOut", "FactUsePage", "ProvenanceOut", "RecordItemOut"]

@@ -6,8 +6,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, Field
 
-from memstrata.recall.search import Explanation
-from memstrata.recall.service import RecallHit
+from memstrata.domain.recall import Explanation, RecallHit
 from memstrata.wire._codec import OmitNone, Via, Wire
 from memstrata.wire.conversations import MessageOut
 

@@ -6,7 +6,7 @@ from datetime import datetime
 
 from pydantic import Field
 
-from memstrata.receipts.model import Receipt
+from memstrata.domain.receipts import Receipt
 from memstrata.wire._codec import Wire
 
 __all__ = ["RECEIPT_HEADER", "ReceiptOut"]

@@ -1,17 +1,30 @@
-"""Wire models of agent state: plan, iterations, run snapshots, checkpoints, working memory.
-
-Their routes publish no response schema; these models are the shapes all the same.
-"""
+"""Wire models of agent state: plan, iterations, run snapshots, checkpoints, working memory."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Annotated, Any
 
-from memstrata.state import Checkpoint, Format, Iteration, PlanDoc, RunSnapshot, WorkingMemory
+from pydantic import BaseModel
+
+from memstrata.domain.state import (
+    Checkpoint,
+    Format,
+    Iteration,
+    PlanDoc,
+    RunSnapshot,
+    WorkingMemory,
+)
 from memstrata.wire._codec import Derived, Wire
 
-__all__ = ["CheckpointOut", "IterationOut", "PlanOut", "SnapshotOut", "WorkingMemoryOut"]
+__all__ = [
+    "CheckpointOut",
+    "IterationOut",
+    "IterationPage",
+    "PlanOut",
+    "SnapshotOut",
+    "WorkingMemoryOut",
+]
 
 
 class PlanOut(Wire):
@@ -34,6 +47,11 @@ class IterationOut(Wire):
     error: str | None
     detail: dict[str, Any]
     created_at: datetime
+
+
+class IterationPage(BaseModel):
+    items: list[IterationOut]
+    next_cursor: str | None
 
 
 class CheckpointOut(Wire):

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from memstrata.usage.store import Budget
+from memstrata.domain.usage import Budget
 
 __all__ = ["BudgetIn", "BudgetOut", "BudgetPage", "UsageReportOut", "UsageTotalOut", "budget_dict"]
 

@@ -1,4 +1,4 @@
-"""A usage report as the facade, the REST server and the remote client share it."""
+"""Usage and budgets as the facade, the REST server and the remote client share them."""
 
 from __future__ import annotations
 
@@ -7,9 +7,8 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 from memstrata.errors import InvalidInput
-from memstrata.usage.store import UsageTotal
 
-__all__ = ["UsageReport", "parse_time", "report_from_dict"]
+__all__ = ["Budget", "UsageReport", "UsageTotal", "parse_time", "report_from_dict"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,3 +83,34 @@ def report_from_dict(d: dict[str, Any]) -> UsageReport:
         d["next_cursor"],
         _total(d["total"]),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class UsageTotal:
+    """Usage of one group (a purpose or a user) over a period."""
+
+    key: str
+    calls: int
+    errors: int
+    input_tokens: int
+    output_tokens: int
+    duration_s: float
+
+    @property
+    def tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """A tenant's daily token budget for one purpose, and what today (UTC) used of it."""
+
+    tenant: str
+    purpose: str
+    daily_tokens: int
+    used_today: int
+    updated_at: datetime
+
+    @property
+    def exhausted(self) -> bool:
+        return self.used_today >= self.daily_tokens

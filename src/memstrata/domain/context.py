@@ -1,17 +1,27 @@
-"""What assembly returns: the context, and the report on what went into it and why."""
+"""What the context feature returns: an assembled context and the report on it, a
+rolling summary, the outcome of a compaction."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from memstrata.context.prefix import Fingerprint
-from memstrata.context.providers import to_anthropic
-from memstrata.context.tiers import TierItem
+from memstrata.domain.providers import to_anthropic
 from memstrata.encoding import to_json
 from memstrata.types import Message
 
-__all__ = ["CacheReport", "Context", "ContextReport", "TierReport"]
+__all__ = [
+    "CacheReport",
+    "CompactionResult",
+    "Context",
+    "ContextReport",
+    "Fingerprint",
+    "Summary",
+    "TierItem",
+    "TierReport",
+]
 
 
 @dataclass(slots=True)
@@ -76,6 +86,38 @@ class ContextReport:
 
 
 @dataclass(frozen=True, slots=True)
+class Summary:
+    """A rolling summary of a branch, from its root up to and including ``up_to_id``."""
+
+    id: str
+    conversation_id: str
+    up_to_id: str
+    up_to_depth: int
+    up_to_branch_tokens: int
+    version: int
+    previous_id: str | None
+    content: str
+    method: str
+    created_at: Any
+
+    def to_dict(self) -> dict[str, Any]:
+        return to_json(self)
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionResult:
+    """``outcome`` is ``compacted``, ``skipped`` (nothing worth doing) or ``failed`` (the
+    previous summary stays; ``reason`` says why)."""
+
+    outcome: str
+    reason: str | None
+    summary: object | None  # memstrata.context.summaries.Summary, or None
+
+    def to_dict(self) -> dict[str, Any]:
+        return to_json(self)
+
+
+@dataclass(frozen=True, slots=True)
 class Context:
     """Messages ready for a chat-completion call, and the report on how they were chosen."""
 
@@ -105,3 +147,30 @@ class Context:
 
     def to_dict(self) -> dict[str, Any]:
         return to_json(self)
+
+
+@dataclass(frozen=True, slots=True)
+class TierItem:
+    """One indivisible piece of a tier: included whole or not at all.
+
+    ``tokens`` is the item's cost inside its block (its text plus a line break)
+    in the request's tokenizer; ``provenance`` says where it came from (message
+    ids, fact ids, ...), so a caller can judge it against the active branch.
+    """
+
+    id: str
+    text: str
+    tokens: int
+    provenance: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Fingerprint:
+    """``chain[i]`` is (tokens of messages 0..i, hash of messages 0..i)."""
+
+    leaf_id: str
+    encoding: str
+    chain: tuple[tuple[int, str], ...]
+
+    def dumps(self) -> str:
+        return json.dumps([list(link) for link in self.chain], separators=(",", ":"))
