@@ -73,7 +73,7 @@ def test_override_swaps_models_for_the_block_and_restores_them(tmp_path: Path) -
             assert kit.embedder is same
             with override(mem, llm=None, facts_llm=None):  # nested: no model at all
                 assert mem.core.context.llm is None
-                assert kit.llm is None
+                assert mem.longterm.kit.llm is None
                 assert not mem.memory.planned_by_model
             assert mem.core.context.given_llm is memory_llm
         assert extractor.calls
@@ -81,8 +81,9 @@ def test_override_swaps_models_for_the_block_and_restores_them(tmp_path: Path) -
         # Back to following the memory's model (not pinned to what it was before).
         assert mem.core.context.given_llm is memory_llm
         assert kit.llm is not None
-        mem.core.context.llm = other = FakeLLM(rule_extractor)
-        _extract(mem)
+        other = FakeLLM(rule_extractor)
+        with override(mem, llm=other):
+            _extract(mem)
         assert other.calls  # long-term memory follows the memory's model again
 
 
