@@ -86,16 +86,21 @@ async def test_history_round_trips(amem: AsyncMemory) -> None:
     assert await history.get_messages(None) == []
 
 
-class _Spy(BaseChatClient):
-    def __init__(self) -> None:
-        super().__init__()
-        self.seen: list[str] = []
+def _spy() -> Any:
+    """A chat client that records the instructions it was sent (made when a test runs)."""
 
-    async def _inner_get_response(
-        self, *, messages: Any, stream: bool, options: Any, **kw: Any
-    ) -> Any:
-        self.seen.append(str(options.get("instructions") or ""))
-        return ChatResponse(messages=[Message(role="assistant", contents=["ok"])])
+    class _Spy(BaseChatClient):
+        def __init__(self) -> None:
+            super().__init__()
+            self.seen: list[str] = []
+
+        async def _inner_get_response(
+            self, *, messages: Any, stream: bool, options: Any, **kw: Any
+        ) -> Any:
+            self.seen.append(str(options.get("instructions") or ""))
+            return ChatResponse(messages=[Message(role="assistant", contents=["ok"])])
+
+    return _Spy()
 
 
 async def test_context_provider_adds_memory_to_instructions(amem: AsyncMemory) -> None:
@@ -104,7 +109,7 @@ async def test_context_provider_adds_memory_to_instructions(amem: AsyncMemory) -
     await amem.messages.append(SCOPE, old.id, role="user", content="my locker number is 318")
     provider = MemstrataContextProvider(amem, SCOPE)
     assert isinstance(provider, ContextProvider)
-    spy = _Spy()
+    spy = _spy()
     agent = Agent(client=spy, context_providers=[provider])
     await agent.run("what is my locker number?")
     assert "User is called Noor" in spy.seen[-1]
