@@ -90,8 +90,12 @@ tools:
 	  $$SUDO apt-get update -qq && \
 	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk; }
 
+# The coverage floor: the whole suite's total, rounded down by about a point.
+COV_FLOOR ?= 80
+
 test: lint typecheck services browser tools typescript $(VENV_CREWAI)/.installed
-	$(BIN)/pytest -n 2 --cov=memstrata --cov-report=term --cov-report=xml:coverage.xml
+	$(BIN)/pytest -n 2 --cov=memstrata --cov-report=term --cov-report=xml:coverage.xml \
+	  --cov-fail-under=$(COV_FLOOR)
 	MEMSTRATA_TEST_CREWAI=required $(VENV_CREWAI)/bin/pytest -p no:cacheprovider \
 	  tests/integrations/test_crewai.py tests/test_examples.py -k crewai
 

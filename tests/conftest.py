@@ -6,7 +6,8 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Generator, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,9 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, settings
 
+import lazy_names
 from memstrata import Memory
+from memstrata.testing import override
 from support import memory_on_postgres, open_memory, pgvector_url, schema_on  # noqa: F401
 
 pytest_plugins = ["pytester"]
@@ -163,3 +166,24 @@ def pytest_runtest_makereport(
     report: pytest.TestReport = yield
     server_skip_to_failure(report, os.environ)
     return report
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Frameworks a test module names through ``lazy_names`` are imported now, before its
+    fixtures and tests run, not when the suite is collected."""
+    module = getattr(item, "module", None)
+    if module is not None:
+        lazy_names.resolve(vars(module))
+
+
+@pytest.fixture
+def models() -> Iterator[Callable[..., None]]:
+    """``models(memory, facts_llm=..., ...)``: :func:`memstrata.testing.override` for the rest
+    of the test (the models before it are back at teardown)."""
+    with ExitStack() as stack:
+
+        def use(memory: Any, **swap: Any) -> None:
+            stack.enter_context(override(memory, **swap))
+
+        yield use

@@ -18,7 +18,7 @@ import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +48,9 @@ NEEDS_REDIS = (
     "needs a Redis server at MEMSTRATA_TEST_REDIS: start it with "
     "'redis-server --daemonize yes --port 6379 --save \"\"'"
 )
+
+#: The ``models`` fixture of conftest: ``models(memory, facts_llm=..., ...)``.
+Models = Callable[..., None]
 
 
 def postgres_available() -> bool:

@@ -12,6 +12,7 @@ from memstrata.config import Settings
 from memstrata.errors import ConfigurationError
 from memstrata.redact import Redactor
 from memstrata.testing import FakeLLM
+from support import Models
 
 
 def test_builtin_kinds_and_custom_patterns() -> None:
@@ -39,7 +40,7 @@ def test_builtin_kinds_and_custom_patterns() -> None:
         Redactor.build([], ["(unclosed"])
 
 
-def test_nothing_redacted_reaches_the_model_or_the_facts(tmp_path: Path) -> None:
+def test_nothing_redacted_reaches_the_model_or_the_facts(tmp_path: Path, models: Models) -> None:
     settings = Settings(home=tmp_path, worker="off", redact="email,secret")
     mem = Memory.open(f"sqlite:///{tmp_path / 'm.db'}", settings=settings)
     try:
@@ -51,8 +52,7 @@ def test_nothing_redacted_reaches_the_model_or_the_facts(tmp_path: Path) -> None
             "profile": {"workContext": "Uses key sk-live1234567890abcdefgh at work."},
         }
         llm = FakeLLM([json.dumps(reply)])
-        mem.longterm.kit.llm = llm
-        mem.longterm.kit.embedder = None
+        models(mem, facts_llm=llm, facts_embedder=None)
         s = Scope("t", "u")
         c = mem.conversations.create(s)
         mem.messages.append(
@@ -71,7 +71,8 @@ def test_nothing_redacted_reaches_the_model_or_the_facts(tmp_path: Path) -> None
         # The raw messages are the user's record: kept as written.
         assert "bob@corp.example" in mem.messages.path(s, c.id)[0].content
         # Compaction prompts go through the same filter.
-        mem.core.context.llm = comp = FakeLLM(["### Goal\n- x"])
+        comp = FakeLLM(["### Goal\n- x"])
+        models(mem, llm=comp)
         for i in range(30):
             mem.messages.append(
                 s, c.id, role="user", content=f"write to bob@corp.example {i} " * 20

@@ -12,7 +12,7 @@ from memstrata import Memory, Scope
 from memstrata.config import Settings
 from memstrata.longterm.capture import detect_signals
 from memstrata.longterm.model import Signal, Turn
-from memstrata.testing import FakeLLM
+from memstrata.testing import FakeLLM, override
 
 S = Scope("t1", "alice")
 
@@ -25,9 +25,8 @@ def _open(tmp_path: Path, **settings: Any) -> Memory:
 @pytest.fixture
 def mem(tmp_path: Path):
     m = _open(tmp_path)
-    m.longterm.kit.llm = FakeLLM(rule_extractor)
-    m.longterm.kit.embedder = None
-    yield m
+    with override(m, facts_llm=FakeLLM(rule_extractor), facts_embedder=None):
+        yield m
     m.close()
 
 

@@ -13,6 +13,7 @@ from memstrata.errors import Conflict, NotFound
 from memstrata.storage.plan import Op, Query, read
 from memstrata.testing import FakeEmbedder, FakeLLM
 from memstrata.testing.conformance import fresh_scope
+from support import Models
 
 
 def _talk(mem: Memory, scope: Scope, cid: str, *pairs: tuple[str, str]) -> list[str]:
@@ -119,9 +120,8 @@ def _count(sql: str, *params: object) -> Op[int]:
     return int(rows[0][0])
 
 
-def test_delete_message_drops_it_from_facts_provenance(memory: Memory):
-    memory.longterm.kit.llm = FakeLLM(rule_extractor)
-    memory.longterm.kit.embedder = None
+def test_delete_message_drops_it_from_facts_provenance(memory: Memory, models: Models):
+    models(memory, facts_llm=FakeLLM(rule_extractor), facts_embedder=None)
     s = fresh_scope()
     cid = memory.conversations.create(s).id
     kept = _talk(memory, s, cid, ("I like green tea.", "Noted!"))

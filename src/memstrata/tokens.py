@@ -25,7 +25,7 @@ import math
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING, Protocol
@@ -294,9 +294,6 @@ class Tokenizer:
         from memstrata.types import file_placeholder
 
         return self.count_text(file_placeholder(ref))
-
-    def count_messages(self, items: Iterable[tuple[str, Sequence[ToolCall]]]) -> int:
-        return sum(self.count_message(c, t) for c, t in items)
 
 
 _tokenizers: dict[str, Tokenizer] = {}

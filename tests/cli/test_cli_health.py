@@ -11,6 +11,7 @@ import pytest
 
 from memstrata import Memory, Scope
 from memstrata.config import Settings
+from memstrata.testing import override
 
 LOCAL = Scope("local", "local")
 
@@ -18,8 +19,8 @@ LOCAL = Scope("local", "local")
 @pytest.fixture
 def mem(tmp_path: Path, db: str) -> Iterator[Memory]:
     memory = Memory.open(db, settings=Settings(home=tmp_path, worker="off"))
-    memory.longterm.kit.embedder = None
-    yield memory
+    with override(memory, facts_embedder=None):
+        yield memory
     memory.close()
 
 

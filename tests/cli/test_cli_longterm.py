@@ -12,7 +12,8 @@ import pytest
 
 from memstrata import Memory, Scope
 from memstrata.config import Settings
-from memstrata.testing import FakeLLM
+from memstrata.testing import FakeLLM, override
+from support import Models
 
 ALICE = Scope("acme", "alice")
 BOB = Scope("acme", "bob")
@@ -22,8 +23,8 @@ BOB = Scope("acme", "bob")
 def mem(tmp_path: Path, db: str) -> Iterator[Memory]:
     """A handle on the same database to set up and check state; it runs no jobs by itself."""
     memory = Memory.open(db, settings=Settings(home=tmp_path, worker="off"))
-    memory.longterm.kit.embedder = None
-    yield memory
+    with override(memory, facts_embedder=None):
+        yield memory
     memory.close()
 
 
@@ -37,13 +38,13 @@ def _turn(mem: Memory, scope: Scope, text: str = "I like green tea.") -> str:
 def _dead_extraction(mem: Memory, scope: Scope) -> str:
     """An extraction job whose only attempt failed: a dead letter."""
     kit = mem.longterm.kit
-    kit.llm = llm = FakeLLM(["never used"])
+    llm = FakeLLM(["never used"])
     llm.fail_next(1, TimeoutError("the model timed out\nmore detail"))
     kit.debounce_s, kit.max_attempts = 0.0, 1
-    job = mem.longterm.observe(scope, _turn(mem, scope))
-    assert mem.jobs.run_pending() == 1
+    with override(mem, facts_llm=llm):
+        job = mem.longterm.observe(scope, _turn(mem, scope))
+        assert mem.jobs.run_pending() == 1
     assert mem.jobs.get(job.id).status.value == "dead"
-    kit.llm = None
     return job.id
 
 
@@ -65,7 +66,7 @@ def _profile(mem: Memory, scope: Scope) -> dict[str, str]:
 # -- export / import -------------------------------------------------------------------------
 
 
-def test_export_import_round_trip_between_two_users(run, mem, tmp_path):
+def test_export_import_round_trip_between_two_users(run, mem, tmp_path, models: Models):
     reply = {
         "profile": {"workContext": "Backend engineer at Acme.", "topOfMind": "Moving to Lisbon."},
         "newFacts": [
@@ -73,7 +74,7 @@ def test_export_import_round_trip_between_two_users(run, mem, tmp_path):
             {"content": "User knows Rust", "category": "knowledge", "confidence": 0.8},
         ],
     }
-    mem.longterm.kit.llm = FakeLLM([json.dumps(reply)])
+    models(mem, facts_llm=FakeLLM([json.dumps(reply)]))
     assert mem.longterm.flush(ALICE, _turn(mem, ALICE)).outcome == "applied"
     run(
         "facts",

@@ -22,6 +22,7 @@ from memstrata.testing import FakeLLM
 from memstrata.testing.conformance import fresh_scope
 from memstrata.tokens import get_tokenizer
 from memstrata.types import Message
+from support import Models
 
 GOOD = "\n".join(f"### {name}\n- point about {name.lower()} 42" for name in SECTIONS)
 WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india"]
@@ -144,11 +145,11 @@ def test_summary_never_serves_a_branch_that_diverged_before_it(mem: Memory) -> N
     "setup",
     ["error", "empty", "degenerate", "missing-sections", "exhausted"],
 )
-def test_bad_llm_answer_keeps_the_previous_summary(mem: Memory, setup: str) -> None:
+def test_bad_llm_answer_keeps_the_previous_summary(mem: Memory, setup: str, models: Models) -> None:
     scope = fresh_scope()
     cid, _ = _chain(mem, scope, 60)
     llm = FakeLLM([GOOD])
-    mem.core.context.llm = llm
+    models(mem, llm=llm)
     first = mem.compact(scope, cid)
     assert first.outcome == "compacted"
     before = mem.compaction.summary(scope, cid)
@@ -161,7 +162,8 @@ def test_bad_llm_answer_keeps_the_previous_summary(mem: Memory, setup: str) -> N
         "missing-sections": ["### Goal\n- something useful enough to keep around"],
         "exhausted": [],
     }[setup]
-    mem.core.context.llm = bad = FakeLLM(replies)
+    bad = FakeLLM(replies)
+    models(mem, llm=bad)
     if setup == "error":
         bad.fail_next(1)
     result = mem.compact(scope, cid)
@@ -182,13 +184,13 @@ def _chain_more(mem: Memory, scope: Scope, cid: str, n: int) -> None:
         mem.messages.append(scope, cid, role=role, content=_text(1000 + i, rng))
 
 
-def test_compaction_is_incremental_and_follows_the_prompt(mem: Memory) -> None:
+def test_compaction_is_incremental_and_follows_the_prompt(mem: Memory, models: Models) -> None:
     scope = fresh_scope()
     cid, _ = _chain(mem, scope, 60)
     seen: list[list[Message]] = []
     mem.core.context.on_pre_compaction(lambda s, c, batch: seen.append(list(batch)))
     llm = FakeLLM([GOOD, GOOD.replace("42", "43")])
-    mem.core.context.llm = llm
+    models(mem, llm=llm)
     first = mem.compact(scope, cid)
     assert first.outcome == "compacted"
     assert first.summary is not None

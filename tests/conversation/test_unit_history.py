@@ -196,13 +196,3 @@ def test_generated_sync_facade_is_current() -> None:
         text=True,
     )
     assert result.returncode == 0, result.stderr
-
-
-def test_sync_and_async_facades_have_the_same_methods() -> None:
-    from memstrata.api import _async, _sync
-
-    for name in _async.__all__:
-        async_cls = getattr(_async, name)
-        sync_cls = getattr(_sync, name.removeprefix("Async"))
-        public = {n for n in vars(async_cls) if not n.startswith("_")}
-        assert public == {n for n in vars(sync_cls) if not n.startswith("_")}

@@ -4,41 +4,64 @@ user and session, and the user's memory in each run's instructions."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-from agent_framework import (
-    Agent,
-    BaseChatClient,
-    ChatResponse,
-    Content,
-    ContextProvider,
-    HistoryProvider,
-    Message,
-)
 
 from integrations.adapters_support import run_example
+from lazy_names import lazy
 from memstrata import AsyncMemory, Scope
-from memstrata.integrations.agent_framework import (
-    MemstrataContextProvider,
-    MemstrataHistoryProvider,
-)
+
+if TYPE_CHECKING:
+    from agent_framework import (
+        Agent,
+        BaseChatClient,
+        ChatResponse,
+        Content,
+        ContextProvider,
+        HistoryProvider,
+        Message,
+    )
+
+    from memstrata.integrations.agent_framework import (
+        MemstrataContextProvider,
+        MemstrataHistoryProvider,
+    )
+else:
+    Agent, BaseChatClient, ChatResponse, Content, ContextProvider, HistoryProvider, Message = lazy(
+        "agent_framework",
+        "Agent",
+        "BaseChatClient",
+        "ChatResponse",
+        "Content",
+        "ContextProvider",
+        "HistoryProvider",
+        "Message",
+    )
+    MemstrataContextProvider, MemstrataHistoryProvider = lazy(
+        "memstrata.integrations.agent_framework",
+        "MemstrataContextProvider",
+        "MemstrataHistoryProvider",
+    )
 
 pytestmark = pytest.mark.anyio
 SCOPE = Scope(tenant="t1", user="u1")
 
-MESSAGES = [
-    Message(role="system", contents=["Be brief."]),
-    Message(role="user", contents=["Weather in Bern? ✓"]),
-    Message(
-        role="assistant",
-        contents=[
-            Content.from_function_call(call_id="c1", name="weather", arguments={"c": "Bern"})
-        ],
-    ),
-    Message(role="tool", contents=[Content.from_function_result(call_id="c1", result="snow")]),
-    Message(role="assistant", contents=["Snow."]),
-]
+
+def messages() -> list[Message]:
+    """A conversation in the framework's own message type (built when a test runs)."""
+    return [
+        Message(role="system", contents=["Be brief."]),
+        Message(role="user", contents=["Weather in Bern? ✓"]),
+        Message(
+            role="assistant",
+            contents=[
+                Content.from_function_call(call_id="c1", name="weather", arguments={"c": "Bern"})
+            ],
+        ),
+        Message(role="tool", contents=[Content.from_function_result(call_id="c1", result="snow")]),
+        Message(role="assistant", contents=["Snow."]),
+    ]
 
 
 @pytest.fixture
@@ -49,10 +72,10 @@ def anyio_backend() -> str:
 async def test_history_round_trips(amem: AsyncMemory) -> None:
     history = MemstrataHistoryProvider(amem, SCOPE)
     assert isinstance(history, HistoryProvider)
-    await history.save_messages("chat-1", MESSAGES[:2])
-    await history.save_messages("chat-1", MESSAGES[2:])
+    await history.save_messages("chat-1", messages()[:2])
+    await history.save_messages("chat-1", messages()[2:])
     loaded = await history.get_messages("chat-1")
-    assert [m.to_dict() for m in loaded] == [m.to_dict() for m in MESSAGES]
+    assert [m.to_dict() for m in loaded] == [m.to_dict() for m in messages()]
     msgs = await amem.messages.path(SCOPE, history.conversation_id("chat-1"))
     assert [m.role.value for m in msgs] == ["system", "user", "assistant", "tool", "assistant"]
     assert msgs[2].tool_calls[0].function.arguments == '{"c": "Bern"}'
@@ -63,16 +86,21 @@ async def test_history_round_trips(amem: AsyncMemory) -> None:
     assert await history.get_messages(None) == []
 
 
-class _Spy(BaseChatClient):
-    def __init__(self) -> None:
-        super().__init__()
-        self.seen: list[str] = []
+def _spy() -> Any:
+    """A chat client that records the instructions it was sent (made when a test runs)."""
 
-    async def _inner_get_response(
-        self, *, messages: Any, stream: bool, options: Any, **kw: Any
-    ) -> Any:
-        self.seen.append(str(options.get("instructions") or ""))
-        return ChatResponse(messages=[Message(role="assistant", contents=["ok"])])
+    class _Spy(BaseChatClient):
+        def __init__(self) -> None:
+            super().__init__()
+            self.seen: list[str] = []
+
+        async def _inner_get_response(
+            self, *, messages: Any, stream: bool, options: Any, **kw: Any
+        ) -> Any:
+            self.seen.append(str(options.get("instructions") or ""))
+            return ChatResponse(messages=[Message(role="assistant", contents=["ok"])])
+
+    return _Spy()
 
 
 async def test_context_provider_adds_memory_to_instructions(amem: AsyncMemory) -> None:
@@ -81,7 +109,7 @@ async def test_context_provider_adds_memory_to_instructions(amem: AsyncMemory) -
     await amem.messages.append(SCOPE, old.id, role="user", content="my locker number is 318")
     provider = MemstrataContextProvider(amem, SCOPE)
     assert isinstance(provider, ContextProvider)
-    spy = _Spy()
+    spy = _spy()
     agent = Agent(client=spy, context_providers=[provider])
     await agent.run("what is my locker number?")
     assert "User is called Noor" in spy.seen[-1]

@@ -4,16 +4,30 @@ user's memory in the model context before each call."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
-from autogen_core.memory import Memory, MemoryContent, MemoryMimeType
-from autogen_core.model_context import UnboundedChatCompletionContext
-from autogen_core.models import SystemMessage, UserMessage
 
 from integrations.adapters_support import run_example
+from lazy_names import lazy
 from memstrata import AsyncMemory, Scope
 from memstrata.errors import InvalidInput
-from memstrata.integrations.autogen import MemstrataMemory
+
+if TYPE_CHECKING:
+    from autogen_core.memory import Memory, MemoryContent, MemoryMimeType
+    from autogen_core.model_context import UnboundedChatCompletionContext
+    from autogen_core.models import SystemMessage, UserMessage
+
+    from memstrata.integrations.autogen import MemstrataMemory
+else:
+    Memory, MemoryContent, MemoryMimeType = lazy(
+        "autogen_core.memory", "Memory", "MemoryContent", "MemoryMimeType"
+    )
+    (UnboundedChatCompletionContext,) = lazy(
+        "autogen_core.model_context", "UnboundedChatCompletionContext"
+    )
+    SystemMessage, UserMessage = lazy("autogen_core.models", "SystemMessage", "UserMessage")
+    (MemstrataMemory,) = lazy("memstrata.integrations.autogen", "MemstrataMemory")
 
 pytestmark = pytest.mark.anyio
 SCOPE = Scope(tenant="t1", user="u1")

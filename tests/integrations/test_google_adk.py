@@ -4,18 +4,30 @@ memories become facts, search finds both, per app and user."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
-from google.adk.events import Event
-from google.adk.memory import BaseMemoryService
-from google.adk.memory.memory_entry import MemoryEntry
-from google.adk.sessions import InMemorySessionService
-from google.genai import types
 
 from integrations.adapters_support import run_example
+from lazy_names import lazy
 from memstrata import AsyncMemory, Scope
 from memstrata.errors import InvalidInput
-from memstrata.integrations.google_adk import MemstrataMemoryService
+
+if TYPE_CHECKING:
+    from google.adk.events import Event
+    from google.adk.memory import BaseMemoryService
+    from google.adk.memory.memory_entry import MemoryEntry
+    from google.adk.sessions import InMemorySessionService
+    from google.genai import types
+
+    from memstrata.integrations.google_adk import MemstrataMemoryService
+else:
+    (Event,) = lazy("google.adk.events", "Event")
+    (BaseMemoryService,) = lazy("google.adk.memory", "BaseMemoryService")
+    (MemoryEntry,) = lazy("google.adk.memory.memory_entry", "MemoryEntry")
+    (InMemorySessionService,) = lazy("google.adk.sessions", "InMemorySessionService")
+    (types,) = lazy("google.genai", "types")
+    (MemstrataMemoryService,) = lazy("memstrata.integrations.google_adk", "MemstrataMemoryService")
 
 pytestmark = pytest.mark.anyio
 

@@ -5,27 +5,15 @@ from __future__ import annotations
 
 import importlib
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from langchain_core._api.deprecation import LangChainDeprecationWarning
-from langchain_core.messages import (
-    AIMessage,
-    BaseMessage,
-    ChatMessage,
-    FunctionMessage,
-    HumanMessage,
-    SystemMessage,
-    ToolMessage,
-)
-from langchain_core.prompt_values import PromptValue
-from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
-from langchain_core.runnables import RunnableLambda
-from langchain_core.runnables.history import RunnableWithMessageHistory
 
+from lazy_names import lazy
 from memstrata import (
     AsyncMemory,
     Conflict,
@@ -37,12 +25,61 @@ from memstrata import (
     Scope,
     new_id,
 )
-from memstrata.integrations.langchain import (
-    MemstrataChatMessageHistory,
-    from_langchain,
-    to_langchain,
-)
 from memstrata.types import Message, Status, ToolCall
+
+if TYPE_CHECKING:
+    from langchain_core.messages import (
+        AIMessage,
+        BaseMessage,
+        ChatMessage,
+        FunctionMessage,
+        HumanMessage,
+        SystemMessage,
+        ToolMessage,
+    )
+    from langchain_core.prompt_values import PromptValue
+    from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
+    from langchain_core.runnables import RunnableLambda
+    from langchain_core.runnables.history import RunnableWithMessageHistory
+
+    from memstrata.integrations.langchain import (
+        MemstrataChatMessageHistory,
+        from_langchain,
+        to_langchain,
+    )
+else:
+    (
+        AIMessage,
+        BaseMessage,
+        ChatMessage,
+        FunctionMessage,
+        HumanMessage,
+        SystemMessage,
+        ToolMessage,
+    ) = lazy(
+        "langchain_core.messages",
+        "AIMessage",
+        "BaseMessage",
+        "ChatMessage",
+        "FunctionMessage",
+        "HumanMessage",
+        "SystemMessage",
+        "ToolMessage",
+    )
+    (PromptValue,) = lazy("langchain_core.prompt_values", "PromptValue")
+    ChatPromptTemplate, MessagesPlaceholder = lazy(
+        "langchain_core.prompts", "ChatPromptTemplate", "MessagesPlaceholder"
+    )
+    (RunnableLambda,) = lazy("langchain_core.runnables", "RunnableLambda")
+    (RunnableWithMessageHistory,) = lazy(
+        "langchain_core.runnables.history", "RunnableWithMessageHistory"
+    )
+    MemstrataChatMessageHistory, from_langchain, to_langchain = lazy(
+        "memstrata.integrations.langchain",
+        "MemstrataChatMessageHistory",
+        "from_langchain",
+        "to_langchain",
+    )
 
 SCOPE = Scope("acme", "u1")
 
@@ -112,6 +149,8 @@ def test_runnable_with_message_history_remembers_earlier_turns(mem: Memory) -> N
         return AIMessage(content=f"{len(seen)} messages, last: {seen[-1].content}")
 
     session = new_id()  # a session id that memstrata has not seen: created on first write
+    from langchain_core._api.deprecation import LangChainDeprecationWarning
+
     with pytest.warns(LangChainDeprecationWarning):  # the wrapper is deprecated in 1.x
         chain = RunnableWithMessageHistory(
             prompt | RunnableLambda(model),
@@ -305,6 +344,8 @@ async def test_async_runnable_with_message_history(mem: Memory, amem: AsyncMemor
         return AIMessage(content=f"seen {len(value.to_messages())}")
 
     prompt = ChatPromptTemplate.from_messages([MessagesPlaceholder("history"), ("human", "{q}")])
+    from langchain_core._api.deprecation import LangChainDeprecationWarning
+
     with pytest.warns(LangChainDeprecationWarning):
         chain = RunnableWithMessageHistory(
             prompt | RunnableLambda(model),
@@ -361,18 +402,20 @@ def test_content_blocks_keep_text_and_skip_reasoning_and_tool_blocks() -> None:
 
 
 @pytest.mark.parametrize(
-    "message",
+    "make",
     [
-        HumanMessage(content=[{"type": "image_url", "image_url": {"url": "https://x/y.png"}}]),
-        AIMessage(content="", tool_calls=[{"name": "f", "args": {}, "id": None}]),
-        FunctionMessage(content="x", name="f"),
-        ChatMessage(content="x", role="narrator"),
+        lambda: HumanMessage(
+            content=[{"type": "image_url", "image_url": {"url": "https://x/y.png"}}]
+        ),
+        lambda: AIMessage(content="", tool_calls=[{"name": "f", "args": {}, "id": None}]),
+        lambda: FunctionMessage(content="x", name="f"),
+        lambda: ChatMessage(content="x", role="narrator"),
     ],
     ids=["image", "tool-call-without-id", "function-message", "unknown-role"],
 )
-def test_what_memstrata_cannot_keep_is_refused(message: BaseMessage) -> None:
+def test_what_memstrata_cannot_keep_is_refused(make: Callable[[], BaseMessage]) -> None:
     with pytest.raises(InvalidInput):
-        from_langchain(message)
+        from_langchain(make())
 
 
 def test_chat_message_roles_map_to_memstrata_roles() -> None:

@@ -11,34 +11,61 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-from langchain.agents import create_agent
-from langchain_core._api.deprecation import LangChainDeprecationWarning
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage, HumanMessage
-from langchain_core.prompt_values import PromptValue
-from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
-from langchain_core.runnables import RunnableLambda
-from langchain_core.runnables.history import RunnableWithMessageHistory
 
+from lazy_names import lazy
 from memstrata import AsyncMemory, InvalidInput, Memory, Scope
 from memstrata.config import Settings
-from memstrata.integrations.langchain import MemstrataChatMessageHistory
-from memstrata.integrations.langgraph import MemstrataSaver
-from memstrata.integrations.threads import conversation_id_for
+
+if TYPE_CHECKING:
+    from langchain.agents import create_agent
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage, HumanMessage
+    from langchain_core.prompt_values import PromptValue
+    from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
+    from langchain_core.runnables import RunnableLambda
+    from langchain_core.runnables.history import RunnableWithMessageHistory
+
+    from memstrata.integrations.langchain import MemstrataChatMessageHistory
+    from memstrata.integrations.langgraph import MemstrataSaver
+    from memstrata.integrations.threads import conversation_id_for
+else:
+    (create_agent,) = lazy("langchain.agents", "create_agent")
+    (GenericFakeChatModel,) = lazy(
+        "langchain_core.language_models.fake_chat_models", "GenericFakeChatModel"
+    )
+    AIMessage, HumanMessage = lazy("langchain_core.messages", "AIMessage", "HumanMessage")
+    (PromptValue,) = lazy("langchain_core.prompt_values", "PromptValue")
+    ChatPromptTemplate, MessagesPlaceholder = lazy(
+        "langchain_core.prompts", "ChatPromptTemplate", "MessagesPlaceholder"
+    )
+    (RunnableLambda,) = lazy("langchain_core.runnables", "RunnableLambda")
+    (RunnableWithMessageHistory,) = lazy(
+        "langchain_core.runnables.history", "RunnableWithMessageHistory"
+    )
+    (MemstrataChatMessageHistory,) = lazy(
+        "memstrata.integrations.langchain", "MemstrataChatMessageHistory"
+    )
+    (MemstrataSaver,) = lazy("memstrata.integrations.langgraph", "MemstrataSaver")
+    (conversation_id_for,) = lazy("memstrata.integrations.threads", "conversation_id_for")
 
 SCOPE = Scope("acme", "u42")
 SESSION = "user-42-chat"
+
+
 # A reply memstrata refuses to store (it keeps text, not images).
-UNSTORABLE = AIMessage(content=[{"type": "image", "url": "https://example.invalid/a.png"}])
+def unstorable() -> AIMessage:
+    return AIMessage(content=[{"type": "image", "url": "https://example.invalid/a.png"}])
 
 
 def _chain(mem: Memory, model: Any, amem: AsyncMemory | None = None) -> RunnableWithMessageHistory:
     prompt = ChatPromptTemplate.from_messages(
         [MessagesPlaceholder("history"), ("human", "{question}")]
     )
+    from langchain_core._api.deprecation import LangChainDeprecationWarning
+
     with pytest.warns(LangChainDeprecationWarning):
         return RunnableWithMessageHistory(
             prompt | RunnableLambda(model),
@@ -75,7 +102,7 @@ def test_a_non_uuid_session_id_stores_and_reads_back_its_turns(mem: Memory) -> N
 
 
 def test_a_write_langchain_swallowed_fails_the_next_turn(mem: Memory) -> None:
-    replies = iter([UNSTORABLE, AIMessage(content="fine")])
+    replies = iter([unstorable(), AIMessage(content="fine")])
     chain = _chain(mem, lambda value: next(replies))
     config: Any = {"configurable": {"session_id": SESSION}}
     chain.invoke({"question": "draw"}, config=config)  # LangChain logs the failed write
@@ -122,7 +149,7 @@ def test_create_agent_with_the_memstrata_checkpointer_keeps_the_thread(tmp_path:
 async def test_a_swallowed_async_write_fails_the_next_async_turn(
     mem: Memory, amem: AsyncMemory
 ) -> None:
-    replies = iter([UNSTORABLE, AIMessage(content="fine")])
+    replies = iter([unstorable(), AIMessage(content="fine")])
     chain = _chain(mem, lambda value: next(replies), amem)
     config: Any = {"configurable": {"session_id": "async-chat"}}
     await chain.ainvoke({"question": "draw"}, config=config)

@@ -6,17 +6,37 @@ from __future__ import annotations
 import importlib
 import sys
 import uuid
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import pytest
-from langgraph.graph import END, START, StateGraph
-from langgraph.runtime import Runtime
-from langgraph.store.base import BaseStore, GetOp, Item, ListNamespacesOp, PutOp, SearchOp
 
+from lazy_names import lazy
 from longterm_support import rule_extractor
 from memstrata import AsyncMemory, Conflict, InvalidInput, Memory, MissingDependency, Scope
-from memstrata.integrations.langgraph import MemstrataStore, facts_namespace, working_namespace
 from memstrata.testing import FakeLLM
+from support import Models
+
+if TYPE_CHECKING:
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.runtime import Runtime
+    from langgraph.store.base import BaseStore, GetOp, Item, ListNamespacesOp, PutOp, SearchOp
+
+    from memstrata.integrations.langgraph import MemstrataStore, facts_namespace, working_namespace
+else:
+    END, START, StateGraph = lazy("langgraph.graph", "END", "START", "StateGraph")
+    (Runtime,) = lazy("langgraph.runtime", "Runtime")
+    BaseStore, GetOp, Item, ListNamespacesOp, PutOp, SearchOp = lazy(
+        "langgraph.store.base",
+        "BaseStore",
+        "GetOp",
+        "Item",
+        "ListNamespacesOp",
+        "PutOp",
+        "SearchOp",
+    )
+    MemstrataStore, facts_namespace, working_namespace = lazy(
+        "memstrata.integrations.langgraph", "MemstrataStore", "facts_namespace", "working_namespace"
+    )
 
 U1, U2 = Scope("acme", "u1"), Scope("acme", "u2")
 
@@ -198,10 +218,9 @@ def test_search_filters_ranks_and_pages(mem: Memory, store: MemstrataStore) -> N
 
 
 def test_superseded_facts_are_history_shown_only_when_asked(
-    mem: Memory, store: MemstrataStore
+    mem: Memory, store: MemstrataStore, models: Models
 ) -> None:
-    mem.longterm.kit.llm = FakeLLM(rule_extractor)
-    mem.longterm.kit.embedder = None
+    models(mem, facts_llm=FakeLLM(rule_extractor), facts_embedder=None)
     cid = mem.conversations.create(U1).id
     for said in ("I like coffee", "I no longer like coffee"):
         mem.messages.append(U1, cid, role="user", content=said)

@@ -13,14 +13,27 @@ import asyncio
 import itertools
 from collections.abc import AsyncGenerator, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
-from langgraph.checkpoint.conformance import checkpointer_test, validate
-from langgraph.checkpoint.conformance.capabilities import ALL_CAPABILITIES
 
+from lazy_names import lazy
 from memstrata import AsyncMemory, Memory, Scope
-from memstrata.integrations.langgraph import AsyncMemstrataSaver, MemstrataSaver
 from support import open_memory
+
+if TYPE_CHECKING:
+    from langgraph.checkpoint.conformance import checkpointer_test, validate
+    from langgraph.checkpoint.conformance.capabilities import ALL_CAPABILITIES
+
+    from memstrata.integrations.langgraph import AsyncMemstrataSaver, MemstrataSaver
+else:
+    checkpointer_test, validate = lazy(
+        "langgraph.checkpoint.conformance", "checkpointer_test", "validate"
+    )
+    (ALL_CAPABILITIES,) = lazy("langgraph.checkpoint.conformance.capabilities", "ALL_CAPABILITIES")
+    AsyncMemstrataSaver, MemstrataSaver = lazy(
+        "memstrata.integrations.langgraph", "AsyncMemstrataSaver", "MemstrataSaver"
+    )
 
 _users = itertools.count()
 

@@ -12,16 +12,31 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import Annotated, Any, TypedDict
+from typing import TYPE_CHECKING, Annotated, Any, TypedDict
 
 import pytest
-from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
-from langgraph.graph import END, START, MessagesState, StateGraph
 
+from lazy_names import lazy
 from memstrata import AsyncMemory, Memory, Scope
 from memstrata.config import Settings
-from memstrata.integrations.langgraph import AsyncMemstrataSaver, MemstrataSaver
-from memstrata.integrations.threads import conversation_id_for
+
+if TYPE_CHECKING:
+    from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+    from langgraph.graph import END, START, MessagesState, StateGraph
+
+    from memstrata.integrations.langgraph import AsyncMemstrataSaver, MemstrataSaver
+    from memstrata.integrations.threads import conversation_id_for
+else:
+    AIMessage, AnyMessage, HumanMessage = lazy(
+        "langchain_core.messages", "AIMessage", "AnyMessage", "HumanMessage"
+    )
+    END, START, MessagesState, StateGraph = lazy(
+        "langgraph.graph", "END", "START", "MessagesState", "StateGraph"
+    )
+    AsyncMemstrataSaver, MemstrataSaver = lazy(
+        "memstrata.integrations.langgraph", "AsyncMemstrataSaver", "MemstrataSaver"
+    )
+    (conversation_id_for,) = lazy("memstrata.integrations.threads", "conversation_id_for")
 
 SCOPE = Scope("acme", "u1")
 

@@ -7,18 +7,42 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
-from langchain_core.messages import HumanMessage
-from langgraph.graph import END, START, MessagesState, StateGraph
-from langgraph.runtime import Runtime
-from langgraph.store.base import BaseStore, GetOp, Item, Op, PutOp, SearchItem, SearchOp
-from langgraph.store.memory import InMemoryStore
 
+from lazy_names import lazy
 from memstrata import AsyncMemory, InvalidInput, Memory
-from memstrata.integrations.langgraph import MemstrataSaver, MemstrataStore, facts_namespace
 from memstrata.types import Scope
+
+if TYPE_CHECKING:
+    from langchain_core.messages import HumanMessage
+    from langgraph.graph import END, START, MessagesState, StateGraph
+    from langgraph.runtime import Runtime
+    from langgraph.store.base import BaseStore, GetOp, Item, Op, PutOp, SearchItem, SearchOp
+    from langgraph.store.memory import InMemoryStore
+
+    from memstrata.integrations.langgraph import MemstrataSaver, MemstrataStore, facts_namespace
+else:
+    (HumanMessage,) = lazy("langchain_core.messages", "HumanMessage")
+    END, START, MessagesState, StateGraph = lazy(
+        "langgraph.graph", "END", "START", "MessagesState", "StateGraph"
+    )
+    (Runtime,) = lazy("langgraph.runtime", "Runtime")
+    BaseStore, GetOp, Item, Op, PutOp, SearchItem, SearchOp = lazy(
+        "langgraph.store.base",
+        "BaseStore",
+        "GetOp",
+        "Item",
+        "Op",
+        "PutOp",
+        "SearchItem",
+        "SearchOp",
+    )
+    (InMemoryStore,) = lazy("langgraph.store.memory", "InMemoryStore")
+    MemstrataSaver, MemstrataStore, facts_namespace = lazy(
+        "memstrata.integrations.langgraph", "MemstrataSaver", "MemstrataStore", "facts_namespace"
+    )
 
 WRITES: list[tuple[tuple[str, ...], str, dict[str, Any] | None]] = [
     (("memories", "u1"), "food", {"text": "likes ramen", "n": 1}),

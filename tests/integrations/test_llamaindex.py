@@ -4,37 +4,54 @@ memory blocks give facts and recalled messages to LlamaIndex's Memory."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
-from llama_index.core.llms import ChatMessage, MessageRole
-from llama_index.core.memory import Memory as LlamaMemory
 
 from integrations.adapters_support import run_example
+from lazy_names import lazy
 from memstrata import AsyncMemory, Memory, Scope
-from memstrata.integrations.llamaindex import (
-    MemstrataChatStore,
-    MemstrataFactsBlock,
-    MemstrataRecallBlock,
-)
+
+if TYPE_CHECKING:
+    from llama_index.core.llms import ChatMessage, MessageRole
+    from llama_index.core.memory import Memory as LlamaMemory
+
+    from memstrata.integrations.llamaindex import (
+        MemstrataChatStore,
+        MemstrataFactsBlock,
+        MemstrataRecallBlock,
+    )
+else:
+    ChatMessage, MessageRole = lazy("llama_index.core.llms", "ChatMessage", "MessageRole")
+    (LlamaMemory,) = lazy("llama_index.core.memory", "Memory")
+    MemstrataChatStore, MemstrataFactsBlock, MemstrataRecallBlock = lazy(
+        "memstrata.integrations.llamaindex",
+        "MemstrataChatStore",
+        "MemstrataFactsBlock",
+        "MemstrataRecallBlock",
+    )
 
 pytestmark = pytest.mark.anyio
 SCOPE = Scope(tenant="t1", user="u1")
 
-MESSAGES = [
-    ChatMessage(role=MessageRole.SYSTEM, content="Be brief."),
-    ChatMessage(role=MessageRole.USER, content="Weather in Graz? ✓"),
-    ChatMessage(
-        role=MessageRole.ASSISTANT,
-        content="",
-        additional_kwargs={
-            "tool_calls": [{"id": "c1", "function": {"name": "weather", "arguments": "{}"}}]
-        },
-    ),
-    ChatMessage(
-        role=MessageRole.TOOL, content="rain", additional_kwargs={"tool_call_id": "c1", "n": 1}
-    ),
-    ChatMessage(role=MessageRole.ASSISTANT, content="It rains."),
-]
+
+def messages() -> list[ChatMessage]:
+    """A conversation in the framework's own message type (built when a test runs)."""
+    return [
+        ChatMessage(role=MessageRole.SYSTEM, content="Be brief."),
+        ChatMessage(role=MessageRole.USER, content="Weather in Graz? ✓"),
+        ChatMessage(
+            role=MessageRole.ASSISTANT,
+            content="",
+            additional_kwargs={
+                "tool_calls": [{"id": "c1", "function": {"name": "weather", "arguments": "{}"}}]
+            },
+        ),
+        ChatMessage(
+            role=MessageRole.TOOL, content="rain", additional_kwargs={"tool_call_id": "c1", "n": 1}
+        ),
+        ChatMessage(role=MessageRole.ASSISTANT, content="It rains."),
+    ]
 
 
 @pytest.fixture
@@ -44,17 +61,17 @@ def anyio_backend() -> str:
 
 def test_chat_store_round_trip_and_edits(mem: Memory) -> None:
     store = MemstrataChatStore(mem, SCOPE)
-    store.set_messages("chat-a", MESSAGES)
-    assert store.get_messages("chat-a") == MESSAGES
+    store.set_messages("chat-a", messages())
+    assert store.get_messages("chat-a") == messages()
     store.add_message("chat-a", ChatMessage(role=MessageRole.USER, content="thanks"))
     assert store.delete_last_message("chat-a") == ChatMessage(role="user", content="thanks")
-    assert store.get_messages("chat-a") == MESSAGES
-    assert store.delete_message("chat-a", 0) == MESSAGES[0]
+    assert store.get_messages("chat-a") == messages()
+    assert store.delete_message("chat-a", 0) == messages()[0]
     assert store.delete_message("chat-a", 99) is None
-    assert store.get_messages("chat-a") == MESSAGES[1:]
-    store.set_messages("chat-b", MESSAGES[:1])
+    assert store.get_messages("chat-a") == messages()[1:]
+    store.set_messages("chat-b", messages()[:1])
     assert sorted(store.get_keys()) == ["chat-a", "chat-b"]
-    assert store.delete_messages("chat-b") == MESSAGES[:1]
+    assert store.delete_messages("chat-b") == messages()[:1]
     assert store.delete_messages("chat-b") is None
     assert store.get_keys() == ["chat-a"]
     # memstrata reads the chat as its own conversation.
@@ -68,7 +85,7 @@ def test_chat_store_round_trip_and_edits(mem: Memory) -> None:
 
 
 def test_chat_store_keys_are_per_user(mem: Memory) -> None:
-    MemstrataChatStore(mem, SCOPE).add_message("k", MESSAGES[1])
+    MemstrataChatStore(mem, SCOPE).add_message("k", messages()[1])
     other = MemstrataChatStore(mem, Scope(tenant="t1", user="bob"))
     assert other.get_messages("k") == []
     assert other.get_keys() == []
@@ -77,13 +94,13 @@ def test_chat_store_keys_are_per_user(mem: Memory) -> None:
 
 async def test_chat_store_async_forms(amem: AsyncMemory) -> None:
     store = MemstrataChatStore(amem, SCOPE)
-    await store.aset_messages("a", MESSAGES[:2])
-    await store.async_add_message("a", MESSAGES[4])
-    assert await store.aget_messages("a") == [*MESSAGES[:2], MESSAGES[4]]
-    assert await store.adelete_last_message("a") == MESSAGES[4]
-    assert await store.adelete_message("a", 0) == MESSAGES[0]
+    await store.aset_messages("a", messages()[:2])
+    await store.async_add_message("a", messages()[4])
+    assert await store.aget_messages("a") == [*messages()[:2], messages()[4]]
+    assert await store.adelete_last_message("a") == messages()[4]
+    assert await store.adelete_message("a", 0) == messages()[0]
     assert await store.aget_keys() == ["a"]
-    assert await store.adelete_messages("a") == MESSAGES[1:2]
+    assert await store.adelete_messages("a") == messages()[1:2]
 
 
 async def test_memory_blocks_in_llamaindex_memory(amem: AsyncMemory) -> None:

@@ -5,15 +5,24 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-from agents.memory import Session, SessionSettings, SQLiteSession
 
 from integrations.adapters_support import run_example
+from lazy_names import lazy
 from memstrata import AsyncMemory, Memory, Scope
 from memstrata.errors import InvalidInput
-from memstrata.integrations.openai_agents import MemstrataSession
+
+if TYPE_CHECKING:
+    from agents.memory import Session, SessionSettings, SQLiteSession
+
+    from memstrata.integrations.openai_agents import MemstrataSession
+else:
+    Session, SessionSettings, SQLiteSession = lazy(
+        "agents.memory", "Session", "SessionSettings", "SQLiteSession"
+    )
+    (MemstrataSession,) = lazy("memstrata.integrations.openai_agents", "MemstrataSession")
 
 pytestmark = pytest.mark.anyio
 

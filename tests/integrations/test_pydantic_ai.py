@@ -4,29 +4,63 @@ its own conversation, and the memory processor puts facts and context in each re
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
-from pydantic_ai import Agent
-from pydantic_ai.messages import (
-    ModelMessage,
-    ModelMessagesTypeAdapter,
-    ModelRequest,
-    ModelResponse,
-    SystemPromptPart,
-    TextPart,
-    UserPromptPart,
-)
-from pydantic_ai.models.function import AgentInfo, FunctionModel
-from pydantic_ai.models.test import TestModel
 
 from integrations.adapters_support import run_example
+from lazy_names import lazy
 from memstrata import AsyncMemory, Memory, Scope
-from memstrata.integrations.pydantic_ai import (
-    MEMORY_REF,
-    MemstrataMessageHistory,
-    memory_capability,
-    memory_processor,
-)
+
+if TYPE_CHECKING:
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import (
+        ModelMessage,
+        ModelMessagesTypeAdapter,
+        ModelRequest,
+        ModelResponse,
+        SystemPromptPart,
+        TextPart,
+        UserPromptPart,
+    )
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+    from pydantic_ai.models.test import TestModel
+
+    from memstrata.integrations.pydantic_ai import (
+        MEMORY_REF,
+        MemstrataMessageHistory,
+        memory_capability,
+        memory_processor,
+    )
+else:
+    (Agent,) = lazy("pydantic_ai", "Agent")
+    (
+        ModelMessage,
+        ModelMessagesTypeAdapter,
+        ModelRequest,
+        ModelResponse,
+        SystemPromptPart,
+        TextPart,
+        UserPromptPart,
+    ) = lazy(
+        "pydantic_ai.messages",
+        "ModelMessage",
+        "ModelMessagesTypeAdapter",
+        "ModelRequest",
+        "ModelResponse",
+        "SystemPromptPart",
+        "TextPart",
+        "UserPromptPart",
+    )
+    AgentInfo, FunctionModel = lazy("pydantic_ai.models.function", "AgentInfo", "FunctionModel")
+    (TestModel,) = lazy("pydantic_ai.models.test", "TestModel")
+    MEMORY_REF, MemstrataMessageHistory, memory_capability, memory_processor = lazy(
+        "memstrata.integrations.pydantic_ai",
+        "MEMORY_REF",
+        "MemstrataMessageHistory",
+        "memory_capability",
+        "memory_processor",
+    )
 
 pytestmark = pytest.mark.anyio
 SCOPE = Scope(tenant="t1", user="u1")

@@ -13,11 +13,11 @@ from memstrata.longterm.model import Fact
 from memstrata.storage.plan import Exec, Op, write
 from memstrata.testing import FakeLLM
 from memstrata.testing.conformance import fresh_scope
+from support import Models
 
 
-def _setup(mem: Memory) -> None:
-    mem.longterm.kit.llm = FakeLLM(rule_extractor)
-    mem.longterm.kit.embedder = None
+def _setup(models: Models, mem: Memory) -> None:
+    models(mem, facts_llm=FakeLLM(rule_extractor), facts_embedder=None)
 
 
 def _facts(mem: Memory, scope: Scope) -> dict[str, Fact]:
@@ -31,8 +31,10 @@ def _memory_block(mem: Memory, scope: Scope) -> str:
     return "\n".join(m["content"] for m in ctx.messages if m["role"] == "system")
 
 
-def test_an_edited_away_fact_is_withdrawn_and_restored_with_its_branch(memory: Memory) -> None:
-    _setup(memory)
+def test_an_edited_away_fact_is_withdrawn_and_restored_with_its_branch(
+    memory: Memory, models: Models
+) -> None:
+    _setup(models, memory)
     s = fresh_scope()
     c = memory.conversations.create(s)
     owls_q = memory.messages.append(s, c.id, role="user", content="I like owls")
@@ -79,10 +81,12 @@ def test_an_edited_away_fact_is_withdrawn_and_restored_with_its_branch(memory: M
     assert facts["User likes hawks"].status is FactStatus.ACTIVE
 
 
-def test_a_fact_drawn_from_a_left_branch_is_withdrawn_at_once(memory: Memory) -> None:
+def test_a_fact_drawn_from_a_left_branch_is_withdrawn_at_once(
+    memory: Memory, models: Models
+) -> None:
     """An extraction that read a branch left before it landed (here: asked for an old
     leaf) leaves no active fact behind."""
-    _setup(memory)
+    _setup(models, memory)
     s = fresh_scope()
     c = memory.conversations.create(s)
     old = memory.messages.append(s, c.id, role="user", content="I like ravens")
@@ -93,8 +97,8 @@ def test_a_fact_drawn_from_a_left_branch_is_withdrawn_at_once(memory: Memory) ->
     assert ravens.reason == BRANCH_ABANDONED
 
 
-def test_the_setting_off_leaves_facts_as_extracted(memory: Memory) -> None:
-    _setup(memory)
+def test_the_setting_off_leaves_facts_as_extracted(memory: Memory, models: Models) -> None:
+    _setup(models, memory)
     memory.longterm.kit.branch_withdraw = False
     s = fresh_scope()
     c = memory.conversations.create(s)
@@ -116,10 +120,10 @@ def _add_source(mem: Memory, fact_id: str, conversation_id: str, message_id: str
     mem.core.engine.run(write(op))
 
 
-def test_a_fact_from_two_conversations_follows_the_one_left(memory: Memory) -> None:
+def test_a_fact_from_two_conversations_follows_the_one_left(memory: Memory, models: Models) -> None:
     """A fact drawn from two conversations stands while either source is on an active
     branch; once the conversation holding the live one is deleted, the other decides."""
-    _setup(memory)
+    _setup(models, memory)
     s = fresh_scope()
     a = memory.conversations.create(s)
     memory.messages.append(s, a.id, role="user", content="I like green owls")

@@ -19,6 +19,7 @@ from memstrata.storage.records import to_micros
 from memstrata.testing import FakeLLM
 from memstrata.testing.conformance import fresh_scope
 from memstrata.transfer.tables import with_clocks
+from support import Models
 
 T0 = datetime(2026, 1, 5, 9, 30, tzinfo=UTC)
 T1 = datetime(2026, 2, 1, tzinfo=UTC)
@@ -32,9 +33,8 @@ def _at(mem: Memory, when: datetime) -> None:
     mem.core.rt.clock = lambda: micros
 
 
-def _setup(mem: Memory, llm: FakeLLM) -> None:
-    mem.longterm.kit.llm = llm
-    mem.longterm.kit.embedder = None
+def _setup(models: Models, mem: Memory, llm: FakeLLM) -> None:
+    models(mem, facts_llm=llm, facts_embedder=None)
 
 
 def _say(mem: Memory, scope: Scope, cid: str, user: str, **kw: Any) -> None:
@@ -46,8 +46,10 @@ def _contents(facts: Any) -> list[str]:
     return sorted(f.content for f in facts)
 
 
-def test_a_fact_superseded_at_t2_is_returned_as_of_t1_not_by_default(memory: Memory) -> None:
-    _setup(memory, FakeLLM(rule_extractor))
+def test_a_fact_superseded_at_t2_is_returned_as_of_t1_not_by_default(
+    memory: Memory, models: Models
+) -> None:
+    _setup(models, memory, FakeLLM(rule_extractor))
     s = fresh_scope()
     _at(memory, T0)
     c = memory.conversations.create(s)
@@ -116,8 +118,8 @@ def test_a_fact_superseded_at_t2_is_returned_as_of_t1_not_by_default(memory: Mem
     assert "I no longer like green tea." in [h.message.content for h in later]
 
 
-def test_known_at_and_as_of_differ_for_a_late_learned_fact(memory: Memory) -> None:
-    _setup(memory, FakeLLM(rule_extractor))
+def test_known_at_and_as_of_differ_for_a_late_learned_fact(memory: Memory, models: Models) -> None:
+    _setup(models, memory, FakeLLM(rule_extractor))
     s = fresh_scope()
     _at(memory, T3)
     c = memory.conversations.create(s)
@@ -140,7 +142,7 @@ def test_known_at_and_as_of_differ_for_a_late_learned_fact(memory: Memory) -> No
 
 
 def test_extraction_prompt_carries_occurred_at_and_a_found_date_sets_valid_from(
-    memory: Memory,
+    memory: Memory, models: Models
 ) -> None:
     def answer(messages: list[dict[str, Any]]) -> str:
         return json.dumps(
@@ -169,7 +171,7 @@ def test_extraction_prompt_carries_occurred_at_and_a_found_date_sets_valid_from(
         )
 
     llm = FakeLLM(answer)
-    _setup(memory, llm)
+    _setup(models, memory, llm)
     s = fresh_scope()
     _at(memory, T2)
     c = memory.conversations.create(s)
@@ -221,8 +223,10 @@ def test_a_deerflow_import_keeps_event_time_from_the_document(memory: Memory) ->
     assert memory.facts.list(s, as_of="2023-06-01", known_at=T3).items == []
 
 
-def test_a_native_export_and_import_keep_both_clocks(memory: Memory, tmp_path: Any) -> None:
-    _setup(memory, FakeLLM(rule_extractor))
+def test_a_native_export_and_import_keep_both_clocks(
+    memory: Memory, tmp_path: Any, models: Models
+) -> None:
+    _setup(models, memory, FakeLLM(rule_extractor))
     s = fresh_scope()
     _at(memory, T0)
     c = memory.conversations.create(s)

@@ -15,6 +15,7 @@ from memstrata.longterm.currency import OUTDATED, outdated
 from memstrata.longterm.model import Fact, FactOrigin, FactStatus
 from memstrata.testing import FakeLLM
 from memstrata.testing.conformance import fresh_scope
+from support import Models
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -50,9 +51,8 @@ def test_the_newer_of_two_contradicting_facts_wins() -> None:
     assert outdated([_fact(8, "User likes jazz"), _fact(9, "User likes hiking")]) == {}
 
 
-def _setup(mem: Memory) -> None:
-    mem.longterm.kit.llm = FakeLLM(rule_extractor)
-    mem.longterm.kit.embedder = None
+def _setup(models: Models, mem: Memory) -> None:
+    models(mem, facts_llm=FakeLLM(rule_extractor), facts_embedder=None)
 
 
 def _say(mem: Memory, scope: Scope, text: str) -> None:
@@ -77,8 +77,10 @@ def _memory_lines(mem: Memory, scope: Scope, query: str) -> list[str]:
     return block.splitlines()[1:-1]
 
 
-def test_a_supersession_the_model_missed_is_not_injected_as_current(memory: Memory) -> None:
-    _setup(memory)
+def test_a_supersession_the_model_missed_is_not_injected_as_current(
+    memory: Memory, models: Models
+) -> None:
+    _setup(models, memory)
     s = fresh_scope()
     _say(memory, s, "I like sushi, especially salmon nigiri on Fridays.")
     _say(memory, s, "I no longer like sushi.")
@@ -106,8 +108,10 @@ def test_a_supersession_the_model_missed_is_not_injected_as_current(memory: Memo
     ]
 
 
-def test_a_recalled_message_whose_fact_was_superseded_is_left_out(memory: Memory) -> None:
-    _setup(memory)
+def test_a_recalled_message_whose_fact_was_superseded_is_left_out(
+    memory: Memory, models: Models
+) -> None:
+    _setup(models, memory)
     s = fresh_scope()
     _say(memory, s, "I like rooibos tea with honey")
     c = memory.conversations.create(s)

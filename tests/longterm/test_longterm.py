@@ -19,12 +19,14 @@ from memstrata.longterm import FactStatus
 from memstrata.longterm.service import EXTRACT_JOB
 from memstrata.testing import FakeEmbedder, FakeLLM
 from memstrata.testing.conformance import fresh_scope
+from support import Models
 
 
-def _setup(mem: Memory, llm: FakeLLM | None) -> None:
-    kit = mem.longterm.kit
-    kit.llm = llm
-    kit.embedder = None  # exact-key dedupe only (the near-duplicate test sets one)
+def _setup(models: Models, mem: Memory, llm: FakeLLM | None) -> None:
+
+    models(
+        mem, facts_llm=llm, facts_embedder=None
+    )  # exact-key dedupe only (the near-duplicate test sets one)
 
 
 def _talk(mem: Memory, scope: Scope, cid: str, *pairs: tuple[str, str]) -> None:
@@ -40,9 +42,11 @@ def _contents(mem: Memory, scope: Scope, status: str = "active") -> list[str]:
 # -- extraction and the fact store -----------------------------------------------------------
 
 
-def test_extraction_stores_facts_with_provenance_and_injects_them(memory: Memory) -> None:
+def test_extraction_stores_facts_with_provenance_and_injects_them(
+    memory: Memory, models: Models
+) -> None:
     llm = FakeLLM(rule_extractor)
-    _setup(memory, llm)
+    _setup(models, memory, llm)
     s = fresh_scope()
     c = memory.conversations.create(s)
     _talk(memory, s, c.id, ("I like green tea. I work as a nurse.", "Noted!"))
@@ -81,8 +85,8 @@ def test_extraction_stores_facts_with_provenance_and_injects_them(memory: Memory
     assert log[1]["completion_tokens"] > 0
 
 
-def test_injection_escapes_and_puts_corrections_first(memory: Memory) -> None:
-    _setup(memory, None)
+def test_injection_escapes_and_puts_corrections_first(memory: Memory, models: Models) -> None:
+    _setup(models, memory, None)
     s = fresh_scope()
     memory.facts.add(s, "Likes <b>bold</b> & loud music", category="preference", confidence=0.99)
     memory.facts.add(
@@ -100,8 +104,8 @@ def test_injection_escapes_and_puts_corrections_first(memory: Memory) -> None:
     )
 
 
-def test_memory_block_respects_its_cap_inside_the_budget(memory: Memory) -> None:
-    _setup(memory, None)
+def test_memory_block_respects_its_cap_inside_the_budget(memory: Memory, models: Models) -> None:
+    _setup(models, memory, None)
     s = fresh_scope()
     for i in range(60):
         memory.facts.add(s, f"fact number {i} " + "detail " * 30, confidence=0.5 + i / 200)
@@ -120,8 +124,8 @@ def test_memory_block_respects_its_cap_inside_the_budget(memory: Memory) -> None
     assert 0 < small.report.tiers["facts"].granted <= 700
 
 
-def test_a_contradiction_supersedes_and_history_keeps_both(memory: Memory) -> None:
-    _setup(memory, FakeLLM(rule_extractor))
+def test_a_contradiction_supersedes_and_history_keeps_both(memory: Memory, models: Models) -> None:
+    _setup(models, memory, FakeLLM(rule_extractor))
     s = fresh_scope()
     c = memory.conversations.create(s)
     _talk(memory, s, c.id, ("I like coffee", "ok"))
@@ -146,7 +150,9 @@ def test_a_contradiction_supersedes_and_history_keeps_both(memory: Memory) -> No
     assert _contents(memory, s, "all") == ["User likes coffee", "User no longer likes coffee"]
 
 
-def test_duplicates_low_confidence_and_upload_mentions_are_not_stored(memory: Memory) -> None:
+def test_duplicates_low_confidence_and_upload_mentions_are_not_stored(
+    memory: Memory, models: Models
+) -> None:
     reply = {
         "newFacts": [
             {"content": "Likes  TEA", "category": "preference", "confidence": 0.9},
@@ -155,7 +161,7 @@ def test_duplicates_low_confidence_and_upload_mentions_are_not_stored(memory: Me
             {"content": "The user uploaded a file report.pdf.", "confidence": 0.9},
         ]
     }
-    _setup(memory, FakeLLM([json.dumps(reply)]))
+    _setup(models, memory, FakeLLM([json.dumps(reply)]))
     s = fresh_scope()
     memory.facts.add(s, "likes tea")  # manual, already there
     c = memory.conversations.create(s)
@@ -166,13 +172,16 @@ def test_duplicates_low_confidence_and_upload_mentions_are_not_stored(memory: Me
     assert any("below 0.7" in n for n in result.notes)
 
 
-def test_near_duplicates_by_embedding_are_skipped_but_a_replacement_is_not(memory: Memory) -> None:
+def test_near_duplicates_by_embedding_are_skipped_but_a_replacement_is_not(
+    memory: Memory, models: Models
+) -> None:
     reply = {
         "newFacts": [
             {"content": "User likes green tea!", "category": "preference", "confidence": 0.9},
         ]
     }
     _setup(
+        models,
         memory,
         FakeLLM(
             [
@@ -188,7 +197,7 @@ def test_near_duplicates_by_embedding_are_skipped_but_a_replacement_is_not(memor
             ]
         ),
     )
-    memory.longterm.kit.embedder = FakeEmbedder()
+    models(memory, facts_embedder=FakeEmbedder())
     memory.longterm.kit.near_duplicate = 0.9
     s = fresh_scope()
     memory.facts.add(s, "User likes green tea")
@@ -208,8 +217,10 @@ def test_near_duplicates_by_embedding_are_skipped_but_a_replacement_is_not(memor
     }
 
 
-def test_the_cap_evicts_the_least_confident_and_keeps_manual_facts(memory: Memory) -> None:
-    _setup(memory, None)
+def test_the_cap_evicts_the_least_confident_and_keeps_manual_facts(
+    memory: Memory, models: Models
+) -> None:
+    _setup(models, memory, None)
     memory.longterm.kit.max_facts = 10
     s = fresh_scope()
     memory.facts.add(s, "manual fact", confidence=0.1)
@@ -223,8 +234,8 @@ def test_the_cap_evicts_the_least_confident_and_keeps_manual_facts(memory: Memor
     assert sorted(_contents(memory, s, "evicted")) == sorted(f"fact {i}" for i in range(6))
 
 
-def test_fact_store_crud_and_errors(memory: Memory) -> None:
-    _setup(memory, None)
+def test_fact_store_crud_and_errors(memory: Memory, models: Models) -> None:
+    _setup(models, memory, None)
     s = fresh_scope()
     f = memory.facts.add(s, "  speaks   French ", category="knowledge", confidence=0.8)
     assert f.content == "speaks French"
@@ -266,9 +277,11 @@ def test_fact_store_crud_and_errors(memory: Memory) -> None:
 # -- the queue ---------------------------------------------------------------------------------
 
 
-def test_ten_observes_in_the_window_make_one_call_with_the_flags_ored(memory: Memory) -> None:
+def test_ten_observes_in_the_window_make_one_call_with_the_flags_ored(
+    memory: Memory, models: Models
+) -> None:
     llm = FakeLLM(rule_extractor)
-    _setup(memory, llm)
+    _setup(models, memory, llm)
     s = fresh_scope()
     c = memory.conversations.create(s)
     texts = ["That's wrong, try again"] + [f"I like thing {i}" for i in range(8)] + ["Perfect!"]
@@ -303,8 +316,10 @@ def _force_due(memory: Memory, job_id: str) -> None:
     memory.core.engine.run(write(op))
 
 
-def test_capture_on_append_queues_one_debounced_job_per_conversation(memory: Memory) -> None:
-    _setup(memory, None)
+def test_capture_on_append_queues_one_debounced_job_per_conversation(
+    memory: Memory, models: Models
+) -> None:
+    _setup(models, memory, None)
     memory.longterm.kit.capture = True
     s = fresh_scope()
     c = memory.conversations.create(s)
@@ -332,15 +347,17 @@ def test_capture_on_append_queues_one_debounced_job_per_conversation(memory: Mem
     with pytest.raises(ConfigurationError):
         memory.longterm.flush(s, c.id)
     # Configure a model: the waiting job runs.
-    memory.longterm.kit.llm = FakeLLM(rule_extractor)
+    models(memory, facts_llm=FakeLLM(rule_extractor))
     assert memory.jobs.run_pending([EXTRACT_JOB]) == 1
     assert _contents(memory, s) == ["User likes chess"]
 
 
-def test_malformed_output_is_repaired_or_retried_then_dead_lettered(memory: Memory) -> None:
+def test_malformed_output_is_repaired_or_retried_then_dead_lettered(
+    memory: Memory, models: Models
+) -> None:
     good = json.dumps({"newFacts": [{"content": "likes rain", "confidence": 0.9}]})
     llm = FakeLLM([good[:-2], "no json here", good])
-    _setup(memory, llm)
+    _setup(models, memory, llm)
     s = fresh_scope()
     c = memory.conversations.create(s)
     _talk(memory, s, c.id, ("rain", "ok"))
@@ -353,10 +370,11 @@ def test_malformed_output_is_repaired_or_retried_then_dead_lettered(memory: Memo
     assert "could not be used" in llm.calls[2].messages[-1]["content"]
 
     # Never usable: each attempt makes max_llm_calls calls, then the job is dead.
-    memory.longterm.kit.llm = bad = FakeLLM(
+    bad = FakeLLM(
         ['{"newFacts": [{"confidence": true}], "factsToRemove": [{"id": "f1", "reason": "x"}]}'],
         cycle=True,
     )
+    models(memory, facts_llm=bad)
     memory.longterm.kit.max_attempts = 2
     _talk(memory, s, c.id, ("I like snow", "ok"))
     job = memory.longterm.observe(s, c.id)
@@ -374,16 +392,18 @@ def test_malformed_output_is_repaired_or_retried_then_dead_lettered(memory: Memo
     # The removal that came with malformed facts was not applied; nothing was lost.
     assert _contents(memory, s) == ["likes rain"]
     memory.jobs.retry(job.id)
-    memory.longterm.kit.llm = FakeLLM(rule_extractor)
+    models(memory, facts_llm=FakeLLM(rule_extractor))
     _force_due(memory, job.id)
     assert memory.jobs.run_pending([EXTRACT_JOB]) == 1
     assert "User likes snow" in _contents(memory, s)
 
 
-def test_a_model_error_fails_the_attempt_and_keeps_the_messages_unseen(memory: Memory) -> None:
+def test_a_model_error_fails_the_attempt_and_keeps_the_messages_unseen(
+    memory: Memory, models: Models
+) -> None:
     llm = FakeLLM(rule_extractor)
     llm.fail_next(1)
-    _setup(memory, llm)
+    _setup(models, memory, llm)
     s = fresh_scope()
     c = memory.conversations.create(s)
     _talk(memory, s, c.id, ("I like maps", "ok"))
@@ -394,11 +414,11 @@ def test_a_model_error_fails_the_attempt_and_keeps_the_messages_unseen(memory: M
     assert _contents(memory, s) == ["User likes maps"]
 
 
-def test_a_rerun_after_a_landed_update_changes_nothing(memory: Memory) -> None:
+def test_a_rerun_after_a_landed_update_changes_nothing(memory: Memory, models: Models) -> None:
     """A worker that died after the update committed but before the job completed: the
     job runs again and finds nothing new, so nothing is applied twice."""
     llm = FakeLLM(rule_extractor)
-    _setup(memory, llm)
+    _setup(models, memory, llm)
     s = fresh_scope()
     c = memory.conversations.create(s)
     _talk(memory, s, c.id, ("I like kites", "ok"))
@@ -410,9 +430,9 @@ def test_a_rerun_after_a_landed_update_changes_nothing(memory: Memory) -> None:
     assert _contents(memory, s) == ["User likes kites"]
 
 
-def test_branches_are_extracted_once_each(memory: Memory) -> None:
+def test_branches_are_extracted_once_each(memory: Memory, models: Models) -> None:
     llm = FakeLLM(rule_extractor)
-    _setup(memory, llm)
+    _setup(models, memory, llm)
     s = fresh_scope()
     c = memory.conversations.create(s)
     q = memory.messages.append(s, c.id, role="user", content="I like owls")
@@ -431,8 +451,10 @@ def test_branches_are_extracted_once_each(memory: Memory) -> None:
 # -- forgetting --------------------------------------------------------------------------------
 
 
-def test_deleting_a_conversation_forgets_what_only_it_taught(memory: Memory) -> None:
-    _setup(memory, FakeLLM(rule_extractor))
+def test_deleting_a_conversation_forgets_what_only_it_taught(
+    memory: Memory, models: Models
+) -> None:
+    _setup(models, memory, FakeLLM(rule_extractor))
     s = fresh_scope()
     a = memory.conversations.create(s)
     b = memory.conversations.create(s)
@@ -459,8 +481,8 @@ def test_deleting_a_conversation_forgets_what_only_it_taught(memory: Memory) -> 
     assert all(p.summary == "" for p in memory.longterm.profile(s))
 
 
-def test_deleting_a_user_erases_every_trace_of_them(memory: Memory) -> None:
-    _setup(memory, FakeLLM(rule_extractor))
+def test_deleting_a_user_erases_every_trace_of_them(memory: Memory, models: Models) -> None:
+    _setup(models, memory, FakeLLM(rule_extractor))
     s = fresh_scope()
     keep = Scope(s.tenant, "someone-else")
     canary = "zebracanary7731"
@@ -532,8 +554,8 @@ def _tables_mentioning(memory: Memory, needle: str) -> list[str]:
 # -- isolation under concurrency ------------------------------------------------------------------
 
 
-def test_users_stay_isolated_under_concurrent_extraction(memory: Memory) -> None:
-    _setup(memory, FakeLLM(rule_extractor))
+def test_users_stay_isolated_under_concurrent_extraction(memory: Memory, models: Models) -> None:
+    _setup(models, memory, FakeLLM(rule_extractor))
     tenant = fresh_scope().tenant
     scopes = [Scope(tenant, f"user{i}") for i in range(4)] + [Scope(tenant, "user0", "bot")]
     errors: list[BaseException] = []
@@ -562,16 +584,21 @@ def test_users_stay_isolated_under_concurrent_extraction(memory: Memory) -> None
     assert counts == Counter({"applied": 15})
 
 
-def test_compaction_makes_the_pending_extraction_due_at_once(memory: Memory) -> None:
+def test_compaction_makes_the_pending_extraction_due_at_once(
+    memory: Memory, models: Models
+) -> None:
     from memstrata.context.summarize import SECTIONS
 
-    _setup(memory, None)
+    _setup(models, memory, None)
     memory.longterm.kit.capture = True
     memory.longterm.kit.debounce_s = 300.0
     memory.core.context.auto_compact = False
-    memory.core.context.llm = FakeLLM(
-        ["\n".join(f"### {name}\n- point about {name.lower()} 42" for name in SECTIONS)],
-        cycle=True,
+    models(
+        memory,
+        llm=FakeLLM(
+            ["\n".join(f"### {name}\n- point about {name.lower()} 42" for name in SECTIONS)],
+            cycle=True,
+        ),
     )
     s = fresh_scope()
     c = memory.conversations.create(s)

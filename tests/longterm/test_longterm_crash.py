@@ -18,7 +18,7 @@ from memstrata.jobs.ops import JobStatus
 from memstrata.longterm.service import EXTRACT_JOB
 from memstrata.testing import FakeLLM
 from memstrata.testing.conformance import fresh_scope
-from support import kill_once_started, open_memory, postgres_url_for
+from support import Models, kill_once_started, open_memory, postgres_url_for
 
 _CHILD = """
 import sys, time
@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from memstrata import Memory
 from memstrata.config import Settings
-from memstrata.testing import FakeLLM
+from memstrata.testing import FakeLLM, override
 url, home, marker = sys.argv[1], sys.argv[2], Path(sys.argv[3])
 mem = Memory.open(url, settings=Settings(home=home, worker="off", longterm_lease_seconds=2))
 def hang(messages):
@@ -34,9 +34,8 @@ def hang(messages):
         f.write("asked\\n")
     time.sleep(120)
     return "{}"
-mem.longterm.kit.llm = FakeLLM(hang)
-mem.longterm.kit.embedder = None
-mem.jobs.run_pending()
+with override(mem, facts_llm=FakeLLM(hang), facts_embedder=None):
+    mem.jobs.run_pending()
 """
 
 
@@ -53,7 +52,7 @@ def memory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Memory]:
 
 @pytest.mark.slow
 def test_worker_killed_mid_extraction_finishes_once_after_restart(
-    memory: Memory, tmp_path: Path
+    memory: Memory, tmp_path: Path, models: Models
 ) -> None:
     engine = memory.core.engine
     if engine.dialect == "postgres":
@@ -77,8 +76,7 @@ def test_worker_killed_mid_extraction_finishes_once_after_restart(
     assert memory.longterm.updates(s) == []
 
     llm = FakeLLM(rule_extractor)
-    memory.longterm.kit.llm = llm
-    memory.longterm.kit.embedder = None
+    models(memory, facts_llm=llm, facts_embedder=None)
     deadline = time.monotonic() + 30
     while memory.jobs.get(job.id).status is not JobStatus.DONE:  # the lease ends within ~2 s
         assert time.monotonic() < deadline, "the job was never reclaimed"

@@ -16,15 +16,15 @@ from memstrata import Memory, Scope
 from memstrata.errors import Conflict, InvalidInput, NotFound
 from memstrata.storage.plan import Op, Query
 from memstrata.testing import FakeLLM
+from support import Models
 
 A = Scope("t1", "alice")
 B = Scope("t1", "bob")
 CANARY_B = "canary-bob-7f3e"
 
 
-def _plain(memory: Memory) -> Memory:
-    memory.longterm.kit.embedder = None  # word similarity only: no model to load
-    memory.longterm.kit.llm = None
+def _plain(models: Models, memory: Memory) -> Memory:
+    models(memory, facts_embedder=None, facts_llm=None)  # word similarity only: no model to load
     return memory
 
 
@@ -69,8 +69,8 @@ def _snapshot(memory: Memory, scope: Scope) -> Any:
     return [(f.to_dict(), [e.to_dict() for e in memory.facts.history(scope, f.id)]) for f in facts]
 
 
-def test_health_counts_planted_problems(memory: Memory) -> None:
-    mem = _plain(memory)
+def test_health_counts_planted_problems(memory: Memory, models: Models) -> None:
+    mem = _plain(models, memory)
     ids = _plant(mem, A)
     report = mem.memory.health(A)
     assert report.sizes.active == 7
@@ -94,8 +94,8 @@ def test_health_counts_planted_problems(memory: Memory) -> None:
     assert report.unused.count == 7
 
 
-def test_health_without_usage_counts_says_usage_is_unknown(memory: Memory) -> None:
-    mem = _plain(memory)
+def test_health_without_usage_counts_says_usage_is_unknown(memory: Memory, models: Models) -> None:
+    mem = _plain(models, memory)
     _plant(mem, A)
     mem.core.kits = replace(mem.core.kits, fact_usage=None)  # a core without provenance
     report = mem.memory.health(A)
@@ -106,8 +106,8 @@ def test_health_without_usage_counts_says_usage_is_unknown(memory: Memory) -> No
     assert report.to_dict()["unused"] == {"count": None, "examples": [], "known": False}
 
 
-def test_a_fact_in_a_recorded_context_is_not_unused(memory: Memory) -> None:
-    mem = _plain(memory)
+def test_a_fact_in_a_recorded_context_is_not_unused(memory: Memory, models: Models) -> None:
+    mem = _plain(models, memory)
     ids = _plant(mem, A)
     conv = mem.conversations.create(A)
     mem.messages.append(A, conv.id, role="user", content="What do I drink in the morning?")
@@ -123,8 +123,8 @@ def test_a_fact_in_a_recorded_context_is_not_unused(memory: Memory) -> None:
     assert not {e.facts[0].id for e in report.unused.examples} & injected
 
 
-def test_health_uses_the_usage_hook(memory: Memory) -> None:
-    mem = _plain(memory)
+def test_health_uses_the_usage_hook(memory: Memory, models: Models) -> None:
+    mem = _plain(models, memory)
     ids = _plant(mem, A)
     bicycle = ids["User once owned a red bicycle"]
     cello = ids["User plays the cello"]
@@ -146,8 +146,8 @@ def test_health_uses_the_usage_hook(memory: Memory) -> None:
     assert report.stale.count == 0  # the old fact was used in a recorded context
 
 
-def test_health_shows_only_the_owner(memory: Memory) -> None:
-    mem = _plain(memory)
+def test_health_shows_only_the_owner(memory: Memory, models: Models) -> None:
+    mem = _plain(models, memory)
     _plant(mem, A)
     mem.facts.add(B, f"User prefers dark roast coffee {CANARY_B}", category="preference")
     mem.facts.add(B, f"User lives in Berlin {CANARY_B}", category="context")
@@ -159,8 +159,8 @@ def test_health_shows_only_the_owner(memory: Memory) -> None:
     assert CANARY_B not in json.dumps(plan.to_dict())
 
 
-def test_dry_run_changes_nothing_and_apply_is_reversible(memory: Memory) -> None:
-    mem = _plain(memory)
+def test_dry_run_changes_nothing_and_apply_is_reversible(memory: Memory, models: Models) -> None:
+    mem = _plain(models, memory)
     ids = _plant(mem, A)
     keep, dup = ids["User prefers dark roast coffee"], ids["user prefers dark-roast coffee!"]
     before = _snapshot(mem, A)
@@ -231,13 +231,13 @@ def _llm_plan(aliases: dict[str, str]) -> str:
     )
 
 
-def test_model_planned_consolidation(memory: Memory) -> None:
-    mem = _plain(memory)
+def test_model_planned_consolidation(memory: Memory, models: Models) -> None:
+    mem = _plain(models, memory)
     ids = _plant(mem, A)
     facts = [f for f in reversed(mem.facts.list(A).items)]  # oldest first, as the prompt
     aliases = {f.content: f"f{i}" for i, f in enumerate(facts, 1)}
     llm = FakeLLM(["not json at all", _llm_plan(aliases)], cycle=True)
-    mem.longterm.kit.llm = llm
+    models(mem, facts_llm=llm)
     assert mem.memory.planned_by_model
     plan = mem.memory.consolidate(A)
     assert plan.mode == "llm"
@@ -284,20 +284,20 @@ def test_model_planned_consolidation(memory: Memory) -> None:
     assert "restored" in kinds
 
 
-def test_model_failure_falls_back_to_duplicates(memory: Memory) -> None:
-    mem = _plain(memory)
+def test_model_failure_falls_back_to_duplicates(memory: Memory, models: Models) -> None:
+    mem = _plain(models, memory)
     _plant(mem, A)
     llm = FakeLLM(["{}"])
     llm.fail_next(1, TimeoutError)
-    mem.longterm.kit.llm = llm
+    models(mem, facts_llm=llm)
     plan = mem.memory.consolidate(A)
     assert plan.mode == "deterministic"
     assert len(plan.changes) == 1
     assert any("TimeoutError" in n for n in plan.notes)
 
 
-def test_consolidation_job(memory: Memory) -> None:
-    mem = _plain(memory)
+def test_consolidation_job(memory: Memory, models: Models) -> None:
+    mem = _plain(models, memory)
     ids = _plant(mem, A)
     job = mem.memory.schedule_consolidation(A)
     assert job.kind == "longterm.consolidate"
@@ -310,8 +310,8 @@ def test_consolidation_job(memory: Memory) -> None:
     assert mem.memory.revert(A, job.id).restored == (dup,)
 
 
-def test_revert_refuses_to_duplicate_an_active_fact(memory: Memory) -> None:
-    mem = _plain(memory)
+def test_revert_refuses_to_duplicate_an_active_fact(memory: Memory, models: Models) -> None:
+    mem = _plain(models, memory)
     ids = _plant(mem, A)
     applied = mem.memory.consolidate(A, dry_run=False)
     dup = ids["user prefers dark-roast coffee!"]
@@ -321,8 +321,8 @@ def test_revert_refuses_to_duplicate_an_active_fact(memory: Memory) -> None:
     assert mem.facts.get(A, dup).status.value == "superseded"  # nothing half-done
 
 
-def test_bad_arguments(memory: Memory) -> None:
-    mem = _plain(memory)
+def test_bad_arguments(memory: Memory, models: Models) -> None:
+    mem = _plain(models, memory)
     with pytest.raises(InvalidInput):
         mem.memory.health(A, stale_days=-1)
     with pytest.raises(InvalidInput):
@@ -335,12 +335,12 @@ def test_bad_arguments(memory: Memory) -> None:
     assert mem.memory.consolidate(A, dry_run=False).changes == ()
 
 
-def test_apply_skips_what_changed_since_the_plan(memory: Memory) -> None:
+def test_apply_skips_what_changed_since_the_plan(memory: Memory, models: Models) -> None:
     from memstrata.longterm import consolidate as cons
     from memstrata.longterm.health import FactBrief
     from memstrata.storage.plan import write
 
-    mem = _plain(memory)
+    mem = _plain(models, memory)
     ids = _plant(mem, A)
     keep, dup = ids["User prefers dark roast coffee"], ids["user prefers dark-roast coffee!"]
     berlin, paris = ids["User lives in Berlin"], ids["User lives in Paris"]
@@ -375,12 +375,12 @@ class _SameVector:
         return self.embed(texts)
 
 
-def test_semantic_near_duplicates_use_the_embedder(memory: Memory) -> None:
-    mem = _plain(memory)
+def test_semantic_near_duplicates_use_the_embedder(memory: Memory, models: Models) -> None:
+    mem = _plain(models, memory)
     mem.facts.add(A, "User adores espresso")
     mem.facts.add(A, "Coffee is what the user loves most")
     assert mem.memory.health(A).duplicates.count == 0  # the words differ
-    mem.longterm.kit.embedder = _SameVector()  # type: ignore[assignment]
+    models(mem, facts_embedder=_SameVector())  # type: ignore[assignment]
     assert mem.memory.health(A).duplicates.count == 0  # words only unless asked
     report = mem.memory.health(A, semantic=True)
     assert report.semantic

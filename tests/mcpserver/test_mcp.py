@@ -14,26 +14,38 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO, get_args
+from typing import TYPE_CHECKING, Any, TextIO, get_args
 
 import httpx
 import httpx2
 import pytest
 import uvicorn
-from mcp import Client, ClientSession, StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.types import CallToolResult
 from starlette.testclient import TestClient
 from typer.testing import CliRunner
 
+from lazy_names import lazy
 from memstrata import AsyncMemory, Memory, Scope, cli
 from memstrata.config import Settings
 from memstrata.errors import BackendUnavailable
 from memstrata.longterm.model import CATEGORIES, FactStatus
-from memstrata.mcpserver.server import build_server, fixed_scope
-from memstrata.mcpserver.tools import Category, FactStatusName
 from memstrata.server import create_app
 from memstrata.testing import FakeEmbedder
+
+if TYPE_CHECKING:
+    from mcp import Client, ClientSession, StdioServerParameters, stdio_client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.types import CallToolResult
+
+    from memstrata.mcpserver.server import build_server, fixed_scope
+    from memstrata.mcpserver.tools import Category, FactStatusName
+else:
+    Client, ClientSession, StdioServerParameters, stdio_client = lazy(
+        "mcp", "Client", "ClientSession", "StdioServerParameters", "stdio_client"
+    )
+    (streamable_http_client,) = lazy("mcp.client.streamable_http", "streamable_http_client")
+    (CallToolResult,) = lazy("mcp.types", "CallToolResult")
+    build_server, fixed_scope = lazy("memstrata.mcpserver.server", "build_server", "fixed_scope")
+    Category, FactStatusName = lazy("memstrata.mcpserver.tools", "Category", "FactStatusName")
 
 pytestmark = pytest.mark.anyio
 

@@ -4,15 +4,23 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-from mcp import Client
-from mcp.types import CallToolResult
 
+from lazy_names import lazy
 from memstrata import AsyncMemory, Scope
 from memstrata.config import Settings
-from memstrata.mcpserver.server import build_server, fixed_scope
+
+if TYPE_CHECKING:
+    from mcp import Client
+    from mcp.types import CallToolResult
+
+    from memstrata.mcpserver.server import build_server, fixed_scope
+else:
+    (Client,) = lazy("mcp", "Client")
+    (CallToolResult,) = lazy("mcp.types", "CallToolResult")
+    build_server, fixed_scope = lazy("memstrata.mcpserver.server", "build_server", "fixed_scope")
 
 pytestmark = pytest.mark.anyio
 ALICE = Scope("t1", "alice")

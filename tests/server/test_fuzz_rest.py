@@ -83,7 +83,6 @@ def seed_store(db_url: str) -> Seed:
             context_id=ctx.context_id,
         )
         # A near duplicate merged away, so a revert can name a real consolidation.
-        mem.longterm.kit.embedder = None
         mem.facts.add(alice, "Alice keeps a parrot!")
         merged = mem.memory.consolidate(alice, dry_run=False)
         receipt = mem.facts.delete(alice, mem.facts.add(alice, "alice had a cat").id)

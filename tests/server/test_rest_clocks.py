@@ -13,7 +13,7 @@ import pytest
 from memstrata import Memory, Scope
 from memstrata.config import Settings
 from memstrata.storage.records import to_micros
-from memstrata.testing import FakeLLM
+from memstrata.testing import FakeLLM, override
 
 pytestmark = pytest.mark.anyio
 
@@ -27,8 +27,8 @@ T2 = datetime(2026, 3, 1, tzinfo=UTC)
 def store(db_url: str, tmp_path: Path):
     """A second handle on the server's database that runs no jobs, to plant state."""
     mem = Memory.open(db_url, settings=Settings(home=tmp_path, worker="off"))
-    mem.longterm.kit.embedder = None
-    yield mem
+    with override(mem, facts_embedder=None):
+        yield mem
     mem.close()
 
 
@@ -53,13 +53,13 @@ def _supersede_at_t2(store: Memory) -> tuple[str, str, str]:
             }
         ]
     }
-    store.longterm.kit.llm = FakeLLM([json.dumps(first), json.dumps(second)])
-    cid = store.conversations.create(ALICE).id
-    for when, text in ((T0, "I prefer tea."), (T2, "Now I prefer coffee.")):
-        _at(store, when)
-        store.messages.append(ALICE, cid, role="user", content=text)
-        store.messages.append(ALICE, cid, role="assistant", content="Noted.")
-        assert store.longterm.flush(ALICE, cid).outcome == "applied"
+    with override(store, facts_llm=FakeLLM([json.dumps(first), json.dumps(second)])):
+        cid = store.conversations.create(ALICE).id
+        for when, text in ((T0, "I prefer tea."), (T2, "Now I prefer coffee.")):
+            _at(store, when)
+            store.messages.append(ALICE, cid, role="user", content=text)
+            store.messages.append(ALICE, cid, role="assistant", content="Noted.")
+            assert store.longterm.flush(ALICE, cid).outcome == "applied"
     facts = {f.content: f for f in store.facts.list(ALICE, status="all").items}
     return facts["User prefers tea"].id, facts["User prefers coffee"].id, cid
 

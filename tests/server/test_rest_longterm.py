@@ -14,7 +14,7 @@ import pytest
 from memstrata import Memory, Scope
 from memstrata.config import Settings
 from memstrata.longterm.model import PROFILE_SECTIONS
-from memstrata.testing import FakeLLM
+from memstrata.testing import FakeLLM, override
 
 pytestmark = pytest.mark.anyio
 
@@ -25,8 +25,8 @@ ALICE = Scope("t1", "alice")
 def store(db_url: str, tmp_path: Path):
     """A second handle on the server's database that runs no jobs, to plant state."""
     mem = Memory.open(db_url, settings=Settings(home=tmp_path, worker="off"))
-    mem.longterm.kit.embedder = None  # exact-key dedupe only: no model to load
-    yield mem
+    with override(mem, facts_embedder=None):  # exact-key dedupe only: no model to load
+        yield mem
     mem.close()
 
 
@@ -52,12 +52,12 @@ def _supersede(store: Memory, scope: Scope) -> tuple[str, str]:
             }
         ]
     }
-    store.longterm.kit.llm = FakeLLM([json.dumps(first), json.dumps(second)])
-    cid = store.conversations.create(scope).id
-    for text in ("I prefer tea.", "Now I prefer coffee."):
-        store.messages.append(scope, cid, role="user", content=text)
-        store.messages.append(scope, cid, role="assistant", content="Noted.")
-        assert store.longterm.flush(scope, cid).outcome == "applied"
+    with override(store, facts_llm=FakeLLM([json.dumps(first), json.dumps(second)])):
+        cid = store.conversations.create(scope).id
+        for text in ("I prefer tea.", "Now I prefer coffee."):
+            store.messages.append(scope, cid, role="user", content=text)
+            store.messages.append(scope, cid, role="assistant", content="Noted.")
+            assert store.longterm.flush(scope, cid).outcome == "applied"
     facts = {f.content: f for f in store.facts.list(scope, status="all").items}
     return facts["User prefers tea"].id, facts["User prefers coffee"].id
 

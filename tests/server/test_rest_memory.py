@@ -6,6 +6,7 @@ show in the fact history, another user's facts never show, the job path (202, se
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import anyio
@@ -14,7 +15,8 @@ import pytest
 
 from memstrata import AsyncMemory, Scope
 from memstrata.client import AsyncRemoteMemory
-from memstrata.testing import FakeLLM
+from memstrata.testing import FakeLLM, override
+from support import Models
 
 pytestmark = pytest.mark.anyio
 
@@ -22,9 +24,9 @@ CANARY_BOB = "canary-bob-31d9"
 
 
 @pytest.fixture(autouse=True)
-def _word_similarity(amemory: AsyncMemory) -> None:
-    amemory.core.longterm.embedder = None  # no embedding model to load
-    amemory.core.longterm.llm = None
+def _word_similarity(amemory: AsyncMemory) -> Iterator[None]:
+    with override(amemory, facts_llm=None, facts_embedder=None):  # no model to load
+        yield
 
 
 async def _add(client: httpx.AsyncClient, headers: dict[str, str], content: str) -> str:
@@ -131,14 +133,14 @@ async def test_background_apply_is_a_job(client, keys, auth, amemory) -> None:
 
 
 async def test_a_configured_model_plans_and_applies_in_the_background(
-    client, keys, auth, amemory
+    client, keys, auth, amemory, models: Models
 ) -> None:
     alice = auth(keys.alice)
     await _plant(client, alice)
     llm = FakeLLM(
         [json.dumps({"merges": [], "supersede": [{"old": "f3", "by": "f4"}]})], cycle=True
     )
-    amemory.core.longterm.llm = llm
+    models(amemory, facts_llm=llm)
     r = await client.post("/v1/memory/consolidate", headers=alice)
     plan = r.json()
     assert plan["mode"] == "llm"

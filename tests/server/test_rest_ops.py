@@ -18,6 +18,7 @@ from memstrata.config import Settings
 from memstrata.logs import JsonFormatter
 from memstrata.server import create_app
 from memstrata.testing import FakeLLM
+from support import Models
 
 pytestmark = pytest.mark.anyio
 
@@ -69,7 +70,9 @@ async def test_request_ids_are_returned_and_follow_into_jobs_and_their_logs(
     assert line["request_id"] == "req-compact-1"
 
 
-async def test_metrics_move_with_requests_jobs_and_model_calls(client, keys, auth, amemory):
+async def test_metrics_move_with_requests_jobs_and_model_calls(
+    client, keys, auth, amemory, models: Models
+):
     before = (await client.get("/metrics")).text
     h = auth(keys.alice)
     cid = (await client.post("/v1/conversations", headers=h)).json()["id"]
@@ -85,8 +88,7 @@ async def test_metrics_move_with_requests_jobs_and_model_calls(client, keys, aut
     from memstrata import Scope
 
     await amemory.longterm.observe(Scope("t1", "alice"), cid)
-    amemory.longterm.kit.llm = FakeLLM(['{"newFacts": []}'])
-    amemory.longterm.kit.embedder = None
+    models(amemory, facts_llm=FakeLLM(['{"newFacts": []}']), facts_embedder=None)
     after_queue = (await client.get("/metrics")).text
     assert _value(after_queue, "memstrata_jobs", '{status="queued"}') == queued + 1
     await amemory.longterm.flush(Scope("t1", "alice"), cid)

@@ -10,8 +10,9 @@ from memstrata import Memory, Scope
 from memstrata.config import Settings
 from memstrata.longterm.service import EXTRACT_JOB
 from memstrata.storage.plan import write
-from memstrata.testing import FakeLLM
+from memstrata.testing import FakeLLM, override
 from memstrata.usage.store import UsageRow, insert_rows
+from support import Models
 
 pytestmark = pytest.mark.anyio
 
@@ -105,13 +106,15 @@ async def test_bad_periods_and_headers(client, keys, auth, problem, spent):
 @pytest.fixture
 def queue(db_url: str, tmp_path):
     mem = Memory.open(db_url, settings=Settings(home=tmp_path, worker="off"))
-    mem.longterm.kit.llm = FakeLLM(rule_extractor)
-    yield mem
+    with override(mem, facts_llm=FakeLLM(rule_extractor)):
+        yield mem
     mem.close()
 
 
-async def test_a_budget_of_zero_holds_extraction_back_visibly(client, keys, auth, amemory, queue):
-    amemory.longterm.kit.llm = FakeLLM(rule_extractor)  # the server could run it
+async def test_a_budget_of_zero_holds_extraction_back_visibly(
+    client, keys, auth, amemory, queue, models: Models
+):
+    models(amemory, facts_llm=FakeLLM(rule_extractor))  # the server could run it
     r = await client.put(
         "/v1/budgets", json={"purpose": "extraction", "daily_tokens": 0}, headers=auth(keys.admin)
     )

@@ -14,6 +14,7 @@ from memstrata import BackendUnavailable, Memory, Scope
 from memstrata.config import Settings
 from memstrata.llm import OpenAICompatibleLLM
 from memstrata.testing import FakeLLM, FakeOpenAIServer
+from support import Models
 
 CHAT = [
     {"role": "system", "content": "Be brief."},
@@ -157,7 +158,7 @@ def test_stopped_server_has_no_address_and_cannot_start_twice() -> None:
         _ = server.port
 
 
-def test_long_term_extraction_through_http(tmp_path: Path) -> None:
+def test_long_term_extraction_through_http(tmp_path: Path, models: Models) -> None:
     reply = {
         "profile": {"workContext": "Runs the billing team."},
         "newFacts": [{"content": "User drinks tea", "category": "preference", "confidence": 0.9}],
@@ -170,8 +171,7 @@ def test_long_term_extraction_through_http(tmp_path: Path) -> None:
             settings=Settings(home=tmp_path, worker="off"),
         )
         try:
-            mem.longterm.kit.embedder = None
-            mem.longterm.kit.llm = _client(server)
+            models(mem, facts_embedder=None, facts_llm=_client(server))
             cid = mem.conversations.create(scope).id
             mem.messages.append(scope, cid, role="user", content="I drink tea every morning.")
             mem.messages.append(scope, cid, role="assistant", content="Noted.")

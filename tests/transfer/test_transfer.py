@@ -16,11 +16,11 @@ from memstrata.storage.plan import Op, Query, read
 from memstrata.testing import FakeLLM
 from memstrata.testing.conformance import fresh_scope
 from memstrata.transfer.tables import DERIVED, TABLES
+from support import Models
 
 
-def _fill(mem: Memory, s: Scope, word: str) -> str:
-    mem.longterm.kit.llm = FakeLLM(rule_extractor)
-    mem.longterm.kit.embedder = None
+def _fill(models: Models, mem: Memory, s: Scope, word: str) -> str:
+    models(mem, facts_llm=FakeLLM(rule_extractor), facts_embedder=None)
     c = mem.conversations.create(s, title=f"talk {word}", metadata={"k": word})
     q = mem.messages.append(s, c.id, role="user", content=f"I like {word}. Ünïcode ✓")
     a = mem.messages.append(s, c.id, role="assistant", content="ok")
@@ -63,11 +63,13 @@ def _fresh(tmp: Path) -> Memory:
     return Memory.open(f"sqlite:///{tmp / 'target.db'}", settings=Settings(home=tmp, worker="off"))
 
 
-def test_export_import_export_is_byte_identical(memory: Memory, tmp_path: Path) -> None:
+def test_export_import_export_is_byte_identical(
+    memory: Memory, tmp_path: Path, models: Models
+) -> None:
     tenant = fresh_scope().tenant
     alice, bob = Scope(tenant, "alice"), Scope(tenant, "bob", "agent1")
-    cid = _fill(memory, alice, "tea")
-    _fill(memory, bob, "jazz")
+    cid = _fill(models, memory, alice, "tea")
+    _fill(models, memory, bob, "jazz")
     first = _export(memory, tenant=tenant, user="alice") + _export(
         memory, tenant=tenant, user="bob"
     )
@@ -102,11 +104,11 @@ def test_export_import_export_is_byte_identical(memory: Memory, tmp_path: Path) 
         target.close()
 
 
-def test_a_whole_store_round_trips(tmp_path: Path) -> None:
+def test_a_whole_store_round_trips(tmp_path: Path, models: Models) -> None:
     source = _fresh(tmp_path / "s")
     target = _fresh(tmp_path / "t")
     try:
-        _fill(source, Scope("acme", "u1"), "rain")
+        _fill(models, source, Scope("acme", "u1"), "rain")
         source.keys.create("acme", user="u1", label="k")
         whole = _export(source)
         assert '"t":"api_keys"' in whole
@@ -117,10 +119,10 @@ def test_a_whole_store_round_trips(tmp_path: Path) -> None:
         target.close()
 
 
-def test_one_users_export_holds_only_that_user(memory: Memory) -> None:
+def test_one_users_export_holds_only_that_user(memory: Memory, models: Models) -> None:
     tenant = fresh_scope().tenant
-    _fill(memory, Scope(tenant, "alice"), "zebracanary")
-    _fill(memory, Scope(tenant, "bob"), "lioncanary")
+    _fill(models, memory, Scope(tenant, "alice"), "zebracanary")
+    _fill(models, memory, Scope(tenant, "bob"), "lioncanary")
     out = _export(memory, tenant=tenant, user="alice")
     assert "zebracanary" in out
     assert "lioncanary" not in out

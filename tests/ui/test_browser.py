@@ -38,7 +38,7 @@ from playwright.sync_api import (
 
 from memstrata import Memory, Scope
 from memstrata.config import Settings
-from memstrata.testing import FakeLLM
+from memstrata.testing import FakeLLM, override
 from support import memstrata_serve, server_env
 
 pytestmark = pytest.mark.server
@@ -106,8 +106,7 @@ def seed(db: str, home: Path) -> Seeded:
         mem.conversations.set_active_leaf(alice, c.id, ids["a2"])
 
         # Two extractions: the second supersedes the first fact.
-        mem.longterm.kit.embedder = None
-        mem.longterm.kit.llm = FakeLLM(
+        extractions = FakeLLM(
             [
                 _extraction(
                     [
@@ -132,8 +131,9 @@ def seed(db: str, home: Path) -> Seeded:
                 ),
             ]
         )
-        assert mem.longterm.flush(alice, c.id, leaf_id=ids["a1"]).counts["added"] == 1
-        assert mem.longterm.flush(alice, c.id, leaf_id=ids["a2"]).counts["superseded"] == 1
+        with override(mem, facts_llm=extractions, facts_embedder=None):
+            assert mem.longterm.flush(alice, c.id, leaf_id=ids["a1"]).counts["added"] == 1
+            assert mem.longterm.flush(alice, c.id, leaf_id=ids["a2"]).counts["superseded"] == 1
 
         # A dead letter (a kind the server does not run) and an extraction left queued,
         # which the server cannot run without a model (blocked).

@@ -15,6 +15,7 @@ from memstrata.longterm.service import EXTRACT_JOB
 from memstrata.testing import FakeLLM
 from memstrata.testing.conformance import fresh_scope
 from memstrata.usage import ANONYMOUS_USER, usage_scope
+from support import Models
 
 
 def _talk(mem: Memory, scope: Scope, text: str = "I like green tea.") -> str:
@@ -42,10 +43,9 @@ def _run_extraction(mem: Memory, scope: Scope, cid: str) -> None:
     assert mem.jobs.run_pending([EXTRACT_JOB]) >= 1
 
 
-def test_usage_rows_after_an_extraction_with_the_fake_model(memory: Memory) -> None:
+def test_usage_rows_after_an_extraction_with_the_fake_model(memory: Memory, models: Models) -> None:
     llm = FakeLLM(rule_extractor)
-    memory.longterm.kit.llm = llm
-    memory.longterm.kit.embedder = None
+    models(memory, facts_llm=llm, facts_embedder=None)
     s = fresh_scope()
     cid = _talk(memory, s)
     _run_extraction(memory, s, cid)
@@ -106,11 +106,10 @@ def test_embedder_calls_are_summed_per_owner_and_flushed_in_batches(memory: Memo
 
 
 def test_a_budget_of_zero_blocks_extraction_visibly_and_a_raised_one_lets_it_run(
-    memory: Memory,
+    memory: Memory, models: Models
 ) -> None:
     llm = FakeLLM(rule_extractor)
-    memory.longterm.kit.llm = llm
-    memory.longterm.kit.embedder = None
+    models(memory, facts_llm=llm, facts_embedder=None)
     s = fresh_scope()
     budget = memory.usage.set_budget(s.tenant, "extraction", 0)
     assert budget.exhausted
@@ -150,10 +149,9 @@ def test_a_budget_of_zero_blocks_extraction_visibly_and_a_raised_one_lets_it_run
     assert memory.jobs.run_pending([EXTRACT_JOB]) == 1
 
 
-def test_the_next_day_resumes_a_used_up_budget(memory: Memory) -> None:
+def test_the_next_day_resumes_a_used_up_budget(memory: Memory, models: Models) -> None:
     llm = FakeLLM(rule_extractor)
-    memory.longterm.kit.llm = llm
-    memory.longterm.kit.embedder = None
+    models(memory, facts_llm=llm, facts_embedder=None)
     s = fresh_scope()
     memory.usage.set_budget(s.tenant, "extraction", 0)
     jid = _extract_job(memory, s, _talk(memory, s))

@@ -44,6 +44,7 @@ from memstrata.conversation.history import QUICK_HISTORY_ROWS, History
 from memstrata.conversation.splice import DELETE_MODES
 from memstrata.embeddings.port import Embedder
 from memstrata.errors import InvalidInput
+from memstrata.llm import LLM
 from memstrata.recall.catchup import AsyncCatchUp
 from memstrata.receipts import Receipt, UserDeleted
 from memstrata.receipts import ops as receipt_ops
@@ -395,6 +396,7 @@ class AsyncMemory(AsyncSubAPI):
         redis: str | None = None,
         settings: Settings | None = None,
         embedder: Embedder | None = None,
+        llm: LLM | None = None,
     ) -> AsyncMemory: ...
 
     @classmethod
@@ -410,24 +412,34 @@ class AsyncMemory(AsyncSubAPI):
         redis: str | None = None,
         settings: Settings | None = None,
         embedder: Embedder | None = None,
+        llm: LLM | None = None,
         api_key: str | None = None,
         timeout: float = 30.0,
     ) -> AsyncMemory | AsyncRemoteMemory:
         """Open a store: the embedded default under ``MEMSTRATA_HOME`` (``./.memstrata``), or
         ``url`` (``sqlite:///...``, ``postgresql://...``); an ``http(s)://`` URL with an
-        ``api_key`` gives the same facade over a memstrata server's REST API."""
+        ``api_key`` gives the same facade over a memstrata server's REST API.
+
+        ``embedder`` and ``llm`` hand in models instead of those the settings name
+        (``MEMSTRATA_EMBEDDER``, ``MEMSTRATA_LLM_*``): recall embeds with ``embedder``
+        (long-term memory's near-duplicate check follows it); compaction, long-term
+        extraction and consolidation call ``llm``. Tests swap them for a block with
+        :func:`memstrata.testing.override`."""
         if url is not None and url.startswith(("http://", "https://")):
             if api_key is None:
                 raise InvalidInput("an http(s) URL needs api_key=...", field="api_key")
-            if blobs or redis or settings or embedder:
-                raise InvalidInput("blobs, redis, settings and embedder belong to the server")
+            if blobs or redis or settings or embedder or llm:
+                raise InvalidInput("blobs, redis, settings, embedder and llm belong to the server")
             # Imported here, not above: the client needs httpx, which embedded use does without.
             from memstrata.client import AsyncRemoteMemory
 
             return AsyncRemoteMemory(url, api_key, timeout=timeout)
         if api_key is not None:
             raise InvalidInput("api_key is only for an http(s) server URL", field="api_key")
-        return cls(Core.open(url, blobs=blobs, redis=redis, settings=settings, embedder=embedder))
+        core = Core.open(url, blobs=blobs, redis=redis, settings=settings, embedder=embedder)
+        if llm is not None:
+            core.context.llm = llm
+        return cls(core)
 
     @property
     def core(self) -> Core:

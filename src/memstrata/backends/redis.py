@@ -111,8 +111,10 @@ class RedisWakeup:
         try:
             message = self._subscription().get_message(timeout=timeout)
         except redis.RedisError:
-            time.sleep(timeout)
-            return False
+            # Redis is away: wait out the poll, but a local notify (a stopping worker) ends it.
+            woke = self._local.wait(timeout)
+            self._local.clear()
+            return woke
         return message is not None
 
     def close(self) -> None:

@@ -79,6 +79,11 @@ class ContextKit:
     def llm(self, value: LLM | None) -> None:
         self._llm = value
 
+    @property
+    def given_llm(self) -> LLM | None:
+        """The model as handed in (not wrapped): what to set back to restore it."""
+        return self._llm
+
     def add_provider(self, provider: TierProvider) -> None:
         self.providers.append(provider)
 

@@ -134,12 +134,15 @@ class LocalWakeup:
 
 
 class _LeaseKeeper:
-    """Renews one job's lease every third of its length until stopped."""
+    """Renews one job's lease every third of its length until stopped.
+
+    A refused renewal means another worker reclaimed the job: renewing stops, and the
+    fencing token then refuses this worker's completion or failure of it (the worker logs
+    that; the new holder decides the job's fate)."""
 
     def __init__(self, engine: Engine, job: Job, lease_s: float) -> None:
         self._engine, self._job, self._lease_s = engine, job, lease_s
         self._stop = threading.Event()
-        self.lost = False
         self._thread = threading.Thread(target=self._loop, name=f"lease-{job.id[:8]}", daemon=True)
 
     def __enter__(self) -> _LeaseKeeper:
@@ -149,9 +152,6 @@ class _LeaseKeeper:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
-
-    def _store_closed(self) -> bool:
-        return self._engine.closed
 
     def _loop(self) -> None:
         token = self._job.lease_token or ""
@@ -164,7 +164,7 @@ class _LeaseKeeper:
                 log.warning("lease renewal failed for job %s", self._job.id, exc_info=True)
                 continue
             if not alive:
-                self.lost = True
+                log.warning("job %s: its lease was lost; it is no longer renewed", self._job.id)
                 return
 
 
@@ -303,8 +303,15 @@ class Worker(Generic[C]):
 
     def run_pending(self, kinds: Sequence[str] | None = None, max_jobs: int | None = None) -> int:
         """Run ready jobs in this thread until none is ready (or ``max_jobs`` ran)."""
+        return self._drain(kinds, max_jobs, until=None)
+
+    def _drain(
+        self, kinds: Sequence[str] | None, max_jobs: int | None, until: threading.Event | None
+    ) -> int:
+        """Run ready jobs until none is ready, ``max_jobs`` ran or ``until`` is set (checked
+        between jobs: a stopping worker finishes the job in hand and claims no more)."""
         ran = 0
-        while max_jobs is None or ran < max_jobs:
+        while (max_jobs is None or ran < max_jobs) and not (until is not None and until.is_set()):
             job = self._claim(kinds)
             if job is None:
                 break
@@ -332,7 +339,7 @@ class Worker(Generic[C]):
                 return
             try:
                 self.heartbeat()
-                ran = self.run_pending(max_jobs=10)
+                ran = self._drain(None, 10, until=self._stop)
             except Exception:
                 if self._store_closed():
                     return
@@ -362,6 +369,11 @@ class Worker(Generic[C]):
             except Exception:  # the row then ages out; nothing depends on it being gone
                 log.debug("worker %s: could not remove its heartbeat", self.name, exc_info=True)
         self._threads.clear()
+
+    @property
+    def stopping(self) -> bool:
+        """True once :meth:`stop` was called: the job in hand finishes, no other starts."""
+        return self._stop.is_set()
 
     @property
     def running(self) -> bool:

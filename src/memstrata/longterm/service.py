@@ -13,7 +13,7 @@ they should) and are shown as waiting for an LLM, never dropped.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from memstrata.jobs import ops as jobs_ops
 from memstrata.longterm import branchfacts, forget
@@ -98,6 +98,15 @@ class LongTermKit:
     @embedder.setter
     def embedder(self, value: Embedder | None) -> None:
         self._embedder = value
+
+    def own_models(self) -> tuple[object, object]:
+        """This kit's own model and embedder settings, for :meth:`restore_models` (a marker
+        stands for "the memory's": then :attr:`llm` and :attr:`embedder` follow it)."""
+        return self._llm, self._embedder
+
+    def restore_models(self, models: tuple[object, object]) -> None:
+        """Set back what :meth:`own_models` returned."""
+        self._llm, self._embedder = cast("tuple[LLM | None, Embedder | None]", models)
 
     @property
     def capture(self) -> bool:

@@ -1,7 +1,8 @@
 """Test kit: deterministic fakes and the backend conformance suite.
 
 ``FakeLLM``, ``FakeEmbedder`` and ``FakeOpenAIServer`` (``FakeLLM`` behind an
-OpenAI-compatible HTTP endpoint on 127.0.0.1) are importable from here. The conformance
+OpenAI-compatible HTTP endpoint on 127.0.0.1) are importable from here, and ``override``,
+which swaps a memory's models for a ``with`` block. The conformance
 suite lives in :mod:`memstrata.testing.conformance` and needs pytest, so it is
 not imported by this package::
 
@@ -14,8 +15,10 @@ not imported by this package::
 
 from memstrata.testing.fakes import FakeEmbedder, FakeLLM, LLMCall, ScriptExhausted, Usage, cosine
 from memstrata.testing.openai_server import FakeOpenAIServer
+from memstrata.testing.override import KEEP, override
 
 __all__ = [
+    "KEEP",
     "FakeEmbedder",
     "FakeLLM",
     "FakeOpenAIServer",
@@ -23,4 +26,5 @@ __all__ = [
     "ScriptExhausted",
     "Usage",
     "cosine",
+    "override",
 ]

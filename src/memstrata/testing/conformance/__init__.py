@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from memstrata.testing.conformance.cascade import CascadeConformance
 from memstrata.testing.conformance.conversations import ConversationConformance
+from memstrata.testing.conformance.engine import EngineConformance
 from memstrata.testing.conformance.graph import GraphConformance
 from memstrata.testing.conformance.helpers import (
     fresh_scope,
@@ -46,6 +47,7 @@ __all__ = [
     "BackendConformance",
     "CascadeConformance",
     "ConversationConformance",
+    "EngineConformance",
     "GraphConformance",
     "HistoryConformance",
     "KeysConformance",
