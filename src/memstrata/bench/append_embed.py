@@ -89,13 +89,13 @@ def _one(
     texts = [gen.message() for _ in range(warmup + singles + size)]
     mem = Memory.open(url, settings=Settings(worker="off", recall_embed=mode))
     try:
-        if mem.core.recall.embedder is None:
+        if mem.recall.embedder is None:
             raise InvalidInput("bench append-embed needs an embedder (MEMSTRATA_EMBEDDER)")
         single_scope = Scope(scope.tenant, f"{scope.user}-singles")
         times = _singles(mem, single_scope, texts[: warmup + singles], warmup)
         pending = mem.recall.pending(single_scope)
         wall, waiting = _bulk(mem, scope, texts[warmup + singles :])
-        embedder = mem.core.recall.embedder
+        embedder = mem.recall.embedder
         assert embedder is not None
         if shared_db:  # leave someone else's database as we found it
             mem.users.delete(single_scope)
