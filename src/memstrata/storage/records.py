@@ -8,6 +8,7 @@ from typing import Any
 
 from memstrata import strictjson
 from memstrata.errors import InvalidInput
+from memstrata.sealing import PREFIX, seal, unseal
 from memstrata.storage.plan import Row
 from memstrata.types import Conversation, FileRef, Message, Role, Status, ToolCall
 
@@ -18,6 +19,8 @@ __all__ = [
     "dump_json",
     "from_micros",
     "load_json",
+    "open_message_texts",
+    "seal_message_texts",
     "storable_text",
     "to_conversation",
     "to_message",
@@ -89,7 +92,36 @@ def load_json(value: str | None, empty: Any) -> Any:
     return empty if value is None else json.loads(value)
 
 
+#: The message columns sealed with the owner's key (encryption at rest): what the user
+#: said and attached. Role, status, times, counts and metadata stay in clear.
+_SEALED_MESSAGE = ("content", "files", "tool_calls")
+
+
+def seal_message_texts(
+    tenant: str, user: str, conversation_id: str, message_id: str, *values: str | None
+) -> list[str | None]:
+    """``content, files, tool_calls`` as stored: sealed for the conversation's owner,
+    bound to this message (as they are when encryption is off)."""
+    row = f"{conversation_id}/{message_id}"
+    return [
+        seal(f"messages.{column}", row, tenant, user, value)
+        for column, value in zip(_SEALED_MESSAGE, values, strict=True)
+    ]
+
+
+def open_message_texts(row: Row) -> Row:
+    """``row`` with its sealed columns opened; a message whose key was destroyed (its user
+    was deleted, and this row came back from an earlier backup) reads as empty."""
+    key = f"{row[1]}/{row[0]}"
+    content = unseal("messages.content", key, row[4])
+    files = unseal("messages.files", key, row[5])
+    calls = unseal("messages.tool_calls", key, row[6])
+    return (*row[:4], content or "", files, calls, *row[7:])
+
+
 def to_message(row: Row) -> Message:
+    if any(v and v.startswith(PREFIX) for v in row[4:7]):
+        row = open_message_texts(row)
     files = () if row[5] is None else tuple(FileRef.model_validate(f) for f in json.loads(row[5]))
     calls = () if row[6] is None else tuple(ToolCall.model_validate(c) for c in json.loads(row[6]))
     # Positional, in Message's field order: a frozen dataclass pays per keyword, and this

@@ -307,6 +307,12 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
             "read embeds the newest of them and counts the rest cheaply",
             (RECALL_WAITING,),
         ),
+        Migration(
+            28,
+            "deletion receipts: whether the deletion destroyed the user's data key "
+            "(encryption at rest)",
+            ("ALTER TABLE deletion_receipts ADD COLUMN key_destroyed INTEGER NOT NULL DEFAULT 0",),
+        ),
     )
     for dialect in TYPES
 }

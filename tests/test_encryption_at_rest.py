@@ -1,0 +1,298 @@
+"""Encryption at rest: per-user data keys, so deleting a user reaches every earlier backup.
+
+On SQLite and PostgreSQL: nothing of a user's words in the raw store (database file and
+WAL; every table's rows), the delete-then-restore round trip, a wrong or missing master
+key, and ciphertext moved to another row or user.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from memstrata import Memory
+from memstrata.api.core import Core
+from memstrata.backup import backup_sqlite
+from memstrata.config import Settings
+from memstrata.errors import Corruption, MemstrataError
+from memstrata.keyring import create_master_key, rotate_master_key
+from memstrata.runtime import Limits, Runtime
+from memstrata.sealing import KeyringError, is_sealed
+from memstrata.storage.plan import Exec, Query, read, write
+from memstrata.tokens import get_tokenizer
+from memstrata.types import Scope
+from support import POSTGRES_URL, postgres_available, postgres_schema
+
+ALICE = Scope("acme", "alice")
+BOB = Scope("acme", "bob")
+# Words no fixture text holds: found anywhere in the raw store, they leaked.
+ALICE_WORDS = "quixotrellis zephyrbloom marmalopod"
+BOB_WORDS = "glimmerwharf tundrascope"
+
+needs_postgres = pytest.mark.skipif(not postgres_available(), reason="needs PostgreSQL")
+
+
+def settings(home: Path, **extra: object) -> Settings:
+    key = home / "master.key"
+    if not key.exists():
+        create_master_key(key)
+    values: dict[str, object] = {
+        "home": home,
+        "worker": "off",
+        "encrypt_at_rest": True,
+        "master_key_file": key,
+        "keyring": str(home / "keyring"),
+        **extra,
+    }
+    return Settings(**values)  # type: ignore[arg-type]
+
+
+def open_pg(schema: str, s: Settings) -> Memory:
+    from memstrata.backends.postgres import PostgresEngine
+
+    engine = PostgresEngine(POSTGRES_URL, schema=schema, max_size=2)
+    rt = Runtime(tokenizer=get_tokenizer(s.token_encoding), limits=Limits(max_content_bytes=10**6))
+    return Memory(Core(engine, rt, s))
+
+
+def fill(mem: Memory) -> dict[str, str]:
+    """Alice and Bob each say something; returns each one's conversation id."""
+    out = {}
+    for scope, words in ((ALICE, ALICE_WORDS), (BOB, BOB_WORDS)):
+        conv = mem.conversations.create(scope)
+        mem.messages.append(scope, conv.id, role="user", content=f"I keep {words} at home")
+        mem.messages.append(scope, conv.id, role="assistant", content=f"Noted: {words}.")
+        out[scope.user] = conv.id
+    return out
+
+
+def texts(mem: Memory, scope: Scope, cid: str) -> list[str]:
+    return [m.content for m in mem.messages.list(scope, cid).items]
+
+
+def found(mem: Memory, scope: Scope, query: str) -> set[str]:
+    return {h.message.content for h in mem.recall.search(scope, query)}
+
+
+def pg_rows_text(schema: str) -> str:
+    """Every row of every table of ``schema``, as PostgreSQL prints it."""
+    import psycopg
+
+    out: list[str] = []
+    with psycopg.connect(POSTGRES_URL) as conn:
+        tables = conn.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = %s",
+            (schema,),
+        ).fetchall()
+        for (table,) in tables:
+            rows = conn.execute(f'SELECT t::text FROM "{schema}"."{table}" t').fetchall()
+            out.extend(r[0] for r in rows)
+    return "\n".join(out)
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    return tmp_path
+
+
+# -- SQLite ------------------------------------------------------------------------------------
+
+
+def test_sqlite_files_and_wal_hold_no_plain_text(home: Path) -> None:
+    mem = Memory.open(settings=settings(home))
+    ids = fill(mem)
+    assert texts(mem, ALICE, ids["alice"]) == [
+        f"I keep {ALICE_WORDS} at home",
+        f"Noted: {ALICE_WORDS}.",
+    ]
+    assert f"I keep {ALICE_WORDS} at home" in found(mem, ALICE, "zephyrbloom")
+    assert not any("zephyrbloom" in t for t in found(mem, BOB, "zephyrbloom"))
+    # The WAL is scanned while the store is open, the main file once it is checkpointed.
+    raw = b"".join(p.read_bytes() for p in home.glob("memstrata.db*"))
+    mem.close()
+    raw += (home / "memstrata.db").read_bytes()
+    for word in (ALICE_WORDS + " " + BOB_WORDS).split():
+        assert word.encode() not in raw, word
+    # The encryption is real: the same store opened without the keyring holds ciphertext.
+    assert b"\x1bms1:" in raw
+
+
+def test_delete_then_restore_an_earlier_backup(home: Path) -> None:
+    s = settings(home)
+    mem = Memory.open(settings=s)
+    ids = fill(mem)
+    backup = home / "backup.db"
+    backup_sqlite(home / "memstrata.db", backup)
+    assert not list(home.glob("backup*/keyring*"))
+    deleted = mem.users.delete(ALICE)
+    assert deleted.receipt.key_destroyed is True
+    assert mem.receipts.get(ALICE.tenant, deleted.receipt.id).key_destroyed is True
+    mem.close()
+    for f in home.glob("memstrata.db*"):
+        f.unlink()
+    shutil.copy(backup, home / "memstrata.db")  # restored, with today's keyring
+    mem = Memory.open(settings=s)
+    try:
+        # Alice's rows came back with the backup, but nothing of what she said opens.
+        assert texts(mem, ALICE, ids["alice"]) == ["", ""]
+        assert mem.recall.search(ALICE, "zephyrbloom marmalopod") == []
+        assert mem.recall.search(ALICE, "home") == []
+        assert texts(mem, BOB, ids["bob"]) == [
+            f"I keep {BOB_WORDS} at home",
+            f"Noted: {BOB_WORDS}.",
+        ]
+        assert f"I keep {BOB_WORDS} at home" in found(mem, BOB, "glimmerwharf")
+        # Alice may come back as someone new, under a new key.
+        cid = mem.conversations.create(ALICE).id
+        mem.messages.append(ALICE, cid, role="user", content="a fresh start")
+        assert texts(mem, ALICE, cid) == ["a fresh start"]
+    finally:
+        mem.close()
+
+
+def test_missing_or_wrong_master_key_stops_the_open(home: Path) -> None:
+    Memory.open(settings=settings(home)).close()
+    with pytest.raises(KeyringError, match="MASTER_KEY_FILE is not set"):
+        Memory.open(settings=settings(home, master_key_file=None))
+    other = home / "other.key"
+    create_master_key(other)
+    with pytest.raises(KeyringError, match="does not open the keyring"):
+        Memory.open(settings=settings(home, master_key_file=other))
+    (home / "junk.key").write_text("not a key")
+    with pytest.raises(KeyringError, match="not a memstrata master key"):
+        Memory.open(settings=settings(home, master_key_file=home / "junk.key"))
+    assert issubclass(KeyringError, MemstrataError)
+
+
+def test_an_encrypted_store_read_without_encryption_is_an_error(home: Path) -> None:
+    mem = Memory.open(settings=settings(home))
+    ids = fill(mem)
+    mem.close()
+    plain = Memory.open(settings=Settings(home=home, worker="off"))
+    try:
+        with pytest.raises(KeyringError, match="holds encrypted text"):
+            texts(plain, ALICE, ids["alice"])
+    finally:
+        plain.close()
+
+
+def _move_content(mem: Memory, from_id: str, to_id: str) -> None:
+    def op():  # type: ignore[no-untyped-def]
+        rows = yield Query("SELECT content FROM messages WHERE id = ?", (from_id,))
+        assert is_sealed(rows[0][0])
+        yield Exec("UPDATE messages SET content = ? WHERE id = ?", (rows[0][0], to_id))
+
+    mem.core.engine.run(write(op))
+
+
+def test_ciphertext_moved_to_another_row_or_user_does_not_open(home: Path) -> None:
+    mem = Memory.open(settings=settings(home))
+    try:
+        ids = fill(mem)
+        a1, a2 = (m.id for m in mem.messages.list(ALICE, ids["alice"]).items)
+        (b1, _) = (m.id for m in mem.messages.list(BOB, ids["bob"]).items)
+        _move_content(mem, a1, a2)  # same user, another row
+        with pytest.raises(Corruption, match="moved from another row"):
+            texts(mem, ALICE, ids["alice"])
+        _move_content(mem, a1, b1)  # another user
+        with pytest.raises(Corruption):
+            texts(mem, BOB, ids["bob"])
+    finally:
+        mem.close()
+
+
+def test_master_key_rotation_keeps_every_key(home: Path) -> None:
+    s = settings(home)
+    mem = Memory.open(settings=s)
+    ids = fill(mem)
+    mem.close()
+    old = (home / "master.key").read_text()
+    _, n = rotate_master_key(home / "keyring", home / "master.key")
+    assert n == 2
+    assert (home / "master.key").read_text() != old
+    mem = Memory.open(settings=s)
+    try:
+        assert texts(mem, BOB, ids["bob"])[0] == f"I keep {BOB_WORDS} at home"
+    finally:
+        mem.close()
+    stale = home / "stale.key"
+    stale.write_text(old)
+    with pytest.raises(KeyringError):
+        Memory.open(settings=settings(home, master_key_file=stale))
+
+
+def test_encryption_off_by_default_writes_plain_text(home: Path) -> None:
+    mem = Memory.open(settings=Settings(home=home, worker="off"))
+    try:
+        assert mem.core.sealer is None
+        ids = fill(mem)
+        rows = mem.core.engine.run(
+            read(lambda: (yield Query("SELECT content FROM messages ORDER BY seq")))
+        )
+        assert rows[0][0] == f"I keep {ALICE_WORDS} at home"
+        assert texts(mem, ALICE, ids["alice"])[1] == f"Noted: {ALICE_WORDS}."
+    finally:
+        mem.close()
+
+
+# -- PostgreSQL --------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def pg_schema() -> Iterator[str]:
+    with postgres_schema() as schema:
+        yield schema
+
+
+@needs_postgres
+def test_postgres_rows_and_dump_hold_no_plain_text_and_restore_forgets(
+    home: Path, pg_schema: str
+) -> None:
+    s = settings(home)
+    mem = open_pg(pg_schema, s)
+    ids = fill(mem)
+    assert f"I keep {ALICE_WORDS} at home" in found(mem, ALICE, "marmalopod")
+    dump = home / "dump.sql"
+    url = POSTGRES_URL
+    subprocess.run(["pg_dump", "-n", pg_schema, "-f", str(dump), url], check=True)
+    rows = pg_rows_text(pg_schema)
+    for word in (ALICE_WORDS + " " + BOB_WORDS).split():
+        assert word not in rows, word
+        assert word not in dump.read_text(), word
+    assert mem.users.delete(ALICE).receipt.key_destroyed is True
+    mem.close()
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"DROP SCHEMA {pg_schema} CASCADE")
+    subprocess.run(
+        ["psql", "-q", "-v", "ON_ERROR_STOP=1", "-f", str(dump), url],
+        check=True,
+        capture_output=True,
+    )
+    mem = open_pg(pg_schema, s)
+    try:
+        assert texts(mem, ALICE, ids["alice"]) == ["", ""]
+        assert mem.recall.search(ALICE, "zephyrbloom marmalopod") == []
+        assert texts(mem, BOB, ids["bob"])[1] == f"Noted: {BOB_WORDS}."
+        assert mem.recall.search(BOB, "tundrascope")
+    finally:
+        mem.close()
+
+
+@needs_postgres
+def test_postgres_moved_ciphertext_does_not_open(home: Path, pg_schema: str) -> None:
+    mem = open_pg(pg_schema, settings(home))
+    try:
+        ids = fill(mem)
+        a1 = mem.messages.list(ALICE, ids["alice"]).items[0].id
+        b1 = mem.messages.list(BOB, ids["bob"]).items[0].id
+        _move_content(mem, a1, b1)
+        with pytest.raises(Corruption):
+            texts(mem, BOB, ids["bob"])
+    finally:
+        mem.close()
