@@ -296,3 +296,47 @@ def test_postgres_moved_ciphertext_does_not_open(home: Path, pg_schema: str) -> 
             texts(mem, BOB, ids["bob"])
     finally:
         mem.close()
+
+
+# -- the command line --------------------------------------------------------------------------
+
+
+def test_cli_master_key_and_doctor(home: Path) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from memstrata.cli import app
+
+    key = home / "cli.key"
+    env = {
+        "MEMSTRATA_HOME": str(home),
+        "MEMSTRATA_DB": None,
+        "MEMSTRATA_ENCRYPT_AT_REST": "true",
+        "MEMSTRATA_MASTER_KEY_FILE": str(key),
+        "MEMSTRATA_KEYRING": str(home / "keyring"),
+    }
+    runner = CliRunner()
+    made = runner.invoke(app, ["master-key", "create", "--out", str(key)], env=env)
+    assert made.exit_code == 0
+    assert len(made.stdout.strip()) == 16
+    again = runner.invoke(app, ["master-key", "create", "--out", str(key)], env=env)
+    assert again.exit_code == 1
+    assert "never overwritten" in again.stderr
+    s = settings(home, master_key_file=key)
+    mem = Memory.open(settings=s)
+    fill(mem)
+    mem.close()
+    doctor = runner.invoke(app, ["doctor", "--json"], env=env)
+    report = json.loads(doctor.stdout)["encryption"]
+    assert report["ok"]
+    assert report["enabled"]
+    assert (report["messages"], report["sealed_messages"]) == (4, 4)
+    rotated = runner.invoke(app, ["master-key", "rotate"], env=env)
+    assert rotated.exit_code == 0, rotated.stderr
+    assert "2 data key(s) rewrapped" in rotated.stderr
+    off = runner.invoke(
+        app, ["doctor", "--json"], env={**env, "MEMSTRATA_ENCRYPT_AT_REST": "false"}
+    )
+    assert off.exit_code == 1
+    assert "sealed message(s)" in json.loads(off.stdout)["encryption"]["error"]

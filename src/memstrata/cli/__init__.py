@@ -24,6 +24,7 @@ from memstrata.cli import (
     jobs,
     keys,
     longterm,
+    master_key,
     mcp,
     nodes,
     provenance,
@@ -103,6 +104,7 @@ GROUPS: tuple[tuple[str, typer.Typer], ...] = (
     ("retention", retention.retention_app),
     ("budgets", usage.budgets_app),
     ("receipts", receipts.receipts_app),
+    ("master-key", master_key.master_key_app),
 )
 
 for _name, _command in COMMANDS:
