@@ -165,6 +165,9 @@ def test_missing_or_wrong_master_key_stops_the_open(home: Path) -> None:
     (home / "junk.key").write_text("not a key")
     with pytest.raises(KeyringError, match="not a memstrata master key"):
         Memory.open(settings=settings(home, master_key_file=home / "junk.key"))
+    # Another keyring (an empty directory, say) would read every user as deleted: refused.
+    with pytest.raises(KeyringError, match="sealed with keyring"):
+        Memory.open(settings=settings(home, keyring=str(home / "elsewhere")))
     assert issubclass(KeyringError, MemstrataError)
 
 
@@ -340,3 +343,65 @@ def test_cli_master_key_and_doctor(home: Path) -> None:
     )
     assert off.exit_code == 1
     assert "sealed message(s)" in json.loads(off.stdout)["encryption"]["error"]
+
+
+def test_encrypt_all_seals_an_existing_store(home: Path) -> None:
+    import sqlite3
+
+    from typer.testing import CliRunner
+
+    from memstrata.cli import app
+
+    plain = Memory.open(settings=Settings(home=home, worker="off"))
+    ids = fill(plain)
+    assert f"I keep {ALICE_WORDS} at home" in found(plain, ALICE, "zephyrbloom")  # indexed
+    plain.close()
+    s = settings(home)
+    env = {
+        "MEMSTRATA_HOME": str(home),
+        "MEMSTRATA_DB": None,
+        "MEMSTRATA_ENCRYPT_AT_REST": "true",
+        "MEMSTRATA_MASTER_KEY_FILE": str(s.master_key_file),
+        "MEMSTRATA_KEYRING": str(home / "keyring"),
+    }
+    runner = CliRunner()
+    first = runner.invoke(app, ["encrypt", "--all", "--batch", "3"], env=env)
+    assert first.exit_code == 0, (first.stderr, first.exception)
+    assert "sealed 4 of 4" in first.stdout
+    again = runner.invoke(app, ["encrypt", "--all"], env=env)  # resumable: nothing left
+    assert "sealed 0 of 4" in again.stdout
+    with sqlite3.connect(home / "memstrata.db") as conn:
+        conn.execute("VACUUM")
+    conn.close()
+    raw = b"".join(p.read_bytes() for p in home.glob("memstrata.db*"))
+    for word in ALICE_WORDS.split():
+        assert word.encode() not in raw, word
+    mem = Memory.open(settings=s)
+    try:
+        assert texts(mem, ALICE, ids["alice"])[0] == f"I keep {ALICE_WORDS} at home"
+        assert f"I keep {ALICE_WORDS} at home" in found(mem, ALICE, "zephyrbloom")
+    finally:
+        mem.close()
+
+
+def test_facts_and_their_history_are_sealed(home: Path) -> None:
+    from memstrata.errors import Conflict
+
+    s = settings(home)
+    mem = Memory.open(settings=s)
+    fact = mem.facts.add(ALICE, "Alice keeps a quixotrellis in the shed")
+    with pytest.raises(Conflict):  # the duplicate check still meets, on keyed hashes
+        mem.facts.add(ALICE, "alice keeps a  QUIXOTRELLIS in the shed")
+    mem.facts.add(BOB, "Alice keeps a quixotrellis in the shed")  # another owner: no clash
+    edited = mem.facts.edit(ALICE, fact.id, content="Alice keeps a zephyrbloom in the shed")
+    assert edited.content == "Alice keeps a zephyrbloom in the shed"
+    assert [e.content for e in mem.facts.history(ALICE, fact.id)][-1:] == [
+        "Alice keeps a quixotrellis in the shed"
+    ]
+    assert {f.content for f in mem.facts.list(ALICE).items} == {edited.content}
+    raw = b"".join(p.read_bytes() for p in home.glob("memstrata.db*"))
+    mem.users.delete(ALICE)
+    mem.close()
+    raw += (home / "memstrata.db").read_bytes()
+    for word in ("quixotrellis", "zephyrbloom"):
+        assert word.encode() not in raw, word

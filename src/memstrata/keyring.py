@@ -111,8 +111,11 @@ class Keyring:
         (root / "owners").mkdir(exist_ok=True)
         head = root / "keyring.json"
         if not head.exists():
-            _write(head, json.dumps({"version": 1, **self._check_record()}))
-        self._verify(json.loads(head.read_text()))
+            fresh = {"version": 1, "id": secrets.token_hex(8), **self._check_record()}
+            _write(head, json.dumps(fresh))
+        record = json.loads(head.read_text())
+        self._verify(record)
+        self.id = str(record["id"])
 
     def _check_record(self) -> dict[str, str]:
         nonce = secrets.token_bytes(_NONCE)
@@ -219,7 +222,8 @@ class Keyring:
             secret = self._unwrap(key_id, record)
             _write(path, new._wrapped(key_id, secret, record.get("owner", "")))
             done += 1
-        _write(self.root / "keyring.json", json.dumps({"version": 1, **new._check_record()}))
+        head = {"version": 1, "id": self.id, **new._check_record()}
+        _write(self.root / "keyring.json", json.dumps(head))
         return done
 
 
@@ -258,4 +262,4 @@ def open_sealer(settings: Settings) -> Sealer | None:
         return None
     master = load_master_key(settings.master_key_file)
     ring = Keyring(keyring_dir(settings), master)
-    return Sealer(ring.key_for_owner, ring.lookup, ring.destroy)
+    return Sealer(ring.key_for_owner, ring.lookup, ring.destroy, keyring_id=ring.id)

@@ -37,6 +37,7 @@ __all__ = [
     "active",
     "index_terms",
     "is_sealed",
+    "lookup_key",
     "query_terms",
     "seal",
     "stem",
@@ -62,11 +63,13 @@ KeyForOwner = Callable[[str, str], tuple[str, bytes]]
 
 
 class _Key:
-    __slots__ = ("aead", "id", "terms")
+    __slots__ = ("aead", "id", "invalid", "terms")
 
     def __init__(self, key_id: str, secret: bytes) -> None:
+        from cryptography.exceptions import InvalidTag
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+        self.invalid = InvalidTag
         self.id = key_id
         self.aead = AESGCM(secret)
         # The term key is derived, so the index never holds a key that opens content.
@@ -86,13 +89,15 @@ class Sealer:
         key_for_owner: KeyForOwner,
         lookup: KeyLookup,
         destroy: Callable[[str, str], bool] | None = None,
+        keyring_id: str | None = None,
     ) -> None:
+        self.keyring_id = keyring_id
         self._for_owner = key_for_owner
         self._lookup = lookup
         self._destroy = destroy
         self._by_owner: dict[tuple[str, str], _Key] = {}
         self._by_id: dict[str, _Key | None] = {}
-        self._term_cache: dict[tuple[str, str], str] = {}
+        self._term_cache: dict[str, dict[str, str]] = {}
 
     def _owner_key(self, tenant: str, user: str) -> _Key:
         key = self._by_owner.get((tenant, user))
@@ -117,7 +122,7 @@ class Sealer:
         key = self._by_owner.pop((tenant, user), None)
         if key is not None:
             self._by_id.pop(key.id, None)
-            self._term_cache = {k: v for k, v in self._term_cache.items() if k[0] != key.id}
+            self._term_cache.pop(key.id, None)
 
     def destroy(self, tenant: str, user: str) -> bool:
         """Destroy the owner's data key in the keyring; True when there was one."""
@@ -138,28 +143,30 @@ class Sealer:
         key = self._id_key(key_id)
         if key is None:
             return None
-        from cryptography.exceptions import InvalidTag
-
         try:
             raw = base64.b64decode(data)
             return key.aead.decrypt(raw[:_NONCE], raw[_NONCE:], _ad(table, row, key_id)).decode()
-        except (InvalidTag, ValueError) as exc:
+        except (key.invalid, ValueError) as exc:
             raise Corruption(
                 f"a sealed value of {table} does not open with its key: it was altered or "
                 "moved from another row",
                 table=table,
             ) from exc
 
-    def term(self, tenant: str, user: str, word: str) -> str:
+    def terms(self, tenant: str, user: str, words: Iterable[str]) -> list[str]:
+        """``words`` (case-folded) stemmed and hashed with the owner's term key."""
         key = self._owner_key(tenant, user)
-        cached = self._term_cache.get((key.id, word))
-        if cached is None:
-            digest = hashlib.blake2b(word.encode(), digest_size=10, key=key.terms).hexdigest()
-            cached = "h" + digest
-            if len(self._term_cache) > 200_000:  # a bound, not an LRU: words repeat a lot
-                self._term_cache.clear()
-            self._term_cache[(key.id, word)] = cached
-        return cached
+        cache = self._term_cache.get(key.id)
+        if cache is None or len(cache) > 50_000:  # a bound, not an LRU: words repeat a lot
+            cache = self._term_cache[key.id] = {}
+        out = []
+        for word in words:
+            token = cache.get(word)
+            if token is None:
+                digest = hashlib.blake2b(stem(word).encode(), digest_size=10, key=key.terms)
+                token = cache[word] = "h" + digest.hexdigest()
+            out.append(token)
+        return out
 
 
 def _ad(table: str, row: str, key_id: str) -> bytes:
@@ -242,8 +249,8 @@ def stem(word: str) -> str:
     return word[:-1] if word.endswith("e") else word
 
 
-def _words(text: str) -> Iterable[str]:
-    return (w.casefold() for w in _WORD.findall(text))
+def _words(text: str) -> list[str]:
+    return _WORD.findall(text.casefold())
 
 
 def index_terms(tenant: str, user: str, text: str) -> str:
@@ -252,7 +259,7 @@ def index_terms(tenant: str, user: str, text: str) -> str:
     sealer = _current.get()
     if sealer is None:
         return text
-    return " ".join(sealer.term(tenant, user, stem(w)) for w in _words(text) if len(w) <= 64)
+    return " ".join(sealer.terms(tenant, user, [w for w in _words(text) if len(w) <= 64]))
 
 
 def query_terms(tenant: str, user: str, terms: Iterable[str]) -> list[str]:
@@ -260,4 +267,14 @@ def query_terms(tenant: str, user: str, terms: Iterable[str]) -> list[str]:
     sealer = _current.get()
     if sealer is None:
         return list(terms)
-    return [sealer.term(tenant, user, stem(t)) for t in terms]
+    return sealer.terms(tenant, user, [t.casefold() for t in terms])
+
+
+def lookup_key(tenant: str, user: str, text: str) -> str:
+    """A text's lookup key as stored (a fact's ``content_key``): keyed with the owner's term
+    key when sealing, so equal texts of one owner still meet in an index and nothing of
+    the text is stored (as is when off)."""
+    sealer = _current.get()
+    if sealer is None:
+        return text
+    return "k" + sealer.terms(tenant, user, [text])[0][1:]

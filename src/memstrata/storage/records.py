@@ -95,6 +95,7 @@ def load_json(value: str | None, empty: Any) -> Any:
 #: The message columns sealed with the owner's key (encryption at rest): what the user
 #: said and attached. Role, status, times, counts and metadata stay in clear.
 _SEALED_MESSAGE = ("content", "files", "tool_calls")
+_SEALED_MARK = PREFIX[0]
 
 
 def seal_message_texts(
@@ -120,7 +121,14 @@ def open_message_texts(row: Row) -> Row:
 
 
 def to_message(row: Row) -> Message:
-    if any(v and v.startswith(PREFIX) for v in row[4:7]):
+    # A sealed value starts with ESC (PREFIX), which no text the store writes in clear
+    # starts with in practice; first-character tests keep the unsealed path cheap.
+    content, files, calls = row[4], row[5], row[6]
+    if (
+        (content and content[0] == _SEALED_MARK)
+        or (files and files[0] == _SEALED_MARK)
+        or (calls and calls[0] == _SEALED_MARK)
+    ):
         row = open_message_texts(row)
     files = () if row[5] is None else tuple(FileRef.model_validate(f) for f in json.loads(row[5]))
     calls = () if row[6] is None else tuple(ToolCall.model_validate(c) for c in json.loads(row[6]))

@@ -313,6 +313,12 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
             "(encryption at rest)",
             ("ALTER TABLE deletion_receipts ADD COLUMN key_destroyed INTEGER NOT NULL DEFAULT 0",),
         ),
+        Migration(
+            29,
+            "encryption at rest: the keyring a store's texts are sealed with, so a store "
+            "opened with another keyring stops instead of reading as empty",
+            ("CREATE TABLE store_keyring (keyring_id TEXT PRIMARY KEY)",),
+        ),
     )
     for dialect in TYPES
 }
