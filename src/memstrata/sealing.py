@@ -20,7 +20,7 @@ threaded through every operation.
 
 from __future__ import annotations
 
-import base64
+import binascii
 import hashlib
 import os
 import re
@@ -47,6 +47,8 @@ __all__ = [
 
 PREFIX = "\x1bms1:"
 _NONCE = 12
+#: Opened texts kept in memory, all keys together (about their size in bytes times this).
+_OPENED_MAX = 20_000
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 
 
@@ -98,6 +100,8 @@ class Sealer:
         self._by_owner: dict[tuple[str, str], _Key] = {}
         self._by_id: dict[str, _Key | None] = {}
         self._term_cache: dict[str, dict[str, str]] = {}
+        self._opened: dict[str, dict[tuple[str, str, str], str]] = {}
+        self._cached = 0
 
     def _owner_key(self, tenant: str, user: str) -> _Key:
         key = self._by_owner.get((tenant, user))
@@ -123,6 +127,7 @@ class Sealer:
         if key is not None:
             self._by_id.pop(key.id, None)
             self._term_cache.pop(key.id, None)
+            self._opened.pop(key.id, None)
 
     def destroy(self, tenant: str, user: str) -> bool:
         """Destroy the owner's data key in the keyring; True when there was one."""
@@ -136,22 +141,39 @@ class Sealer:
         key = self._owner_key(tenant, user)
         nonce = os.urandom(_NONCE)
         body = key.aead.encrypt(nonce, text.encode(), _ad(table, row, key.id))
-        return f"{PREFIX}{key.id}:{base64.b64encode(nonce + body).decode('ascii')}"
+        return f"{PREFIX}{key.id}:{binascii.b2a_base64(nonce + body, newline=False).decode()}"
 
     def open(self, table: str, row: str, value: str) -> str | None:
         key_id, _, data = value[len(PREFIX) :].partition(":")
+        opened = self._opened.get(key_id)
+        # The same rows are read again and again (a branch's ancestors, every history
+        # call): a value opened once for this table and row is served from memory. The
+        # cache is per key, dropped with it, and never shared across rows.
+        if opened is not None:
+            text = opened.get((table, row, value))
+            if text is not None:
+                return text
         key = self._id_key(key_id)
         if key is None:
             return None
         try:
-            raw = base64.b64decode(data)
-            return key.aead.decrypt(raw[:_NONCE], raw[_NONCE:], _ad(table, row, key_id)).decode()
-        except (key.invalid, ValueError) as exc:
+            raw = binascii.a2b_base64(data)
+            text = key.aead.decrypt(raw[:_NONCE], raw[_NONCE:], _ad(table, row, key_id)).decode()
+        except (key.invalid, ValueError, binascii.Error) as exc:
             raise Corruption(
                 f"a sealed value of {table} does not open with its key: it was altered or "
                 "moved from another row",
                 table=table,
             ) from exc
+        if opened is None:
+            opened = self._opened[key_id] = {}
+        self._cached += 1
+        if self._cached > _OPENED_MAX:  # a bound, not an LRU: start afresh
+            self._opened.clear()
+            self._cached = 1
+            opened = self._opened[key_id] = {}
+        opened[(table, row, value)] = text
+        return text
 
     def terms(self, tenant: str, user: str, words: Iterable[str]) -> list[str]:
         """``words`` (case-folded) stemmed and hashed with the owner's term key."""
