@@ -94,6 +94,19 @@ def pg_rows_text(schema: str) -> str:
     return "\n".join(out)
 
 
+def restore_pg(schema: str, dump: Path) -> None:
+    """Replace ``schema`` with what a ``pg_dump`` of it held."""
+    import psycopg
+
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        conn.execute(f"DROP SCHEMA {schema} CASCADE")
+    subprocess.run(
+        ["psql", "-q", "-v", "ON_ERROR_STOP=1", "-f", str(dump), POSTGRES_URL],
+        check=True,
+        capture_output=True,
+    )
+
+
 @pytest.fixture
 def home(tmp_path: Path) -> Path:
     return tmp_path
@@ -268,15 +281,7 @@ def test_postgres_rows_and_dump_hold_no_plain_text_and_restore_forgets(
         assert word not in dump.read_text(), word
     assert mem.users.delete(ALICE).receipt.key_destroyed is True
     mem.close()
-    import psycopg
-
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(f"DROP SCHEMA {pg_schema} CASCADE")
-    subprocess.run(
-        ["psql", "-q", "-v", "ON_ERROR_STOP=1", "-f", str(dump), url],
-        check=True,
-        capture_output=True,
-    )
+    restore_pg(pg_schema, dump)
     mem = open_pg(pg_schema, s)
     try:
         assert texts(mem, ALICE, ids["alice"]) == ["", ""]
@@ -351,10 +356,13 @@ def test_encrypt_all_seals_an_existing_store(home: Path) -> None:
     from typer.testing import CliRunner
 
     from memstrata.cli import app
+    from memstrata.errors import Conflict
 
     plain = Memory.open(settings=Settings(home=home, worker="off"))
     ids = fill(plain)
     assert f"I keep {ALICE_WORDS} at home" in found(plain, ALICE, "zephyrbloom")  # indexed
+    fact = plain.facts.add(ALICE, "Alice waters the snarkleberry daily")
+    plain.facts.edit(ALICE, fact.id, content="Alice waters the plumquartz daily")
     plain.close()
     s = settings(home)
     env = {
@@ -367,19 +375,29 @@ def test_encrypt_all_seals_an_existing_store(home: Path) -> None:
     runner = CliRunner()
     first = runner.invoke(app, ["encrypt", "--all", "--batch", "3"], env=env)
     assert first.exit_code == 0, (first.stderr, first.exception)
-    assert "sealed 4 of 4" in first.stdout
+    assert "sealed 4 of 4 message(s)" in first.stdout
+    assert "sealed 1 of 1 fact(s)" in first.stdout
     again = runner.invoke(app, ["encrypt", "--all"], env=env)  # resumable: nothing left
-    assert "sealed 0 of 4" in again.stdout
+    assert "sealed 0 of 4 message(s)" in again.stdout
+    assert "sealed 0 of 1 fact(s)" in again.stdout
     with sqlite3.connect(home / "memstrata.db") as conn:
         conn.execute("VACUUM")
     conn.close()
     raw = b"".join(p.read_bytes() for p in home.glob("memstrata.db*"))
-    for word in ALICE_WORDS.split():
+    for word in (*ALICE_WORDS.split(), "snarkleberry", "plumquartz"):
         assert word.encode() not in raw, word
     mem = Memory.open(settings=s)
     try:
         assert texts(mem, ALICE, ids["alice"])[0] == f"I keep {ALICE_WORDS} at home"
         assert f"I keep {ALICE_WORDS} at home" in found(mem, ALICE, "zephyrbloom")
+        assert [f.content for f in mem.facts.list(ALICE).items] == [
+            "Alice waters the plumquartz daily"
+        ]
+        assert "Alice waters the snarkleberry daily" in [
+            e.content for e in mem.facts.history(ALICE, fact.id)
+        ]
+        with pytest.raises(Conflict):  # the content key was keyed too: duplicates still meet
+            mem.facts.add(ALICE, "alice waters the PLUMQUARTZ daily")
     finally:
         mem.close()
 
@@ -405,3 +423,216 @@ def test_facts_and_their_history_are_sealed(home: Path) -> None:
     raw += (home / "memstrata.db").read_bytes()
     for word in ("quixotrellis", "zephyrbloom"):
         assert word.encode() not in raw, word
+
+
+# -- every other text of a user ----------------------------------------------------------------
+
+#: One word per kind of text: found anywhere in the raw store, that kind leaked.
+KINDS = ("profile", "working", "plan", "snapshot", "checkpoint", "graph", "node", "summary")
+
+
+def canary(user: str, kind: str) -> str:
+    return f"zq{user}{kind}wv"
+
+
+def fill_state(mem: Memory, scope: Scope) -> str:
+    """Every kind of text besides messages and facts, each holding its canary word, written
+    for ``scope``; returns its conversation id."""
+    from memstrata.graph.checkpoints import GraphWrite
+    from memstrata.longterm.store import set_profile
+
+    def word(kind: str) -> str:
+        return canary(scope.user, kind)
+
+    cid = mem.conversations.create(scope).id
+    rt = mem.core.rt
+    mem.core.engine.run(
+        write(lambda: set_profile(rt, scope, {"workContext": f"builds {word('profile')}"}))
+    )
+    # Rewritten, so the first text moves to the section's version rows.
+    mem.core.engine.run(
+        write(lambda: set_profile(rt, scope, {"workContext": f"now {word('profile')} too"}))
+    )
+    mem.working.put(scope, f"notes on {word('working')}", conversation_id=cid)
+    mem.working.put(scope, {"about": word("working")})
+    mem.plans.put(scope, cid, {"steps": [word("plan")]})
+    mem.snapshots.put(scope, cid, "run1", {"ui": word("snapshot")})
+    mem.checkpoints.save(scope, "task", "run1", {"said": word("checkpoint")})
+    mem.graphs.put_checkpoint(
+        scope,
+        thread_id="t1",
+        checkpoint_ns="",
+        checkpoint_id="c1",
+        parent_id=None,
+        type="json",
+        checkpoint=f'{{"v": "{word("graph")}"}}'.encode(),
+        metadata_type="json",
+        metadata=f'{{"m": "{word("graph")}"}}'.encode(),
+    )
+    mem.graphs.put_writes(
+        scope,
+        thread_id="t1",
+        checkpoint_ns="",
+        checkpoint_id="c1",
+        writes=[GraphWrite("task", 0, "messages", "json", word("graph").encode())],
+    )
+    mem.nodes.add_turn(
+        scope,
+        "app",
+        cid,
+        "node",
+        message_id="m1",
+        user_content=f"ask {word('node')}",
+        assistant_content=f"answer {word('node')}",
+    )
+    for i in range(40):  # enough for a summary of the branch
+        mem.messages.append(
+            scope,
+            cid,
+            role="user" if i % 2 == 0 else "assistant",
+            content=f"turn {i} about {word('summary')} " + "and more words " * 20,
+        )
+    assert mem.compact(scope, cid).outcome == "compacted"
+    return cid
+
+
+def read_state(mem: Memory, scope: Scope, cid: str) -> dict[str, object]:
+    """What ``scope`` reads back of each kind (None where it reads as absent)."""
+    from memstrata.context.summaries import get_summary
+    from memstrata.errors import Expired, NotFound
+
+    def absent(call):  # type: ignore[no-untyped-def]
+        try:
+            return call()
+        except (NotFound, Expired):
+            return None
+
+    graph = mem.graphs.get_checkpoint(scope, "t1")
+    summary = absent(lambda: mem.core.engine.run(read(lambda: get_summary(scope, cid))))
+    return {
+        "profile": [p.summary for p in mem.longterm.profile(scope) if p.summary],
+        "working": absent(lambda: mem.working.get(scope, conversation_id=cid).content),
+        "user working": absent(lambda: mem.working.get(scope).content),
+        "plan": absent(lambda: mem.plans.get(scope, cid).document),
+        "snapshot": absent(lambda: mem.snapshots.get(scope, cid, "run1").data),
+        "checkpoint": absent(lambda: mem.checkpoints.load(scope, "task", "run1").state),
+        "graph": None if graph is None else (graph.checkpoint, [w.value for w in graph.writes]),
+        "node": [t.content for t in mem.nodes.history(scope, "app", cid, "node").messages],
+        "summary": None if summary is None else canary(scope.user, "summary") in summary.content,
+    }
+
+
+def assert_all_readable(state: dict[str, object], user: str) -> None:
+    w = {kind: canary(user, kind) for kind in KINDS}
+    assert state["profile"] == [f"now {w['profile']} too"]
+    assert state["working"] == f"notes on {w['working']}"
+    assert state["user working"] == {"about": w["working"]}
+    assert state["plan"] == {"steps": [w["plan"]]}
+    assert state["snapshot"] == {"ui": w["snapshot"]}
+    assert state["checkpoint"] == {"said": w["checkpoint"]}
+    assert state["graph"] == (f'{{"v": "{w["graph"]}"}}'.encode(), [w["graph"].encode()])
+    assert state["node"] == [f"ask {w['node']}", f"answer {w['node']}"]
+    assert state["summary"] is True
+
+
+NOTHING: dict[str, object] = {
+    "profile": [],
+    "working": None,
+    "user working": None,
+    "plan": None,
+    "snapshot": None,
+    "checkpoint": None,
+    "graph": None,
+    "node": [],
+    "summary": None,
+}
+
+
+def raw_home(home: Path) -> bytes:
+    """Every file of the store's home but the keyring and the master key (the database,
+    its WAL, the node memory objects, backups), gzip objects also unpacked."""
+    import gzip
+
+    out = []
+    for p in home.rglob("*"):
+        if p.is_file() and "keyring" not in p.parts and not p.name.endswith(".key"):
+            data = p.read_bytes()
+            out.append(gzip.decompress(data) if data.startswith(b"\x1f\x8b") else data)
+    return b"".join(out)
+
+
+def node_objects(home: Path) -> list[Path]:
+    return [p for p in home.rglob("*") if p.is_file() and "seg" in p.parts]
+
+
+def test_every_other_text_is_sealed_and_forgotten_after_restore(home: Path) -> None:
+    s = settings(home)
+    mem = Memory.open(settings=s)
+    alice = fill_state(mem, ALICE)
+    bob = fill_state(mem, BOB)
+    assert_all_readable(read_state(mem, ALICE, alice), "alice")
+    raw = raw_home(home)
+    backup = home / "backup.db"
+    backup_sqlite(home / "memstrata.db", backup)
+    assert all(p.read_bytes().startswith(b"\x1bms1:") for p in node_objects(home))
+    shutil.copytree(home / "blobs", home / "blobs-backup")  # the node memory objects
+    mem.users.delete(ALICE)
+    mem.close()
+    raw += raw_home(home)
+    for user in ("alice", "bob"):
+        for kind in KINDS:
+            assert canary(user, kind).encode() not in raw, (user, kind)
+    # The database and the blob store restored as they were before the delete.
+    for f in home.glob("memstrata.db*"):
+        f.unlink()
+    shutil.copy(backup, home / "memstrata.db")
+    shutil.rmtree(home / "blobs")
+    shutil.copytree(home / "blobs-backup", home / "blobs")
+    mem = Memory.open(settings=s)
+    try:
+        assert read_state(mem, ALICE, alice) == NOTHING
+        assert_all_readable(read_state(mem, BOB, bob), "bob")
+    finally:
+        mem.close()
+
+
+def test_plain_state_stays_plain_with_encryption_off(home: Path) -> None:
+    mem = Memory.open(settings=Settings(home=home, worker="off"))
+    try:
+        cid = fill_state(mem, ALICE)
+        assert_all_readable(read_state(mem, ALICE, cid), "alice")
+        assert canary("alice", "node").encode() in raw_home(home)
+        assert canary("alice", "profile").encode() in raw_home(home)
+    finally:
+        mem.close()
+
+
+@needs_postgres
+def test_postgres_every_other_text_is_sealed_and_forgotten_after_restore(
+    home: Path, pg_schema: str
+) -> None:
+    s = settings(home)
+    mem = open_pg(pg_schema, s)
+    alice = fill_state(mem, ALICE)
+    bob = fill_state(mem, BOB)
+    dump = home / "dump.sql"
+    subprocess.run(["pg_dump", "-n", pg_schema, "-f", str(dump), POSTGRES_URL], check=True)
+    shutil.copytree(home / "blobs", home / "blobs-backup")
+    rows = pg_rows_text(pg_schema) + dump.read_text()
+    for user in ("alice", "bob"):
+        for kind in KINDS:
+            # A bytea column prints as hex: look for that form too.
+            word = canary(user, kind)
+            assert word not in rows, (user, kind)
+            assert word.encode().hex() not in rows, (user, kind)
+    assert mem.users.delete(ALICE).receipt.key_destroyed is True
+    mem.close()
+    restore_pg(pg_schema, dump)
+    shutil.rmtree(home / "blobs")
+    shutil.copytree(home / "blobs-backup", home / "blobs")
+    mem = open_pg(pg_schema, s)
+    try:
+        assert read_state(mem, ALICE, alice) == NOTHING
+        assert_all_readable(read_state(mem, BOB, bob), "bob")
+    finally:
+        mem.close()

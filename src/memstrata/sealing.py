@@ -40,8 +40,10 @@ __all__ = [
     "lookup_key",
     "query_terms",
     "seal",
+    "seal_bytes",
     "stem",
     "unseal",
+    "unseal_bytes",
     "using",
 ]
 
@@ -175,6 +177,27 @@ class Sealer:
         opened[(table, row, value)] = text
         return text
 
+    def seal_bytes(self, table: str, row: str, tenant: str, user: str, data: bytes) -> bytes:
+        key = self._owner_key(tenant, user)
+        nonce = os.urandom(_NONCE)
+        body = key.aead.encrypt(nonce, data, _ad(table, row, key.id))
+        return f"{PREFIX}{key.id}:".encode() + nonce + body
+
+    def open_bytes(self, table: str, row: str, value: bytes) -> bytes | None:
+        head, _, raw = value[len(PREFIX) :].partition(b":")
+        key_id = head.decode("ascii", "replace")
+        key = self._id_key(key_id)
+        if key is None:
+            return None
+        try:
+            return bytes(key.aead.decrypt(raw[:_NONCE], raw[_NONCE:], _ad(table, row, key_id)))
+        except (key.invalid, ValueError) as exc:
+            raise Corruption(
+                f"a sealed value of {table} does not open with its key: it was altered or "
+                "moved from another row",
+                table=table,
+            ) from exc
+
     def terms(self, tenant: str, user: str, words: Iterable[str]) -> list[str]:
         """``words`` (case-folded) stemmed and hashed with the owner's term key."""
         key = self._owner_key(tenant, user)
@@ -231,6 +254,18 @@ def seal(table: str, row: str, tenant: str, user: str, text: str | None) -> str 
     return sealer.seal(table, row, tenant, user, text)
 
 
+def _reader() -> Sealer:
+    """The active sealer, to open a sealed value: with encryption off, a sealed value is a
+    configuration error, never served as ciphertext nor silently dropped."""
+    sealer = _current.get()
+    if sealer is None:
+        raise KeyringError(
+            "this store holds encrypted text: set MEMSTRATA_ENCRYPT_AT_REST=true and "
+            "MEMSTRATA_MASTER_KEY_FILE to read it"
+        )
+    return sealer
+
+
 def unseal(table: str, row: str, value: str | None) -> str | None:
     """The text of a stored value: as is when not sealed, None when its key is destroyed.
 
@@ -239,13 +274,26 @@ def unseal(table: str, row: str, value: str | None) -> str | None:
     """
     if value is None or not value.startswith(PREFIX):
         return value
+    return _reader().open(table, row, value)
+
+
+_BYTES_PREFIX = PREFIX.encode()
+
+
+def seal_bytes(table: str, row: str, tenant: str, user: str, data: bytes) -> bytes:
+    """:func:`seal` for a binary value (a blob column or a blob store object): the prefix,
+    the key id, then the nonce and ciphertext as bytes."""
     sealer = _current.get()
-    if sealer is None:
-        raise KeyringError(
-            "this store holds encrypted text: set MEMSTRATA_ENCRYPT_AT_REST=true and "
-            "MEMSTRATA_MASTER_KEY_FILE to read it"
-        )
-    return sealer.open(table, row, value)
+    if sealer is None or not data:
+        return data
+    return sealer.seal_bytes(table, row, tenant, user, data)
+
+
+def unseal_bytes(table: str, row: str, value: bytes) -> bytes | None:
+    """:func:`unseal` for a binary value: as is when not sealed, None once the key is gone."""
+    if not value.startswith(_BYTES_PREFIX):
+        return value
+    return _reader().open_bytes(table, row, value)
 
 
 _SUFFIXES = ("ingly", "edly", "ings", "ing", "ies", "ied", "ed", "es", "s")

@@ -33,6 +33,8 @@ __all__ = [
     "event_row",
     "load_sources",
     "owner",
+    "seal_section",
+    "section_text",
     "seq_of",
     "to_fact",
     "with_sources",
@@ -89,6 +91,32 @@ def fact_text(fact_id: str, content: str | None) -> str:
 def event_text(fact_id: str, event: str, at: int, content: str | None) -> str:
     """The text of a stored fact event (empty once its owner's key was destroyed)."""
     return unseal("fact_events.content", f"{fact_id}/{event}/{at}", content) or ""
+
+
+def _section_row(scope: Scope, section: str) -> str:
+    # A version row keeps the section's text as it was, copied by SQL, so the binding is
+    # the section (and agent), not the version.
+    return f"{scope.agent_key}/{section}"
+
+
+def seal_section(scope: Scope, section: str, summary: str) -> str:
+    """A profile section's text as stored: sealed for its owner, bound to the section."""
+    return (
+        seal(
+            "profile_sections.summary",
+            _section_row(scope, section),
+            scope.tenant,
+            scope.user,
+            summary,
+        )
+        or summary
+    )
+
+
+def section_text(scope: Scope, section: str, summary: str | None) -> str:
+    """A profile section's text from its stored value (empty once the owner's key was
+    destroyed, as an unwritten section)."""
+    return unseal("profile_sections.summary", _section_row(scope, section), summary) or ""
 
 
 def to_fact(row: Row, sources: Sequence[FactSource] = ()) -> Fact:

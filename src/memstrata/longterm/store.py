@@ -42,6 +42,8 @@ from memstrata.longterm.rows import (
     fact_text,
     owner,
     seal_fact,
+    seal_section,
+    section_text,
     seq_of,
     stored_key,
     to_fact,
@@ -265,7 +267,9 @@ def get_profile(
         owner(scope),
     )
     found = {
-        name: ProfileSection(name, summary, from_micros(at), _time(since), _time(recorded))
+        name: ProfileSection(
+            name, section_text(scope, name, summary), from_micros(at), _time(since), _time(recorded)
+        )
         for name, summary, at, since, recorded in rows
     }
     return [found.get(name, ProfileSection(name, "", None)) for name in PROFILE_SECTIONS]
@@ -465,7 +469,7 @@ def set_profile(
             "ON CONFLICT (tenant_id, user_id, agent_id, section) DO UPDATE SET "
             "summary = excluded.summary, updated_at = excluded.updated_at, "
             "valid_from = excluded.valid_from, recorded_at = excluded.recorded_at",
-            (*owner(scope), name, summary, now, since, now),
+            (*owner(scope), name, seal_section(scope, name, summary), now, since, now),
         )
         if conversation_id is not None:
             yield Exec(
