@@ -636,3 +636,50 @@ def test_postgres_every_other_text_is_sealed_and_forgotten_after_restore(
         assert_all_readable(read_state(mem, BOB, bob), "bob")
     finally:
         mem.close()
+
+
+@needs_postgres
+def test_keyring_in_a_postgres_database_of_its_own(home: Path, pg_schema: str) -> None:
+    from memstrata.keyring import describe
+
+    # Another schema of the local server stands for the keyring's own database.
+    ring = f"{POSTGRES_URL}{'&' if '?' in POSTGRES_URL else '?'}options=-csearch_path%3D{pg_schema}"
+    s = settings(home, keyring=ring)
+    mem = Memory.open(settings=s)
+    ids = fill(mem)
+    backup = home / "backup.db"
+    backup_sqlite(home / "memstrata.db", backup)
+    assert not (home / "keyring").exists()  # nothing of the keyring beside the store
+    import psycopg
+
+    with psycopg.connect(POSTGRES_URL) as conn:
+        names = [
+            r[0] for r in conn.execute(f"SELECT name FROM {pg_schema}.memstrata_keyring").fetchall()
+        ]
+    assert "keyring.json" in names
+    assert sum(n.startswith("keys/") for n in names) == 2
+    assert sum(n.startswith("owners/") for n in names) == 2
+    assert mem.users.delete(ALICE).receipt.key_destroyed is True
+    mem.close()
+    for f in home.glob("memstrata.db*"):
+        f.unlink()
+    shutil.copy(backup, home / "memstrata.db")
+    mem = Memory.open(settings=s)
+    try:
+        assert texts(mem, ALICE, ids["alice"]) == ["", ""]
+        assert texts(mem, BOB, ids["bob"])[0] == f"I keep {BOB_WORDS} at home"
+    finally:
+        mem.close()
+    # The master key is checked against the database keyring too, and rotation works there.
+    other = home / "other.key"
+    create_master_key(other)
+    with pytest.raises(KeyringError, match="does not open the keyring"):
+        Memory.open(settings=settings(home, keyring=ring, master_key_file=other))
+    _, n = rotate_master_key(ring, home / "master.key")
+    assert n == 1  # Bob's (Alice's was destroyed)
+    mem = Memory.open(settings=s)
+    try:
+        assert texts(mem, BOB, ids["bob"])[1] == f"Noted: {BOB_WORDS}."
+    finally:
+        mem.close()
+    assert describe("postgresql://u:secret@db/keys") == "postgresql://db/keys"

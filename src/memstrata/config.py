@@ -270,7 +270,8 @@ class Settings(BaseSettings):
     keyring: str | None = Field(
         default=None,
         description="Where the wrapped data keys live: a directory (default: keyring under "
-        "home), never inside the database or its backups.",
+        "home), or a postgresql:// URL of a database of its own; never inside the store's "
+        "database or its backups.",
     )
 
     def database_url(self) -> str:

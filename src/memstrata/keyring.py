@@ -7,6 +7,10 @@ so a database backup or export never carries a key::
     keys/<key id>         {"master": fingerprint, "wrapped": base64(nonce || AES-GCM(master, data key))}
     owners/<owner hash>   the key id of the owner's current data key
 
+Or (``MEMSTRATA_KEYRING=postgresql://...``) the same records as rows of a table
+``memstrata_keyring`` (name, value) in a PostgreSQL database of its own, for deployments
+whose processes share no volume; an exclusive insert claims an owner's key there.
+
 The owner hash is a SHA-256 of tenant and user (the keyring names no user in clear).
 Files are written whole and moved into place, and an owner's key is claimed with an
 exclusive create, so processes sharing the directory agree on one key per owner.
@@ -17,16 +21,16 @@ nothing, in the live store and in every earlier backup.
 from __future__ import annotations
 
 import base64
-import contextlib
 import hashlib
 import json
 import os
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from memstrata.config import Settings
+from memstrata.errors import MissingDependency
 from memstrata.sealing import KeyringError, Sealer
 
 if TYPE_CHECKING:
@@ -35,6 +39,8 @@ if TYPE_CHECKING:
 __all__ = [
     "Keyring",
     "create_master_key",
+    "describe",
+    "keyring_dir",
     "load_master_key",
     "open_sealer",
     "rotate_master_key",
@@ -99,21 +105,130 @@ def _write(path: Path, data: str) -> None:
     os.replace(tmp, path)
 
 
-class Keyring:
-    """Data keys in a directory, wrapped by ``master`` (checked on open)."""
+class _Files:
+    """The keyring's records as files under a directory (names are relative paths)."""
 
-    def __init__(self, root: Path, master: bytes) -> None:
+    def __init__(self, root: Path) -> None:
+        self.where = str(root)
         self.root = root
+        (root / "keys").mkdir(parents=True, exist_ok=True)
+        (root / "owners").mkdir(exist_ok=True)
+
+    def get(self, name: str) -> str | None:
+        try:
+            return (self.root / name).read_text()
+        except FileNotFoundError:
+            return None
+
+    def put(self, name: str, value: str) -> None:
+        _write(self.root / name, value)
+
+    def create(self, name: str, value: str) -> bool:
+        """Write ``name`` only if absent (an exclusive link): False when it exists."""
+        path = self.root / name
+        tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}")
+        tmp.write_text(value)
+        try:
+            os.link(tmp, path)
+            return True
+        except FileExistsError:
+            return False
+        finally:
+            tmp.unlink(missing_ok=True)
+
+    def delete(self, name: str) -> bool:
+        try:
+            (self.root / name).unlink()
+            return True
+        except FileNotFoundError:
+            return False
+
+    def names(self, folder: str) -> list[str]:
+        return sorted(p.name for p in (self.root / folder).iterdir() if not p.name.startswith("."))
+
+
+class _Table:
+    """The keyring's records in a table of a PostgreSQL database of its own (the same
+    names as the directory's files), for deployments that share no volume."""
+
+    def __init__(self, url: str) -> None:
+        import threading
+
+        try:
+            import psycopg
+        except ImportError:
+            raise MissingDependency(
+                "a PostgreSQL keyring needs psycopg: pip install 'memstrata[postgres]'"
+            ) from None
+
+        self.where = describe(url)
+        self._lock = threading.Lock()
+        try:
+            self._conn = psycopg.connect(url, autocommit=True)
+            self._conn.execute(
+                "CREATE TABLE IF NOT EXISTS memstrata_keyring "
+                "(name TEXT PRIMARY KEY, value TEXT NOT NULL)"
+            )
+        except psycopg.Error as exc:
+            raise KeyringError(f"cannot open the keyring database {self.where}: {exc}") from None
+
+    def _run(self, sql: str, params: tuple[str, ...]) -> Any:
+        with self._lock:
+            return self._conn.execute(sql, params)
+
+    def get(self, name: str) -> str | None:
+        row = self._run("SELECT value FROM memstrata_keyring WHERE name = %s", (name,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def put(self, name: str, value: str) -> None:
+        self._run(
+            "INSERT INTO memstrata_keyring (name, value) VALUES (%s, %s) "
+            "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+            (name, value),
+        )
+
+    def create(self, name: str, value: str) -> bool:
+        cur = self._run(
+            "INSERT INTO memstrata_keyring (name, value) VALUES (%s, %s) ON CONFLICT DO NOTHING",
+            (name, value),
+        )
+        return bool(cur.rowcount)
+
+    def delete(self, name: str) -> bool:
+        cur = self._run("DELETE FROM memstrata_keyring WHERE name = %s", (name,))
+        return bool(cur.rowcount)
+
+    def names(self, folder: str) -> list[str]:
+        rows = self._run(
+            "SELECT name FROM memstrata_keyring WHERE name LIKE %s ORDER BY name", (folder + "/%",)
+        ).fetchall()
+        return [str(r[0])[len(folder) + 1 :] for r in rows]
+
+
+_Store = _Files | _Table
+
+
+def _store(location: str | Path) -> _Store:
+    text = str(location)
+    if text.startswith(("postgresql://", "postgres://")):
+        return _Table(text)
+    return _Files(Path(text))
+
+
+class Keyring:
+    """Data keys in a directory or a PostgreSQL database, wrapped by ``master`` (checked
+    on open)."""
+
+    def __init__(self, location: str | Path, master: bytes) -> None:
+        self.store = _store(location)
+        self.root = self.store.where
         self._master = master
         self._fp = fingerprint(master)
         self._wrap = _aead(master)
-        (root / "keys").mkdir(parents=True, exist_ok=True)
-        (root / "owners").mkdir(exist_ok=True)
-        head = root / "keyring.json"
-        if not head.exists():
+        if self.store.get("keyring.json") is None:
             fresh = {"version": 1, "id": secrets.token_hex(8), **self._check_record()}
-            _write(head, json.dumps(fresh))
-        record = json.loads(head.read_text())
+            self.store.create("keyring.json", json.dumps(fresh))
+        record = json.loads(self.store.get("keyring.json") or "{}")
         self._verify(record)
         self.id = str(record["id"])
 
@@ -160,74 +275,64 @@ class Keyring:
         """The data key ``key_id``, or None when it was destroyed (or never existed)."""
         if not key_id.isalnum():
             return None
-        try:
-            record = json.loads((self.root / "keys" / key_id).read_text())
-        except FileNotFoundError:
-            return None
-        return self._unwrap(key_id, record)
+        text = self.store.get(f"keys/{key_id}")
+        return None if text is None else self._unwrap(key_id, json.loads(text))
 
     def key_for_owner(self, tenant: str, user: str) -> tuple[str, bytes]:
         """The owner's current data key, made (and claimed atomically) on first use."""
         owner = self.owner_hash(tenant, user)
-        link = self.root / "owners" / owner
         for _ in range(3):
-            with contextlib.suppress(FileNotFoundError):
-                key_id = link.read_text().strip()
-                secret = self.lookup(key_id)
-                if secret is not None:
-                    return key_id, secret
-            key_id, secret = secrets.token_hex(8), secrets.token_bytes(32)
-            _write(self.root / "keys" / key_id, self._wrapped(key_id, secret, owner))
-            tmp = link.with_name(f".{owner}.{key_id}")
-            tmp.write_text(key_id)
-            try:
-                os.link(tmp, link)  # exclusive: another process may have claimed it first
+            key_id = (self.store.get(f"owners/{owner}") or "").strip()
+            secret = self.lookup(key_id) if key_id else None
+            if secret is not None:
                 return key_id, secret
-            except FileExistsError:
-                (self.root / "keys" / key_id).unlink(missing_ok=True)
-            finally:
-                tmp.unlink(missing_ok=True)
+            if key_id:  # a claim whose key is gone (destroyed): free the owner
+                self.store.delete(f"owners/{owner}")
+            key_id, secret = secrets.token_hex(8), secrets.token_bytes(32)
+            self.store.put(f"keys/{key_id}", self._wrapped(key_id, secret, owner))
+            # Exclusive: another process may have claimed the owner first.
+            if self.store.create(f"owners/{owner}", key_id):
+                return key_id, secret
+            self.store.delete(f"keys/{key_id}")
         raise KeyringError(f"cannot claim a data key in {self.root}")  # pragma: no cover
 
     def destroy(self, tenant: str, user: str) -> bool:
         """Destroy the owner's data key; True when there was one."""
-        link = self.root / "owners" / self.owner_hash(tenant, user)
-        try:
-            key_id = link.read_text().strip()
-        except FileNotFoundError:
+        owner = self.owner_hash(tenant, user)
+        key_id = (self.store.get(f"owners/{owner}") or "").strip()
+        if not key_id:
             return False
-        existed = (self.root / "keys" / key_id).exists()
-        (self.root / "keys" / key_id).unlink(missing_ok=True)
-        link.unlink(missing_ok=True)
+        existed = self.store.delete(f"keys/{key_id}")
+        self.store.delete(f"owners/{owner}")
         return existed
 
     def key_ids(self) -> Iterator[str]:
-        for path in sorted((self.root / "keys").iterdir()):
-            if not path.name.startswith("."):
-                yield path.name
+        yield from self.store.names("keys")
 
     def rewrap(self, new_master: bytes) -> int:
         """Wrap every data key with ``new_master`` (keys already wrapped by it are left);
         resumable: run again after a crash. Returns the keys rewrapped now."""
         new = Keyring.__new__(Keyring)
-        new.root, new._master, new._fp, new._wrap = (
-            self.root, new_master, fingerprint(new_master), _aead(new_master)
+        new.store, new.root, new._master, new._fp, new._wrap = (
+            self.store, self.root, new_master, fingerprint(new_master), _aead(new_master)
         )  # fmt: skip
         done = 0
         for key_id in self.key_ids():
-            path = self.root / "keys" / key_id
-            record = json.loads(path.read_text())
+            text = self.store.get(f"keys/{key_id}")
+            if text is None:
+                continue
+            record = json.loads(text)
             if record.get("master") == new._fp:
                 continue
             secret = self._unwrap(key_id, record)
-            _write(path, new._wrapped(key_id, secret, record.get("owner", "")))
+            self.store.put(f"keys/{key_id}", new._wrapped(key_id, secret, record.get("owner", "")))
             done += 1
         head = {"version": 1, "id": self.id, **new._check_record()}
-        _write(self.root / "keyring.json", json.dumps(head))
+        self.store.put("keyring.json", json.dumps(head))
         return done
 
 
-def rotate_master_key(keyring_dir: Path, current: Path) -> tuple[str, int]:
+def rotate_master_key(keyring_dir: str | Path, current: Path) -> tuple[str, int]:
     """Replace the master key in ``current`` with a new one, rewrapping every data key.
 
     The new key is written to ``<current>.new`` first; a rotation interrupted at any point
@@ -251,7 +356,19 @@ def rotate_master_key(keyring_dir: Path, current: Path) -> tuple[str, int]:
     return fingerprint(new_master), n
 
 
-def keyring_dir(settings: Settings) -> Path:
+def describe(location: str | Path) -> str:
+    """``location`` fit to print: a URL without its user and password."""
+    text = str(location)
+    if text.startswith(("postgresql://", "postgres://")) and "@" in text:
+        scheme, _, rest = text.partition("://")
+        return f"{scheme}://{rest.rpartition('@')[2]}"
+    return text
+
+
+def keyring_dir(settings: Settings) -> str | Path:
+    """Where the keyring is: a directory, or a ``postgresql://`` URL of its own database."""
+    if settings.keyring and settings.keyring.startswith(("postgresql://", "postgres://")):
+        return settings.keyring
     return Path(settings.keyring) if settings.keyring else settings.home / "keyring"
 
 

@@ -23,7 +23,7 @@ from memstrata.backends.registry import applied_migrations, redact
 from memstrata.cli._common import Db, JsonFlag, db_problem, errors, open_memory, settings_for
 from memstrata.cli.tables import new_table
 from memstrata.errors import MemstrataError, MissingDependency
-from memstrata.keyring import keyring_dir, open_sealer
+from memstrata.keyring import describe, keyring_dir, open_sealer
 from memstrata.sealing import PREFIX
 from memstrata.storage.plan import Op, Query, read
 
@@ -317,7 +317,7 @@ def _check_encryption(db: str | None, skipped: str | None) -> dict[str, Any]:
     settings = settings_for(db)
     info: dict[str, Any] = {"ok": True, "enabled": settings.encrypt_at_rest, "warnings": []}
     if settings.encrypt_at_rest:
-        info["keyring"] = str(keyring_dir(settings))
+        info["keyring"] = describe(keyring_dir(settings))
         try:
             open_sealer(settings)
         except MemstrataError as exc:
