@@ -592,6 +592,10 @@ def test_every_other_text_is_sealed_and_forgotten_after_restore(home: Path) -> N
     try:
         assert read_state(mem, ALICE, alice) == NOTHING
         assert_all_readable(read_state(mem, BOB, bob), "bob")
+        # Written again, each starts afresh under Alice's new key.
+        assert mem.working.put(ALICE, "anew").content == "anew"
+        assert mem.working.get(ALICE).content == "anew"
+        assert mem.plans.put(ALICE, alice, {"steps": []}).document == {"steps": []}
     finally:
         mem.close()
 

@@ -106,6 +106,24 @@ def find_working_memory(
     return to_working_memory(rows[0], scope) if rows else None
 
 
+def _drop_unreadable(scope: Scope, conversation_id: str | None) -> Op[None]:
+    """Delete the row in the way of a write when it reads as deleted (its owner's data key
+    was destroyed, and a backup brought it back), so the next round creates afresh."""
+    rows = yield Query(
+        "SELECT content FROM working_memory WHERE tenant_id = ? AND user_id = ? "
+        "AND agent_id = ? AND conversation_id = ?",
+        _wm_key(scope, conversation_id),
+        lock="update",
+    )
+    row = _wm_row(scope, conversation_id)
+    if rows and open_doc("working_memory.content", row, rows[0][0]) is None:
+        yield Exec(
+            "DELETE FROM working_memory WHERE tenant_id = ? AND user_id = ? AND agent_id = ? "
+            "AND conversation_id = ?",
+            _wm_key(scope, conversation_id),
+        )
+
+
 def get_working_memory(scope: Scope, conversation_id: str | None = None) -> Op[WorkingMemory]:
     if conversation_id is not None:
         yield from get_conversation(scope, conversation_id)
@@ -171,6 +189,8 @@ def put_working_memory(
             )
             if not n and expected_version == 0:
                 raise PreconditionFailed("working memory was created concurrently")
+            if not n:
+                yield from _drop_unreadable(scope, conversation_id)
         else:
             if expected_version is not None and expected_version != old.version:
                 raise PreconditionFailed(
