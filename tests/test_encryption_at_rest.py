@@ -522,6 +522,13 @@ def read_state(mem: Memory, scope: Scope, cid: str) -> dict[str, object]:
     }
 
 
+def held_profile(mem: Memory, scope: Scope) -> list[str]:
+    """The profile as known now, through its version rows (the ``known_at`` path)."""
+    from datetime import UTC, datetime
+
+    return [p.summary for p in mem.longterm.profile(scope, known_at=datetime.now(UTC)) if p.summary]
+
+
 def assert_all_readable(state: dict[str, object], user: str) -> None:
     w = {kind: canary(user, kind) for kind in KINDS}
     assert state["profile"] == [f"now {w['profile']} too"]
@@ -571,6 +578,8 @@ def test_every_other_text_is_sealed_and_forgotten_after_restore(home: Path) -> N
     alice = fill_state(mem, ALICE)
     bob = fill_state(mem, BOB)
     assert_all_readable(read_state(mem, ALICE, alice), "alice")
+    # As known now: every version row of the section is opened (the earlier one too).
+    assert held_profile(mem, ALICE) == [f"now {canary('alice', 'profile')} too"]
     raw = raw_home(home)
     backup = home / "backup.db"
     backup_sqlite(home / "memstrata.db", backup)
@@ -591,6 +600,7 @@ def test_every_other_text_is_sealed_and_forgotten_after_restore(home: Path) -> N
     mem = Memory.open(settings=s)
     try:
         assert read_state(mem, ALICE, alice) == NOTHING
+        assert held_profile(mem, ALICE) == []
         assert_all_readable(read_state(mem, BOB, bob), "bob")
         # Written again, each starts afresh under Alice's new key.
         assert mem.working.put(ALICE, "anew").content == "anew"
