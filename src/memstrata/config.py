@@ -264,6 +264,24 @@ class Settings(BaseSettings):
         "stay as extracted).",
     )
 
+    encrypt_at_rest: bool = Field(
+        default=False,
+        description="Seal every user's stored texts with that user's data key (AES-256-GCM); "
+        "deleting the user destroys the key, so earlier backups no longer open either. "
+        "Needs MEMSTRATA_MASTER_KEY_FILE (see docs/operations.md).",
+    )
+    master_key_file: Path | None = Field(
+        default=None,
+        description="The master key that wraps the data keys (`memstrata master-key create "
+        "--out FILE`); kept apart from the store and its backups.",
+    )
+    keyring: str | None = Field(
+        default=None,
+        description="Where the wrapped data keys live: a directory (default: keyring under "
+        "home), or a postgresql:// URL of a database of its own; never inside the store's "
+        "database or its backups.",
+    )
+
     def database_url(self) -> str:
         return self.db or f"sqlite:///{(self.home / 'memstrata.db').as_posix()}"
 

@@ -229,9 +229,13 @@ def test_bench_dispatches_to_run_bench(run, monkeypatch, tmp_path):
     import memstrata.bench
 
     calls = []
+    encryptions = []
 
-    def fake_run_bench(name, *, out, db, sizes, data, runs, time_limit, processes, settle):
+    def fake_run_bench(
+        name, *, out, db, sizes, data, runs, time_limit, processes, settle, encryption
+    ):
         calls.append((name, out, db, sizes, data, runs, time_limit, processes, settle))
+        encryptions.append(encryption)
         return {"name": name}
 
     monkeypatch.setattr(memstrata.bench, "run_bench", fake_run_bench)
@@ -242,6 +246,9 @@ def test_bench_dispatches_to_run_bench(run, monkeypatch, tmp_path):
     run("bench", "peers", "--data", str(data), "--runs", "5", "--time-limit", "60")
     run("bench", "load", "--processes", "2")
     run("bench", "recall-natural", "--data", str(data), "--settle", "1.5")
+    run("bench", "history", "--encryption", "both")
+    assert encryptions == ["off", "off", "off", "off", "off", "both"]
+    calls.pop()
     assert calls == [
         ("history", out, None, [10, 20, 30], None, None, None, None, None),
         ("history", None, None, None, None, None, None, None, None),

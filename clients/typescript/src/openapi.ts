@@ -2046,6 +2046,12 @@ export interface components {
             /** Id */
             id: string;
             /**
+             * Key Destroyed
+             * @description A user deletion with encryption at rest on: the user's data key was destroyed, so earlier backups and exports of their content no longer open.
+             * @default false
+             */
+            key_destroyed?: boolean;
+            /**
              * Kind
              * @description user, conversation, message or fact.
              */

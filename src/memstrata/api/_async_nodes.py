@@ -9,10 +9,11 @@ import dataclasses
 import functools
 from collections.abc import Callable, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 from memstrata.api._async_base import AsyncSubAPI
 from memstrata.api.core import Core
+from memstrata.blobs import BlobOp
 from memstrata.conversation.history import HistoryPlanner, check_limits
 from memstrata.errors import ConfigurationError, InvalidInput
 from memstrata.jobs import ops as jobs_ops
@@ -20,7 +21,7 @@ from memstrata.nodes import log, turn_ids
 from memstrata.nodes import ops as nodes_ops
 from memstrata.nodes.layout import NodeKey, Turn
 from memstrata.nodes.ops import GcReport
-from memstrata.nodes.service import COMPACT_AFTER, blobs_for
+from memstrata.nodes.service import COMPACT_AFTER, blobs_for, owned
 from memstrata.nodes.thread import SEEK, FileResolver, NodeHistory, ThreadWalker, finish
 from memstrata.nodes.validate import FileLike, check_turn, held_turn
 from memstrata.tokens import get_tokenizer
@@ -28,6 +29,8 @@ from memstrata.types import Scope
 from memstrata.validation import checked_scope as _scope
 
 __all__ = ["AsyncNodeMemory", "AsyncNodes"]
+
+T = TypeVar("T")
 
 
 def _key(scope: Scope, app_id: str, conversation_id: str | None, node_id: str) -> NodeKey:
@@ -55,6 +58,9 @@ class AsyncNodeMemory(AsyncSubAPI):
         self.key = key
         self._resolver = resolver
         self._buffer: list[Turn] = []
+
+    def _owned(self, op: BlobOp[T]) -> BlobOp[T]:
+        return owned(self._core, op, self.key.tenant, self._scope.user)
 
     @property
     def pending(self) -> list[Turn]:
@@ -128,7 +134,8 @@ class AsyncNodeMemory(AsyncSubAPI):
             del self._buffer[: len(turns)]
             return []
         gen, pending = await self._write(nodes_ops.touch, rt, scope, key, 1)
-        await blobs_for(core).arun(log.write_segment(key.prefix(gen), fresh))
+        writing = log.write_segment(key.prefix(gen), fresh)
+        await blobs_for(core).arun(owned(core, writing, key.tenant, scope.user))
         ids = {mid: d for mid, d in wanted.items() if mid not in replayed}
         now = rt.clock()
         await self._write(nodes_ops.record_turns, key, gen, ids, now)
@@ -146,7 +153,8 @@ class AsyncNodeMemory(AsyncSubAPI):
         if gen is None:
             return []
         prefix = self.key.prefix(gen)
-        return await blobs_for(self._core).arun(log.message_log(prefix, message_id))
+        reading = log.message_log(prefix, message_id)
+        return await blobs_for(self._core).arun(self._owned(reading))
 
     async def _queue_compaction(self, gen: str) -> None:
         core, rt, key = self._core, self._core.rt, self.key
@@ -233,7 +241,9 @@ class AsyncNodeMemory(AsyncSubAPI):
         damaged: list[str] = []
         if gen is not None and not walker.done:
             consumer, objects, damaged = await blobs_for(self._core).arun(
-                log.read_newest_first(key.prefix(gen), start, skip_damaged=skip_damaged)
+                self._owned(
+                    log.read_newest_first(key.prefix(gen), start, skip_damaged=skip_damaged)
+                )
             )
             assert isinstance(consumer, ThreadWalker)
             walker = consumer
@@ -260,7 +270,8 @@ class AsyncNodeMemory(AsyncSubAPI):
         gen = await self._read(nodes_ops.generation, scope, key)
         if gen is None:
             return 0
-        absorbed = await blobs_for(self._core).arun(log.compact(key.prefix(gen), min_segments=1))
+        compacting = self._owned(log.compact(key.prefix(gen), min_segments=1))
+        absorbed = await blobs_for(self._core).arun(compacting)
         if absorbed:
             await self._write(nodes_ops.compacted, key, gen, absorbed)
         return absorbed

@@ -303,6 +303,12 @@ class Users(SubAPI):
             receipt_ops.delete_user, rt, s.tenant, s.user, rt.make_id(), actor or LOCAL_ACTOR
         )
         self._core.usage_ledger.forget_user(s.tenant, s.user)  # those noted meanwhile
+        if self._core.sealer is not None:
+            # After the cascade committed: from here on nothing of the user opens, in the
+            # store or in any earlier backup of it.
+            self._core.sealer.destroy(s.tenant, s.user)
+            self._write(receipt_ops.mark_key_destroyed, deletion[1].id)
+            deletion = (deletion[0], replace(deletion[1], key_destroyed=True), deletion[2])
         receipt = settle(self._core, deletion)
         return UserDeleted(int(deletion[0]), receipt)
 

@@ -6,10 +6,11 @@ import dataclasses
 import functools
 from collections.abc import Callable, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 from memstrata.api._sync_base import SubAPI
 from memstrata.api.core import Core
+from memstrata.blobs import BlobOp
 from memstrata.conversation.history import HistoryPlanner, check_limits
 from memstrata.errors import ConfigurationError, InvalidInput
 from memstrata.jobs import ops as jobs_ops
@@ -17,7 +18,7 @@ from memstrata.nodes import log, turn_ids
 from memstrata.nodes import ops as nodes_ops
 from memstrata.nodes.layout import NodeKey, Turn
 from memstrata.nodes.ops import GcReport
-from memstrata.nodes.service import COMPACT_AFTER, blobs_for
+from memstrata.nodes.service import COMPACT_AFTER, blobs_for, owned
 from memstrata.nodes.thread import SEEK, FileResolver, NodeHistory, ThreadWalker, finish
 from memstrata.nodes.validate import FileLike, check_turn, held_turn
 from memstrata.tokens import get_tokenizer
@@ -25,6 +26,8 @@ from memstrata.types import Scope
 from memstrata.validation import checked_scope as _scope
 
 __all__ = ["NodeMemory", "Nodes"]
+
+T = TypeVar("T")
 
 
 def _key(scope: Scope, app_id: str, conversation_id: str | None, node_id: str) -> NodeKey:
@@ -52,6 +55,9 @@ class NodeMemory(SubAPI):
         self.key = key
         self._resolver = resolver
         self._buffer: list[Turn] = []
+
+    def _owned(self, op: BlobOp[T]) -> BlobOp[T]:
+        return owned(self._core, op, self.key.tenant, self._scope.user)
 
     @property
     def pending(self) -> list[Turn]:
@@ -125,7 +131,8 @@ class NodeMemory(SubAPI):
             del self._buffer[: len(turns)]
             return []
         gen, pending = self._write(nodes_ops.touch, rt, scope, key, 1)
-        blobs_for(core).run(log.write_segment(key.prefix(gen), fresh))
+        writing = log.write_segment(key.prefix(gen), fresh)
+        blobs_for(core).run(owned(core, writing, key.tenant, scope.user))
         ids = {mid: d for mid, d in wanted.items() if mid not in replayed}
         now = rt.clock()
         self._write(nodes_ops.record_turns, key, gen, ids, now)
@@ -143,7 +150,8 @@ class NodeMemory(SubAPI):
         if gen is None:
             return []
         prefix = self.key.prefix(gen)
-        return blobs_for(self._core).run(log.message_log(prefix, message_id))
+        reading = log.message_log(prefix, message_id)
+        return blobs_for(self._core).run(self._owned(reading))
 
     def _queue_compaction(self, gen: str) -> None:
         core, rt, key = self._core, self._core.rt, self.key
@@ -230,7 +238,9 @@ class NodeMemory(SubAPI):
         damaged: list[str] = []
         if gen is not None and not walker.done:
             consumer, objects, damaged = blobs_for(self._core).run(
-                log.read_newest_first(key.prefix(gen), start, skip_damaged=skip_damaged)
+                self._owned(
+                    log.read_newest_first(key.prefix(gen), start, skip_damaged=skip_damaged)
+                )
             )
             assert isinstance(consumer, ThreadWalker)
             walker = consumer
@@ -257,7 +267,8 @@ class NodeMemory(SubAPI):
         gen = self._read(nodes_ops.generation, scope, key)
         if gen is None:
             return 0
-        absorbed = blobs_for(self._core).run(log.compact(key.prefix(gen), min_segments=1))
+        compacting = self._owned(log.compact(key.prefix(gen), min_segments=1))
+        absorbed = blobs_for(self._core).run(compacting)
         if absorbed:
             self._write(nodes_ops.compacted, key, gen, absorbed)
         return absorbed

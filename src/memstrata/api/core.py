@@ -15,12 +15,14 @@ from memstrata.config import Settings
 from memstrata.embeddings.port import Embedder
 from memstrata.errors import ConfigurationError, MemstrataError
 from memstrata.jobs.worker import JobRegistry, LocalWakeup, Wakeup, Worker
+from memstrata.keyring import open_sealer
 from memstrata.llm import LLM
 from memstrata.locks import DistributedLock, FileLock
 from memstrata.redact import RedactingLLM, Redactor
 from memstrata.runtime import Limits, Runtime
 from memstrata.storage.engine import Engine, Pingable
 from memstrata.storage.plan import Op, Query, read
+from memstrata.storage.sealed import SealedEngine
 from memstrata.tokens import get_tokenizer
 from memstrata.usage import MeteredLLM, UsageLedger, UsageMeter
 from memstrata.validation import build, checked_scope
@@ -63,6 +65,11 @@ class Core:
         embedder: Embedder | None = None,
         features: Sequence[Feature] | None = None,
     ) -> None:
+        # Encryption at rest: every plan runs with the keyring's sealer active (a missing or
+        # wrong master key stops the open here, before anything is read or written).
+        self.sealer = open_sealer(settings)
+        if self.sealer is not None:
+            engine = SealedEngine(engine, self.sealer)
         self.engine = engine
         self.rt = runtime
         self.settings = settings

@@ -14,6 +14,7 @@ from typing import Any
 
 from rich.console import Console
 
+from memstrata.bench.encryption import MODES, encrypted
 from memstrata.bench.report import write_json
 from memstrata.errors import InvalidInput
 
@@ -232,6 +233,7 @@ def run_bench(
     time_limit: float | None = None,
     processes: int | None = None,
     settle: float | None = None,
+    encryption: str = "off",
 ) -> dict[str, Any]:
     """Run benchmark ``name``, print its table, write its JSON to ``out`` and return it.
 
@@ -239,7 +241,9 @@ def run_bench(
     ``sizes`` overrides the benchmark's default sizes where it has any; ``runs`` and
     ``time_limit`` (seconds) apply to benchmarks that repeat runs or stop slow systems;
     ``processes`` is the number of server processes of ``load``; ``settle`` the seconds
-    ``recall-natural`` waits between ingest and its first questions.
+    ``recall-natural`` waits between ingest and its first questions. ``encryption``: off,
+    on (encryption at rest, a throwaway keyring) or both, one after the other in this run,
+    the encrypted result under the key ``encrypted`` of the unencrypted one.
     """
     factory = _REGISTRY.get(name)
     if factory is None:
@@ -258,13 +262,33 @@ def run_bench(
         "settle": settle,
     }
     options = {k: v for k, v in given.items() if v is not None}
-    result = bench.run(
-        db, sizes, lambda line: status.print(line, style="dim", highlight=False), **options
-    )
+    if encryption not in MODES:
+        raise InvalidInput(f"--encryption is one of {', '.join(MODES)}", field="encryption")
+
+    def once() -> dict[str, Any]:
+        return bench.run(
+            db, sizes, lambda line: status.print(line, style="dim", highlight=False), **options
+        )
+
     table = Console()
     if not table.is_terminal:  # a pipe or a file: do not squeeze the table into 80 columns
         table = Console(width=120)
+    secret: dict[str, Any] | None = None
+    if encryption == "on":
+        with encrypted():
+            result = once()
+    else:
+        result = once()
+        if encryption == "both":
+            with encrypted():
+                secret = once()
+    if encryption != "off":
+        table.print(f"encryption at rest: {'off, then on' if secret else 'on'}")
     bench.show(result, table)
+    if secret is not None:
+        table.print("with encryption at rest on:")
+        bench.show(secret, table)
+        result = {**result, "encrypted": secret}
     if out is not None:
         write_json(Path(out), result)
         status.print(f"wrote {out}", style="dim", highlight=False)

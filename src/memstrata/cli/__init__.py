@@ -20,10 +20,12 @@ from memstrata.cli import (
     context,
     conversations,
     doctor,
+    encrypt,
     health,
     jobs,
     keys,
     longterm,
+    master_key,
     mcp,
     nodes,
     provenance,
@@ -74,6 +76,7 @@ COMMANDS: tuple[tuple[str, Callable[..., Any]], ...] = (
     ("serve", serve.serve),
     ("migrate", doctor.migrate),
     ("doctor", doctor.doctor),
+    ("encrypt", encrypt.encrypt),
     ("search", recall.search),
     ("reindex", recall.reindex),
     ("worker", jobs.worker),
@@ -103,6 +106,7 @@ GROUPS: tuple[tuple[str, typer.Typer], ...] = (
     ("retention", retention.retention_app),
     ("budgets", usage.budgets_app),
     ("receipts", receipts.receipts_app),
+    ("master-key", master_key.master_key_app),
 )
 
 for _name, _command in COMMANDS:

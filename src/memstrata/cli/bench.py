@@ -75,6 +75,14 @@ def bench(
             help="Seconds between ingest and the first questions (recall-natural).",
         ),
     ] = None,
+    encryption: Annotated[
+        str,
+        typer.Option(
+            "--encryption",
+            help="Encryption at rest: off, on, or both (one after the other in this run; "
+            "the JSON gets the encrypted result under 'encrypted').",
+        ),
+    ] = "off",
 ) -> None:
     """Run a benchmark: prints a table and writes the JSON envelope with --out."""
     parsed = _parse_sizes(sizes)
@@ -93,4 +101,5 @@ def bench(
             time_limit=time_limit,
             processes=processes,
             settle=settle,
+            encryption=encryption,
         )

@@ -23,6 +23,9 @@ from memstrata.backends.registry import applied_migrations, redact
 from memstrata.cli._common import Db, JsonFlag, db_problem, errors, open_memory, settings_for
 from memstrata.cli.tables import new_table
 from memstrata.errors import MemstrataError, MissingDependency
+from memstrata.keyring import describe, keyring_dir, open_sealer
+from memstrata.sealing import PREFIX
+from memstrata.storage.plan import Op, Query, read
 
 __all__ = ["doctor", "migrate"]
 
@@ -296,6 +299,54 @@ def _budget_rows(report: dict[str, Any]) -> list[tuple[str, str, str]]:
     return [("budgets", "ok", "no budget used up today")]
 
 
+def _sealed_counts() -> Op[dict[str, int]]:
+    rows = yield Query(
+        "SELECT count(*), coalesce(sum(CASE WHEN substr(content, 1, 5) = ? THEN 1 ELSE 0 END), 0) "
+        "FROM messages WHERE content <> ''",
+        (PREFIX,),
+    )
+    total, sealed = (int(v) for v in rows[0])
+    return {"messages": total, "sealed_messages": sealed, "plain_messages": total - sealed}
+
+
+def _check_encryption(db: str | None, skipped: str | None) -> dict[str, Any]:
+    """Encryption at rest: off, or on with a keyring the master key opens; and how many
+    stored messages are sealed. Plain rows in an encrypted store are a warning (written
+    before encryption was turned on)."""
+    settings = settings_for(db)
+    info: dict[str, Any] = {"ok": True, "enabled": settings.encrypt_at_rest, "warnings": []}
+    if settings.encrypt_at_rest:
+        info["keyring"] = describe(keyring_dir(settings))
+        try:
+            open_sealer(settings)
+        except MemstrataError as exc:
+            return {**info, "ok": False, "error": exc.message}
+    if skipped:
+        return info
+    if not _probe(db, info, lambda mem: mem.core.engine.run(read(_sealed_counts))):
+        return info
+    if settings.encrypt_at_rest and info["plain_messages"]:
+        info["warnings"].append(
+            f"{info['plain_messages']} message(s) stored before encryption was on are in clear"
+        )
+    elif not settings.encrypt_at_rest and info["sealed_messages"]:
+        info["ok"] = False
+        info["error"] = (
+            f"{info['sealed_messages']} sealed message(s) but MEMSTRATA_ENCRYPT_AT_REST is off"
+        )
+    return info
+
+
+def _encryption_row(info: dict[str, Any]) -> tuple[str, str, str]:
+    if not info["ok"]:
+        return "encryption", "FAILED", info.get("error", "")
+    detail = "at rest: " + ("on, keyring " + info["keyring"] if info["enabled"] else "off")
+    if "messages" in info:
+        detail += f"; {info['sealed_messages']} of {info['messages']} message(s) sealed"
+    status = "warning" if info["warnings"] else "ok"
+    return "encryption", status, "; ".join([detail, *info["warnings"]])
+
+
 def _diagnose(db: str | None) -> dict[str, Any]:
     from memstrata import __version__
 
@@ -331,6 +382,7 @@ def _diagnose(db: str | None) -> dict[str, Any]:
         else dict(unchecked)
         if skipped
         else _check_budgets(db),
+        "encryption": dict(unopened) if problem else _check_encryption(db, skipped),
     }
     report["ok"] = all(
         part["ok"] for part in report.values() if isinstance(part, dict) and "ok" in part
@@ -387,6 +439,7 @@ def _print_diagnosis(report: dict[str, Any]) -> None:
     table.add_row("embedder", status, "; ".join([detail, *embedder["warnings"]]))
     for row in _store_rows(report):
         table.add_row(*row)
+    table.add_row(*_encryption_row(report["encryption"]))
     # Details hold paths, URLs and install commands ("memstrata[embed]"): text, never markup.
     Console(highlight=False).print(table)
 

@@ -8,7 +8,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from memstrata.context.summaries import SUMMARY_COLUMNS, Summary, summary_for, to_summary
+from memstrata.context.summaries import (
+    SUMMARY_COLUMNS,
+    Summary,
+    seal_summary,
+    summary_for,
+    to_summary,
+)
 from memstrata.context.windows import DEFAULT_WINDOW
 from memstrata.conversation.branch import branch_chunk, resolve_leaf
 from memstrata.conversation.conversations import get_conversation, hold_conversation
@@ -108,14 +114,16 @@ def finish_compaction(
             up_to.branch_tokens,
             1 if prev is None else prev.version + 1,
             None if prev is None else prev.id,
-            content,
+            seal_summary(scope, sid, content),
             method,
             now,
         ),
     )
     yield from _log(plan.conversation_id, plan.leaf_id, "compacted", None, sid, now)
     rows = yield Query(f"SELECT {SUMMARY_COLUMNS} FROM summaries WHERE id = ?", (sid,))
-    return to_summary(rows[0])
+    written = to_summary(rows[0])
+    assert written is not None  # sealed just now with the owner's live key
+    return written
 
 
 def record_compaction_failure(

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from memstrata.conversation.branch import resolve_leaf
 from memstrata.domain.context import Summary
 from memstrata.errors import NotFound
+from memstrata.sealing import seal, unseal
 from memstrata.storage.plan import Exec, Op, Query, Row
 from memstrata.storage.records import from_micros
 from memstrata.storage.sql import placeholders
@@ -22,6 +23,7 @@ __all__ = [
     "Summary",
     "forget_messages",
     "get_summary",
+    "seal_summary",
     "summary_for",
     "to_summary",
 ]
@@ -33,8 +35,14 @@ SUMMARY_COLUMNS = (
 )
 
 
-def to_summary(row: Row) -> Summary:
-    """A ``summaries`` row read as :data:`SUMMARY_COLUMNS`."""
+def seal_summary(scope: Scope, sid: str, content: str) -> str:
+    """A summary's text as stored: sealed for its owner, bound to the summary's id."""
+    return seal("summaries.content", sid, scope.tenant, scope.user, content) or content
+
+
+def to_summary(row: Row) -> Summary | None:
+    """A ``summaries`` row read as :data:`SUMMARY_COLUMNS` (None once its owner's data key
+    was destroyed: the summary reads as deleted)."""
     (
         sid,
         conversation_id,
@@ -47,6 +55,9 @@ def to_summary(row: Row) -> Summary:
         method,
         created_at,
     ) = row
+    content = unseal("summaries.content", sid, content)
+    if content is None:
+        return None
     return Summary(
         sid,
         conversation_id,
@@ -82,6 +93,8 @@ def summary_for(conversation_id: str, leaf: Message, candidates: int = 8) -> Op[
     )
     for row in rows:
         s = to_summary(row)
+        if s is None:
+            continue
         if s.up_to_id == leaf.id:
             return s
         if (yield from _ancestor_at(conversation_id, leaf.id, s.up_to_depth)) == s.up_to_id:

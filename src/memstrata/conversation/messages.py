@@ -22,6 +22,7 @@ from memstrata.storage.records import (
     MESSAGE_COLUMNS,
     check_text,
     dump_json,
+    seal_message_texts,
     to_message,
     to_micros,
 )
@@ -187,9 +188,15 @@ def append_message(
             conv.id,
             None if parent is None else parent.id,
             new.role.value,
-            new.content,
-            dump_json(dump_files(new.files)),
-            dump_json(dump_tool_calls(new.tool_calls)),
+            *seal_message_texts(
+                conv.tenant,
+                conv.user,
+                conv.id,
+                mid,
+                new.content,
+                dump_json(dump_files(new.files)),
+                dump_json(dump_tool_calls(new.tool_calls)),
+            ),
             new.tool_call_id,
             new.status.value,
             dump_json(new.metadata),
@@ -230,7 +237,7 @@ def patch_message(
     check_message(rt, patch)
     # The conversation row first, exclusively: concurrent completions queue, and each
     # reads the status only once the one before it has committed.
-    yield from hold_conversation(scope, conversation_id, exclusive=True)
+    conv = yield from hold_conversation(scope, conversation_id, exclusive=True)
     stored = to_message((yield from require_message(conversation_id, message_id)))
     if stored.status is not Status.PENDING:
         raise Conflict(f"message {message_id} is complete; only pending messages can change")
@@ -239,14 +246,22 @@ def patch_message(
     tokens = rt.tokenizer.count_message(patch.content, calls, files)
     # A pending message has no children, so only its own branch total moves.
     branch = stored.branch_tokens - stored.token_count + tokens
+    sealed = seal_message_texts(
+        conv.tenant,
+        conv.user,
+        conversation_id,
+        stored.id,
+        patch.content,
+        dump_json(dump_files(files)),
+        dump_json(dump_tool_calls(calls)),
+    )
     n = yield Exec(
         "UPDATE messages SET content = ?, status = ?, files = ?, tool_calls = ?, metadata = ?, "
         "token_count = ?, branch_tokens = ? WHERE id = ? AND conversation_id = ? AND status = ?",
         (
-            patch.content,
+            *sealed[:1],
             Status.COMPLETE.value,
-            dump_json(dump_files(files)),
-            dump_json(dump_tool_calls(calls)),
+            *sealed[1:],
             dump_json(patch.metadata if patch.metadata is not None else stored.metadata),
             tokens,
             branch,

@@ -23,6 +23,8 @@ class Receipt:
     removed per table and ``blobs`` the objects removed per blob prefix. ``verified`` is
     None while the scan has not run, then whether it found nothing left; ``findings``
     says where it found something (table, column and row counts; never a value).
+    ``key_destroyed``: a user deletion destroyed the user's data key (encryption at rest),
+    so what earlier backups hold of the user no longer opens.
     """
 
     id: str
@@ -38,6 +40,7 @@ class Receipt:
     verified: bool | None = None
     verified_at: datetime | None = None
     findings: list[str] = field(default_factory=list)
+    key_destroyed: bool = False
 
     @property
     def rows(self) -> int:

@@ -19,6 +19,7 @@ from typing import Literal
 
 from memstrata.errors import InvalidInput
 from memstrata.runtime import Runtime
+from memstrata.sealing import seal_bytes, unseal_bytes
 from memstrata.storage import tenancy
 from memstrata.storage.plan import Exec, Op, Query, Row
 from memstrata.storage.records import from_micros
@@ -96,8 +97,24 @@ def _blob(value: object) -> bytes:
     return bytes(value) if not isinstance(value, bytes) else value  # type: ignore[call-overload]
 
 
-def _checkpoint(row: Row, writes: tuple[GraphWrite, ...]) -> GraphCheckpoint:
-    """A checkpoint from a row of ``_COLUMNS``."""
+def _row_id(scope: Scope, ns: str, checkpoint_id: str, *write: object) -> str:
+    # Not the thread: copy_thread copies rows (same namespace and id) to another thread.
+    return "/".join((scope.agent_key, ns, checkpoint_id, *map(str, write)))
+
+
+def _seal(scope: Scope, column: str, row: str, data: bytes) -> bytes:
+    """A serialised value as stored: sealed for its owner under encryption at rest."""
+    return seal_bytes(column, row, scope.tenant, scope.user, data)
+
+
+def _open(column: str, row: str, value: object) -> bytes | None:
+    """A stored value; None once its owner's data key was destroyed."""
+    return unseal_bytes(column, row, _blob(value))
+
+
+def _checkpoint(scope: Scope, row: Row, writes: tuple[GraphWrite, ...]) -> GraphCheckpoint | None:
+    """A checkpoint from a row of ``_COLUMNS`` (None once its owner's data key was
+    destroyed: it reads as deleted)."""
     (
         thread_id,
         checkpoint_ns,
@@ -110,6 +127,11 @@ def _checkpoint(row: Row, writes: tuple[GraphWrite, ...]) -> GraphCheckpoint:
         metadata,
         created_at,
     ) = row
+    at = _row_id(scope, checkpoint_ns, checkpoint_id)
+    state = _open("graph_checkpoints.checkpoint", at, checkpoint)
+    meta = _open("graph_checkpoints.metadata", at, metadata)
+    if state is None or meta is None:
+        return None
     return GraphCheckpoint(
         thread_id=thread_id,
         checkpoint_ns=checkpoint_ns,
@@ -117,9 +139,9 @@ def _checkpoint(row: Row, writes: tuple[GraphWrite, ...]) -> GraphCheckpoint:
         parent_id=parent_id,
         run_id=run_id,
         type=type_,
-        checkpoint=_blob(checkpoint),
+        checkpoint=state,
         metadata_type=metadata_type,
-        metadata=_blob(metadata),
+        metadata=meta,
         created_at=from_micros(created_at),
         writes=writes,
     )
@@ -152,6 +174,7 @@ def put_checkpoint(
     if parent_id is not None:
         _text(parent_id, "parent_id")
     now = rt.clock()
+    at = _row_id(scope, checkpoint_ns, checkpoint_id)
     yield from tenancy.ensure_user(scope.tenant, scope.user, now)
     yield Exec(
         "INSERT INTO graph_checkpoints (tenant_id, user_id, agent_id, thread_id, checkpoint_ns, "
@@ -160,7 +183,16 @@ def put_checkpoint(
         "thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET parent_id = excluded.parent_id, "
         "run_id = excluded.run_id, type = excluded.type, checkpoint = excluded.checkpoint, "
         "metadata_type = excluded.metadata_type, metadata = excluded.metadata",
-        (*key, parent_id, run_id, type, checkpoint, metadata_type, metadata, now),
+        (
+            *key,
+            parent_id,
+            run_id,
+            type,
+            _seal(scope, "graph_checkpoints.checkpoint", at, checkpoint),
+            metadata_type,
+            _seal(scope, "graph_checkpoints.metadata", at, metadata),
+            now,
+        ),
     )
 
 
@@ -196,7 +228,20 @@ def put_writes(
         )
         yield Exec(
             columns + action,
-            (*key, w.task_id, w.idx, w.task_path, w.channel, w.type, w.value),
+            (
+                *key,
+                w.task_id,
+                w.idx,
+                w.task_path,
+                w.channel,
+                w.type,
+                _seal(
+                    scope,
+                    "graph_writes.value",
+                    _row_id(scope, checkpoint_ns, checkpoint_id, w.task_id, w.idx),
+                    w.value,
+                ),
+            ),
         )
 
 
@@ -230,12 +275,14 @@ def _with_writes(scope: Scope, rows: Sequence[Row]) -> Op[list[GraphCheckpoint]]
     out: list[GraphCheckpoint] = []
     for row in rows:
         mine = sorted(writes.get((row[0], row[1], row[2]), []), key=lambda w: (w[8], w[3], w[4]))
-        out.append(
-            _checkpoint(
-                row,
-                tuple(GraphWrite(w[3], int(w[4]), w[5], w[6], _blob(w[7]), w[8]) for w in mine),
-            )
-        )
+        kept = []
+        for w in mine:
+            value = _open("graph_writes.value", _row_id(scope, w[1], w[2], w[3], w[4]), w[7])
+            if value is not None:
+                kept.append(GraphWrite(w[3], int(w[4]), w[5], w[6], value, w[8]))
+        found = _checkpoint(scope, row, tuple(kept))
+        if found is not None:
+            out.append(found)
     return out
 
 
@@ -253,9 +300,8 @@ def get_checkpoint(
         "ORDER BY checkpoint_id DESC LIMIT 1",
         params,
     )
-    if not rows:
-        return None
-    return (yield from _with_writes(scope, rows))[0]
+    found = yield from _with_writes(scope, rows)
+    return found[0] if found else None
 
 
 def list_checkpoints(
@@ -302,12 +348,9 @@ def list_checkpoints(
     )
     items = yield from _with_writes(scope, rows[:limit])
     more = len(rows) > limit
-    last = items[-1] if items else None
-    next_cursor = (
-        encode_cursor(json.dumps([last.thread_id, last.checkpoint_ns, last.checkpoint_id]))
-        if more and last is not None
-        else None
-    )
+    # From the last row read, not the last item: an unreadable row is skipped, not a stop.
+    last = rows[limit - 1] if more else None
+    next_cursor = encode_cursor(json.dumps(list(last[:3]))) if last is not None else None
     return Page(items, next_cursor)
 
 

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 
 from memstrata.conversation.branches import active_branches, labels_of
 from memstrata.longterm.model import FactSource
-from memstrata.longterm.rows import event_row, load_sources
+from memstrata.longterm.rows import event_row, fact_text, load_sources
 from memstrata.runtime import Runtime
 from memstrata.storage.plan import Exec, Op, Query
 from memstrata.storage.sql import placeholders
@@ -116,7 +116,7 @@ def _judge(
             scope,
             fid,
             event,
-            content,
+            fact_text(fid, content),
             category,
             float(confidence),
             reason=reason,

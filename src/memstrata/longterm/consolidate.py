@@ -32,7 +32,14 @@ from memstrata.errors import Conflict, InvalidInput, NotFound
 from memstrata.longterm.apply import content_key
 from memstrata.longterm.health import brief, duplicate_groups
 from memstrata.longterm.model import CATEGORIES, Fact, FactOrigin
-from memstrata.longterm.rows import OWNER, event_row, load_sources, owner
+from memstrata.longterm.rows import (
+    OWNER,
+    event_row,
+    fact_text,
+    load_sources,
+    owner,
+    stored_key,
+)
 from memstrata.longterm.store import (
     FactInput,
     active_facts,
@@ -320,7 +327,7 @@ def revert(rt: Runtime, scope: Scope, consolidation_id: str) -> Op[Consolidation
             scope,
             fid,
             "superseded",
-            content,
+            fact_text(fid, content),
             category,
             float(confidence),
             reason=undone,
@@ -353,7 +360,7 @@ def revert(rt: Runtime, scope: Scope, consolidation_id: str) -> Op[Consolidation
 def _refuse_active_twin(scope: Scope, fact_id: str, content: str) -> Op[None]:
     rows = yield Query(
         f"SELECT id FROM facts WHERE {OWNER} AND content_key = ? AND status = 'active'",
-        (*owner(scope), content_key(content)),
+        (*owner(scope), stored_key(scope, content)),
     )
     if rows and rows[0][0] != fact_id:
         raise Conflict(

@@ -8,9 +8,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from memstrata.longterm.apply import content_key, plan_update
+from memstrata.longterm.apply import plan_update
 from memstrata.longterm.model import Fact, FactOrigin, FactSource, ProfileSection, ProposedUpdate
-from memstrata.longterm.rows import COLUMNS, OWNER, bump_owner, owner, with_sources
+from memstrata.longterm.rows import (
+    COLUMNS,
+    OWNER,
+    bump_owner,
+    owner,
+    stored_key,
+    with_sources,
+)
 from memstrata.longterm.store import (
     FactInput,
     active_facts,
@@ -67,7 +74,7 @@ def import_memory(
     for fact in facts:
         rows = yield Query(
             f"SELECT 1 FROM facts WHERE {OWNER} AND content_key = ? AND status = 'active'",
-            (*owner(scope), content_key(fact.data.content)),
+            (*owner(scope), stored_key(scope, fact.data.content)),
         )
         if rows:
             duplicates += 1

@@ -11,8 +11,10 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
 
+from memstrata.longterm.apply import content_key
 from memstrata.longterm.model import Fact, FactOrigin, FactSource, FactStatus
 from memstrata.runtime import Runtime
+from memstrata.sealing import lookup_key, seal, unseal
 from memstrata.storage import tenancy
 from memstrata.storage.plan import Exec, Op, Query, Row
 from memstrata.storage.records import from_micros
@@ -31,6 +33,8 @@ __all__ = [
     "event_row",
     "load_sources",
     "owner",
+    "seal_section",
+    "section_text",
     "seq_of",
     "to_fact",
     "with_sources",
@@ -68,8 +72,56 @@ def owner(scope: Scope) -> tuple[str, str, str]:
     return (scope.tenant, scope.user, scope.agent_key)
 
 
+def stored_key(scope: Scope, content: str) -> str:
+    """A fact's ``content_key`` as stored: keyed for its owner under encryption at rest."""
+    return lookup_key(scope.tenant, scope.user, content_key(content))
+
+
+def seal_fact(scope: Scope, fact_id: str, content: str) -> str:
+    """A fact's text as stored: sealed for its owner, bound to the fact's id (a version row
+    keeps the id, so it opens too)."""
+    return seal("facts.content", fact_id, scope.tenant, scope.user, content) or content
+
+
+def fact_text(fact_id: str, content: str | None) -> str:
+    """A fact's text from its stored value (empty once the owner's key was destroyed)."""
+    return unseal("facts.content", fact_id, content) or ""
+
+
+def event_text(fact_id: str, event: str, at: int, content: str | None) -> str:
+    """The text of a stored fact event (empty once its owner's key was destroyed)."""
+    return unseal("fact_events.content", f"{fact_id}/{event}/{at}", content) or ""
+
+
+def _section_row(scope: Scope, section: str) -> str:
+    # A version row keeps the section's text as it was, copied by SQL, so the binding is
+    # the section (and agent), not the version.
+    return f"{scope.agent_key}/{section}"
+
+
+def seal_section(scope: Scope, section: str, summary: str) -> str:
+    """A profile section's text as stored: sealed for its owner, bound to the section."""
+    return (
+        seal(
+            "profile_sections.summary",
+            _section_row(scope, section),
+            scope.tenant,
+            scope.user,
+            summary,
+        )
+        or summary
+    )
+
+
+def section_text(scope: Scope, section: str, summary: str | None) -> str:
+    """A profile section's text from its stored value (empty once the owner's key was
+    destroyed, as an unwritten section)."""
+    return unseal("profile_sections.summary", _section_row(scope, section), summary) or ""
+
+
 def to_fact(row: Row, sources: Sequence[FactSource] = ()) -> Fact:
-    """A fact from a row of :data:`COLUMNS`."""
+    """A fact from a row of :data:`COLUMNS` (its text opened; empty once the owner's data
+    key was destroyed)."""
     (
         fact_id,
         content,
@@ -91,7 +143,7 @@ def to_fact(row: Row, sources: Sequence[FactSource] = ()) -> Fact:
     ) = row
     return Fact(
         id=fact_id,
-        content=content,
+        content=fact_text(fact_id, content),
         category=category,
         confidence=float(confidence),
         status=FactStatus(status),
@@ -168,6 +220,10 @@ def event_row(
     related_id: str | None = None,
     conversation_id: str | None = None,
 ) -> Exec:
+    at = rt.clock()
+    sealed = seal(
+        "fact_events.content", f"{fact_id}/{event}/{at}", scope.tenant, scope.user, content
+    )
     return Exec(
         "INSERT INTO fact_events (fact_id, tenant_id, user_id, event, content, category, confidence, "
         "reason, related_id, conversation_id, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -176,13 +232,13 @@ def event_row(
             scope.tenant,
             scope.user,
             event,
-            content,
+            sealed,
             category,
             confidence,
             reason,
             related_id,
             conversation_id,
-            rt.clock(),
+            at,
         ),
     )
 

@@ -38,8 +38,14 @@ from memstrata.longterm.rows import (
     bump_owner,
     erase,
     event_row,
+    event_text,
+    fact_text,
     owner,
+    seal_fact,
+    seal_section,
+    section_text,
     seq_of,
+    stored_key,
     to_fact,
     with_sources,
 )
@@ -224,7 +230,14 @@ def fact_history(scope: Scope, fact_id: str) -> Op[list[FactEvent]]:
     )
     return [
         FactEvent(
-            fid, event, content, category, float(confidence), reason, related, from_micros(at)
+            fid,
+            event,
+            event_text(fid, event, at, content),
+            category,
+            float(confidence),
+            reason,
+            related,
+            from_micros(at),
         )
         for fid, event, content, category, confidence, reason, related, at in rows
     ]
@@ -254,7 +267,9 @@ def get_profile(
         owner(scope),
     )
     found = {
-        name: ProfileSection(name, summary, from_micros(at), _time(since), _time(recorded))
+        name: ProfileSection(
+            name, section_text(scope, name, summary), from_micros(at), _time(since), _time(recorded)
+        )
         for name, summary, at, since, recorded in rows
     }
     return [found.get(name, ProfileSection(name, "", None)) for name in PROFILE_SECTIONS]
@@ -297,8 +312,8 @@ def insert_fact(
         (
             fid,
             *owner(scope),
-            data.content,
-            content_key(data.content),
+            seal_fact(scope, fid, data.content),
+            stored_key(scope, data.content),
             data.category,
             data.confidence,
             origin.value,
@@ -333,7 +348,7 @@ def insert_fact(
 def _refuse_duplicate(scope: Scope, content: str, except_id: str | None = None) -> Op[None]:
     rows = yield Query(
         f"SELECT id FROM facts WHERE {OWNER} AND content_key = ? AND status = 'active'",
-        (*owner(scope), content_key(content)),
+        (*owner(scope), stored_key(scope, content)),
     )
     if rows and rows[0][0] != except_id:
         raise Conflict(f"an active fact already says this ({rows[0][0]})", kind="fact")
@@ -411,8 +426,8 @@ def edit_fact(rt: Runtime, scope: Scope, fact_id: str, changes: dict[str, Any]) 
         "UPDATE facts SET content = ?, content_key = ?, category = ?, confidence = ?, "
         f"source_error = ?, updated_at = ? WHERE id = ? AND {OWNER}",
         (
-            data.content,
-            content_key(data.content),
+            seal_fact(scope, fact_id, data.content),
+            stored_key(scope, data.content),
             data.category,
             data.confidence,
             data.source_error,
@@ -454,7 +469,7 @@ def set_profile(
             "ON CONFLICT (tenant_id, user_id, agent_id, section) DO UPDATE SET "
             "summary = excluded.summary, updated_at = excluded.updated_at, "
             "valid_from = excluded.valid_from, recorded_at = excluded.recorded_at",
-            (*owner(scope), name, summary, now, since, now),
+            (*owner(scope), name, seal_section(scope, name, summary), now, since, now),
         )
         if conversation_id is not None:
             yield Exec(
@@ -537,7 +552,7 @@ def apply_plan(
             scope,
             fid,
             status,
-            content,
+            fact_text(fid, content),
             category,
             float(confidence),
             reason=reason,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from memstrata.longterm.rows import COLUMNS, OWNER, owner
+from memstrata.longterm.rows import COLUMNS, OWNER, owner, section_text
 from memstrata.storage.plan import Exec, Op, Query
 from memstrata.types import Scope
 
@@ -82,7 +82,7 @@ def profile_rows(scope: Scope) -> Op[list[ProfileRow]]:
         f"FROM profile_section_versions WHERE {OWNER}",
         (*owner(scope), *owner(scope)),
     )
-    return [tuple(r) for r in rows]
+    return [(r[0], section_text(scope, r[0], r[1]), *r[2:]) for r in rows]
 
 
 def _held(row: ProfileRow, valid_at: int, known_at: int) -> bool:

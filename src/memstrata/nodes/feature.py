@@ -21,7 +21,7 @@ __all__ = ["install"]
 
 
 def install(core: Core) -> NodesKit:
-    kit = NodesKit(core.engine, core.open_blob_store)
+    kit = NodesKit(core.engine, core.open_blob_store, core.sealer)
     core.rt.cascade.on_conversation_delete(ops.cascade_step(core.rt))
     core.rt.cascade.on_conversation_blobs(_node_blob_prefixes)
     core.jobs.register(ops.PURGE_JOB, kit.purge_job)

@@ -5,20 +5,24 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
-from memstrata.blobs import Blobs, BlobStore
+from memstrata.blobs import BlobOp, Blobs, BlobStore
 from memstrata.nodes import log
 from memstrata.nodes import ops as nodes_ops
 from memstrata.nodes.layout import NodeKey
+from memstrata.nodes.sealed import sealed
 from memstrata.storage.plan import write
 
 if TYPE_CHECKING:
     from memstrata.api.core import Core
     from memstrata.jobs.ops import Job
+    from memstrata.sealing import Sealer
     from memstrata.storage.engine import Engine
 
-__all__ = ["COMPACT_AFTER", "NodesKit", "blobs_for", "use_blob_store"]
+__all__ = ["COMPACT_AFTER", "NodesKit", "blobs_for", "owned", "use_blob_store"]
+
+T = TypeVar("T")
 
 #: Loose segments that make a compaction worth queueing.
 COMPACT_AFTER = 8
@@ -27,8 +31,11 @@ COMPACT_AFTER = 8
 class NodesKit:
     """What node memory keeps for one opened memory (the ``nodes`` feature's kit)."""
 
-    def __init__(self, engine: Engine, open_store: Callable[[], BlobStore]) -> None:
+    def __init__(
+        self, engine: Engine, open_store: Callable[[], BlobStore], sealer: Sealer | None = None
+    ) -> None:
         self._engine = engine
+        self._sealer = sealer
         self._open_store = open_store
         self._blobs: Blobs | None = None
         self._lock = threading.Lock()
@@ -57,7 +64,12 @@ class NodesKit:
         p = job.payload
         key = NodeKey(p["tenant"], p["app_id"], p["conversation_id"], p["node_id"])
         gen = str(p["generation"])
-        absorbed = self.blobs.run(log.compact(key.prefix(gen), min_segments=2))
+        if job.user is None:  # every compaction is queued with its user; the key needs one
+            return
+        compacting = sealed(
+            log.compact(key.prefix(gen), min_segments=2), self._sealer, key.tenant, job.user
+        )
+        absorbed = self.blobs.run(compacting)
         if absorbed:
             self._engine.run(write(lambda: nodes_ops.compacted(key, gen, absorbed)))
 
@@ -70,3 +82,9 @@ def blobs_for(core: Core) -> Blobs:
 def use_blob_store(core: Core, store: BlobStore) -> Blobs:
     """Put ``store`` behind ``core``'s node memory (tests wrap a store to inject faults)."""
     return core.nodes.use(store)
+
+
+def owned(core: Core, op: BlobOp[T], tenant: str, user: str) -> BlobOp[T]:
+    """``op`` on the objects of a node memory of ``(tenant, user)``: sealed for them under
+    encryption at rest (:mod:`memstrata.nodes.sealed`)."""
+    return sealed(op, core.sealer, tenant, user)

@@ -15,6 +15,7 @@ from typing import Any
 from memstrata.errors import ConfigurationError
 from memstrata.recall.scoring import COVERAGE_CORPUS, DocMatch, idf, score_docs, session_ranks
 from memstrata.recall.text import INDEXED_ROLES, document_text, owner_token
+from memstrata.sealing import index_terms, query_terms
 from memstrata.storage.plan import Exec, Op, Query, Row
 from memstrata.storage.records import MESSAGE_COLUMNS, to_message
 from memstrata.types import Message, Scope
@@ -146,10 +147,11 @@ def index_message(
         return bool(n)
     insert = _sql(dialect, "insert_keywords")
     assert insert is not None
+    body = index_terms(owner.tenant, owner.user, text)  # keyed hashes when sealing
     if dialect == "sqlite":
-        yield Exec(insert, (message.seq, owner_token(owner.tenant, owner.user), text))
+        yield Exec(insert, (message.seq, owner_token(owner.tenant, owner.user), body))
     else:
-        yield Exec(insert, (text, message.seq))
+        yield Exec(insert, (body, message.seq))
     return True
 
 
@@ -316,6 +318,7 @@ def _term_rows(
         params = []
     sql = _sql(dialect, name)
     assert sql is not None
+    (term,) = query_terms(scope.tenant, scope.user, (term,))
     query = _term_query(dialect, owner_token(scope.tenant, scope.user), term)
     rows: list[Row] = yield Query(sql.format(scope=where), (query, *params, cap))
     return rows
@@ -435,7 +438,8 @@ def labelled_messages(
         wanted = set(batch)
         for r in rows:
             m = to_message(r[:-1])
-            if key_of(m) in wanted:
+            # Nothing to show (a message whose data key was destroyed reads empty): no hit.
+            if key_of(m) in wanted and (m.content or m.tool_calls):
                 out[key_of(m)] = (m, r[-1])
     return out
 

@@ -30,6 +30,7 @@ from typing import Any
 
 from memstrata.recall import index as idx
 from memstrata.recall.text import document_text, owner_token
+from memstrata.sealing import index_terms
 from memstrata.storage.plan import Exec, Op, Query
 from memstrata.storage.records import MESSAGE_COLUMNS, to_message
 from memstrata.types import Message, Scope
@@ -72,7 +73,8 @@ def flush(after: int | None = None) -> Op[int]:
     values: list[Any] = []
     for r in rows:
         message = to_message(r[:-2])
-        values += (message.seq, owner_token(r[-2], r[-1]), document_text(message))
+        body = index_terms(r[-2], r[-1], document_text(message))  # hashed when sealing
+        values += (message.seq, owner_token(r[-2], r[-1]), body)
     yield from _insert(values)
     return len(rows)
 

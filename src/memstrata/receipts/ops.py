@@ -32,6 +32,7 @@ __all__ = [
     "delete_user",
     "drop_purge_jobs",
     "get",
+    "mark_key_destroyed",
     "owner_size",
     "pending",
     "set_verification",
@@ -40,7 +41,7 @@ __all__ = [
 
 _COLUMNS = (
     "id, tenant_id, user_id, agent_id, kind, subject_ids, actor, tables, blobs, created_at, "
-    "verified, verified_at, findings"
+    "verified, verified_at, findings, key_destroyed"
 )
 
 # The subtree a message delete removes (as conversation.messages reads it), for the receipt.
@@ -58,7 +59,9 @@ Deletion = tuple[Any, Receipt, list[str]]
 
 
 def _to_receipt(row: tuple[Any, ...]) -> Receipt:
-    (rid, tenant, user, agent, kind, subjects, actor, tables, blobs, created, ok, at, found) = row
+    (rid, tenant, user, agent, kind, subjects, actor, tables, blobs, created, ok, at, found) = row[
+        :13
+    ]
     return Receipt(
         id=str(rid),
         tenant=str(tenant),
@@ -73,6 +76,7 @@ def _to_receipt(row: tuple[Any, ...]) -> Receipt:
         verified=None if ok is None else bool(ok),
         verified_at=None if at is None else from_micros(int(at)),
         findings=list(json.loads(found)) if found else [],
+        key_destroyed=bool(row[13]),
     )
 
 
@@ -136,6 +140,12 @@ def delete_user(rt: Runtime, tenant: str, user: str, rid: str, actor: str) -> Op
         rt, rid, Scope(tenant, user), "user", [user, *cids], actor, tables, owner_visible=False
     )
     return n, receipt, prefixes
+
+
+def mark_key_destroyed(rid: str) -> Op[None]:
+    """Note on a user deletion's receipt that the user's data key was destroyed (after the
+    deletion committed: a key is destroyed only once nothing can roll back)."""
+    yield Exec("UPDATE deletion_receipts SET key_destroyed = 1 WHERE id = ?", (rid,))
 
 
 def delete_conversation(

@@ -10,7 +10,7 @@ from memstrata.conversation.conversations import get_conversation, hold_conversa
 from memstrata.domain.state import Checkpoint, RunSnapshot
 from memstrata.errors import Expired, InvalidInput, NotFound
 from memstrata.runtime import Runtime
-from memstrata.state.checks import check_name, dump, sized
+from memstrata.state.checks import check_name, dump, open_doc, seal_doc, sized
 from memstrata.storage import tenancy
 from memstrata.storage.plan import Exec, Op, Query
 from memstrata.storage.records import from_micros
@@ -37,6 +37,10 @@ _CP_KEY = "tenant_id = ? AND user_id = ? AND agent_id = ? AND name = ? AND run_i
 MAX_TTL_S = 10 * 365 * 86_400
 
 
+def _cp_row(scope: Scope, name: str, run_id: str) -> str:
+    return f"{scope.agent_key}/{name}/{run_id}"
+
+
 def save_checkpoint(
     rt: Runtime,
     scope: Scope,
@@ -58,7 +62,9 @@ def save_checkpoint(
     # A checkpoint lives at most ten years; anything longer (or not finite) is a mistake.
     if ttl_s is not None and not 0 < ttl_s <= MAX_TTL_S:
         raise InvalidInput(f"ttl_s must be > 0 and at most {MAX_TTL_S} (ten years)", field="ttl_s")
-    text = sized(dump(state), "state")
+    text = seal_doc(
+        "checkpoints.state", _cp_row(scope, name, run_id), scope, sized(dump(state), "state")
+    )
     now = rt.clock()
     expires = None if ttl_s is None else now + int(ttl_s * 1_000_000)
     yield from tenancy.ensure_user(scope.tenant, scope.user, now)  # user before conversation
@@ -89,6 +95,8 @@ def load_checkpoint(rt: Runtime, scope: Scope, name: str, run_id: str) -> Op[Che
         rows[0]
     )
     now = rt.clock()
+    # A state whose owner's key was destroyed reads as a deleted checkpoint: expired.
+    state = open_doc("checkpoints.state", _cp_row(scope, name, run_id), state)
     if expired_at is not None or state is None or (expires_at is not None and expires_at <= now):
         raise Expired(EXPIRED_MESSAGE, key=f"{name}:{run_id}")
     return Checkpoint(
@@ -120,9 +128,12 @@ def get_snapshot(scope: Scope, conversation_id: str, run_id: str) -> Op[RunSnaps
         "WHERE conversation_id = ? AND run_id = ?",
         (conversation_id, run_id),
     )
-    if not rows:
+    data = open_doc(
+        "run_snapshots.data", f"{conversation_id}/{run_id}", rows[0][2] if rows else None
+    )
+    if data is None:  # none, or its owner's data key was destroyed
         raise NotFound(f"no snapshot for run {run_id}", kind="snapshot")
-    conversation, run, data, created_at, updated_at = rows[0]
+    conversation, run, _, created_at, updated_at = rows[0]
     return RunSnapshot(
         conversation, run, json.loads(data), from_micros(created_at), from_micros(updated_at)
     )
@@ -133,7 +144,9 @@ def put_snapshot(
 ) -> Op[RunSnapshot]:
     """Store (overwrite) the opaque snapshot a UI keeps for one run."""
     check_name(run_id, "run_id")
-    text = sized(dump(data), "data")
+    text = seal_doc(
+        "run_snapshots.data", f"{conversation_id}/{run_id}", scope, sized(dump(data), "data")
+    )
     yield from hold_conversation(scope, conversation_id)
     now = rt.clock()
     yield Exec(

@@ -7,7 +7,9 @@ from typing import Any
 from memstrata import strictjson
 from memstrata.domain.state import Format
 from memstrata.errors import InvalidInput, PreconditionFailed
+from memstrata.sealing import seal, unseal
 from memstrata.storage.records import check_text
+from memstrata.types import Scope
 
 __all__ = [
     "MAX_DOC_BYTES",
@@ -16,6 +18,8 @@ __all__ = [
     "check_expected",
     "check_name",
     "dump",
+    "open_doc",
+    "seal_doc",
     "sized",
 ]
 
@@ -52,3 +56,15 @@ def check_expected(expected: int | None) -> None:
         # A well-formed version no document can reach (versions are 64-bit counters): the
         # precondition fails like any stale one, before a driver is asked to bind it.
         raise PreconditionFailed(f"version {expected} names no version of this document")
+
+
+def seal_doc(column: str, row: str, scope: Scope, text: str) -> str:
+    """A document's text as stored: sealed for its owner under encryption at rest, bound
+    to ``column`` (``table.column``) and the row's key ``row`` (as is when off)."""
+    return seal(column, row, scope.tenant, scope.user, text) or text
+
+
+def open_doc(column: str, row: str, value: str | None) -> str | None:
+    """A stored document's text; None when its owner's key was destroyed (the reader
+    treats the document as deleted)."""
+    return unseal(column, row, value)

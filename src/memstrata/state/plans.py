@@ -10,7 +10,7 @@ from memstrata.conversation.conversations import get_conversation, hold_conversa
 from memstrata.domain.state import PlanDoc
 from memstrata.errors import NotFound, PreconditionFailed
 from memstrata.runtime import Runtime
-from memstrata.state.checks import check_expected, dump, sized
+from memstrata.state.checks import check_expected, dump, open_doc, seal_doc, sized
 from memstrata.storage.plan import Exec, Op, Query
 from memstrata.storage.records import from_micros
 from memstrata.types import Scope
@@ -18,20 +18,24 @@ from memstrata.types import Scope
 __all__ = ["PlanDoc", "find_plan", "get_plan", "put_plan"]
 
 
-def _plan_row(conversation_id: str) -> Op[PlanDoc | None]:
+def _plan_row(scope: Scope, conversation_id: str) -> Op[PlanDoc | None]:
+    """The plan; None when there is none or its owner's data key was destroyed."""
     rows = yield Query(
         "SELECT conversation_id, document, version, updated_at FROM plans WHERE conversation_id = ?",
         (conversation_id,),
     )
     if not rows:
         return None
-    conversation, document, version, updated_at = rows[0]
+    conversation, stored, version, updated_at = rows[0]
+    document = open_doc("plans.document", conversation, stored)
+    if document is None:
+        return None
     return PlanDoc(conversation, json.loads(document), version, from_micros(updated_at))
 
 
 def get_plan(scope: Scope, conversation_id: str) -> Op[PlanDoc]:
     yield from get_conversation(scope, conversation_id)
-    plan = yield from _plan_row(conversation_id)
+    plan = yield from _plan_row(scope, conversation_id)
     if plan is None:
         raise NotFound(f"conversation {conversation_id} has no plan", kind="plan")
     return plan
@@ -40,7 +44,7 @@ def get_plan(scope: Scope, conversation_id: str) -> Op[PlanDoc]:
 def find_plan(scope: Scope, conversation_id: str) -> Op[PlanDoc | None]:
     """The plan, or None (for context assembly, which must not fail without one)."""
     yield from get_conversation(scope, conversation_id)
-    return (yield from _plan_row(conversation_id))
+    return (yield from _plan_row(scope, conversation_id))
 
 
 def put_plan(
@@ -54,7 +58,7 @@ def put_plan(
     """Write the plan. Without ``expected_version`` it creates or overwrites in one
     upsert, so concurrent unconditional writes all succeed (the last one stays)."""
     check_expected(expected_version)
-    text = sized(dump(document), "document")
+    text = seal_doc("plans.document", conversation_id, scope, sized(dump(document), "document"))
     yield from hold_conversation(scope, conversation_id)
     now = rt.clock()
     if expected_version is None:
@@ -71,7 +75,7 @@ def put_plan(
             (conversation_id, text, now),
         )
         if not n:
-            old = yield from _plan_row(conversation_id)
+            old = yield from _plan_row(scope, conversation_id)
             raise PreconditionFailed(
                 "the plan exists already", current_version=0 if old is None else old.version
             )
@@ -82,13 +86,13 @@ def put_plan(
             (text, expected_version + 1, now, conversation_id, expected_version),
         )
         if not n:
-            old = yield from _plan_row(conversation_id)
+            old = yield from _plan_row(scope, conversation_id)
             if old is None:
                 raise PreconditionFailed("the plan does not exist", current_version=0)
             raise PreconditionFailed(
                 f"the plan is at version {old.version}, not {expected_version}",
                 current_version=old.version,
             )
-    plan = yield from _plan_row(conversation_id)
+    plan = yield from _plan_row(scope, conversation_id)
     assert plan is not None
     return plan

@@ -17,7 +17,7 @@ from memstrata.conversation.conversations import get_conversation, hold_conversa
 from memstrata.domain.state import WorkingMemory
 from memstrata.errors import InvalidInput, NotFound, PreconditionFailed
 from memstrata.runtime import Runtime
-from memstrata.state.checks import Format, check_expected, dump, sized
+from memstrata.state.checks import Format, check_expected, dump, open_doc, seal_doc, sized
 from memstrata.state.jsonschema import check_schema, validate
 from memstrata.storage import tenancy
 from memstrata.storage.plan import Exec, Op, Query, Row
@@ -37,9 +37,17 @@ __all__ = [
 WM_COLUMNS = "conversation_id, format, content, json_schema, template, version, updated_at"
 
 
-def to_working_memory(row: Row) -> WorkingMemory:
-    """A ``working_memory`` row read as :data:`WM_COLUMNS`."""
-    conversation_id, fmt_text, content, json_schema, template, version, updated_at = row
+def _wm_row(scope: Scope, conversation_id: str | None) -> str:
+    return f"{scope.agent_key}/{conversation_id or ''}"
+
+
+def to_working_memory(row: Row, scope: Scope) -> WorkingMemory | None:
+    """A ``working_memory`` row read as :data:`WM_COLUMNS` (None once its owner's data key
+    was destroyed: the document reads as deleted)."""
+    conversation_id, fmt_text, stored, json_schema, template, version, updated_at = row
+    content = open_doc("working_memory.content", _wm_row(scope, conversation_id), stored)
+    if content is None:
+        return None
     fmt: Format = "json" if fmt_text == "json" else "markdown"
     return WorkingMemory(
         conversation_id=conversation_id or None,
@@ -70,7 +78,25 @@ def find_working_memory(
         _wm_key(scope, conversation_id),
         lock=lock,
     )
-    return to_working_memory(rows[0]) if rows else None
+    return to_working_memory(rows[0], scope) if rows else None
+
+
+def _drop_unreadable(scope: Scope, conversation_id: str | None) -> Op[None]:
+    """Delete the row in the way of a write when it reads as deleted (its owner's data key
+    was destroyed, and a backup brought it back), so the next round creates afresh."""
+    rows = yield Query(
+        "SELECT content FROM working_memory WHERE tenant_id = ? AND user_id = ? "
+        "AND agent_id = ? AND conversation_id = ?",
+        _wm_key(scope, conversation_id),
+        lock="update",
+    )
+    row = _wm_row(scope, conversation_id)
+    if rows and open_doc("working_memory.content", row, rows[0][0]) is None:
+        yield Exec(
+            "DELETE FROM working_memory WHERE tenant_id = ? AND user_id = ? AND agent_id = ? "
+            "AND conversation_id = ?",
+            _wm_key(scope, conversation_id),
+        )
 
 
 def get_working_memory(scope: Scope, conversation_id: str | None = None) -> Op[WorkingMemory]:
@@ -121,9 +147,10 @@ def put_working_memory(
     key = _wm_key(scope, conversation_id)
     for _ in range(3):
         old = yield from find_working_memory(scope, conversation_id, lock="update")
-        fmt, stored, schema_text, tmpl_text = _wm_document(
+        fmt, text, schema_text, tmpl_text = _wm_document(
             content, old, format=format, json_schema=json_schema, template=template
         )
+        stored = seal_doc("working_memory.content", _wm_row(scope, conversation_id), scope, text)
         if old is None:
             if expected_version not in (None, 0):
                 raise PreconditionFailed(
@@ -137,6 +164,8 @@ def put_working_memory(
             )
             if not n and expected_version == 0:
                 raise PreconditionFailed("working memory was created concurrently")
+            if not n:
+                yield from _drop_unreadable(scope, conversation_id)
         else:
             if expected_version is not None and expected_version != old.version:
                 raise PreconditionFailed(

@@ -11,6 +11,7 @@ from typing import Any
 from memstrata import strictjson
 from memstrata.errors import InvalidInput
 from memstrata.instants import from_micros, to_micros
+from memstrata.sealing import PREFIX, seal, unseal
 from memstrata.storage.plan import Row
 from memstrata.types import Conversation, FileRef, Message, Role, Status, ToolCall
 
@@ -21,6 +22,8 @@ __all__ = [
     "dump_json",
     "from_micros",
     "load_json",
+    "open_message_texts",
+    "seal_message_texts",
     "storable_text",
     "to_conversation",
     "to_message",
@@ -81,6 +84,34 @@ def load_json(value: str | None, empty: Any) -> Any:
     return empty if value is None else json.loads(value)
 
 
+#: The message columns sealed with the owner's key (encryption at rest): what the user
+#: said and attached. Role, status, times, counts and metadata stay in clear.
+_SEALED_MESSAGE = ("content", "files", "tool_calls")
+_SEALED_MARK = PREFIX[0]
+
+
+def seal_message_texts(
+    tenant: str, user: str, conversation_id: str, message_id: str, *values: str | None
+) -> list[str | None]:
+    """``content, files, tool_calls`` as stored: sealed for the conversation's owner,
+    bound to this message (as they are when encryption is off)."""
+    row = f"{conversation_id}/{message_id}"
+    return [
+        seal(f"messages.{column}", row, tenant, user, value)
+        for column, value in zip(_SEALED_MESSAGE, values, strict=True)
+    ]
+
+
+def open_message_texts(row: Row) -> Row:
+    """``row`` with its sealed columns opened; a message whose key was destroyed (its user
+    was deleted, and this row came back from an earlier backup) reads as empty."""
+    key = f"{row[1]}/{row[0]}"
+    content = unseal("messages.content", key, row[4])
+    files = unseal("messages.files", key, row[5])
+    calls = unseal("messages.tool_calls", key, row[6])
+    return (*row[:4], content or "", files, calls, *row[7:])
+
+
 def _slot(name: str) -> Callable[[Message, Any], None]:
     setter: Callable[[Message, Any], None] = getattr(Message, name).__set__
     return setter
@@ -107,15 +138,23 @@ if len(fields(Message)) != 17:  # a new field must be set here too
 
 def to_message(row: Row) -> Message:
     """The one place a stored message row (``MESSAGE_COLUMNS``) becomes a ``Message``."""
+    # A sealed value starts with ESC (PREFIX), which no text the store writes in clear
+    # starts with in practice; first-character tests keep the unsealed path cheap.
+    content, files, calls = row[4], row[5], row[6]
+    if (
+        (content and content[0] == _SEALED_MARK)
+        or (files and files[0] == _SEALED_MARK)
+        or (calls and calls[0] == _SEALED_MARK)
+    ):
+        row = open_message_texts(row)
+        files, calls = row[5], row[6]
     m: Message = _NEW(Message)
     _SET_ID(m, row[0])
     _SET_CID(m, row[1])
     _SET_PARENT(m, row[2])
     _SET_ROLE(m, _ROLES[row[3]])
     _SET_CONTENT(m, row[4])
-    files = row[5]
     _SET_FILES(m, () if files is None else tuple(map(FileRef.model_validate, json.loads(files))))
-    calls = row[6]
     _SET_CALLS(m, () if calls is None else tuple(map(ToolCall.model_validate, json.loads(calls))))
     _SET_CALL_ID(m, row[7])
     _SET_STATUS(m, _STATUSES[row[8]])

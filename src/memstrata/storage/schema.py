@@ -343,6 +343,18 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
             _RECALL_ROWID[dialect],
         ),
         Migration(
+            28,
+            "deletion receipts: whether the deletion destroyed the user's data key "
+            "(encryption at rest)",
+            ("ALTER TABLE deletion_receipts ADD COLUMN key_destroyed INTEGER NOT NULL DEFAULT 0",),
+        ),
+        Migration(
+            29,
+            "encryption at rest: the keyring a store's texts are sealed with, so a store "
+            "opened with another keyring stops instead of reading as empty",
+            ("CREATE TABLE store_keyring (keyring_id TEXT PRIMARY KEY)",),
+        ),
+        Migration(
             30,
             "recall: the waiting rows indexed by owner and seq, so a read of a user's newest "
             "ones walks that index alone",

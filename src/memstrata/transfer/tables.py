@@ -371,6 +371,7 @@ TABLES: tuple[TableSpec, ...] = (
 #: Tables left out, and why: each is rebuilt from exported data or is per-process state.
 DERIVED: dict[str, str] = {
     "schema_migrations": "the importing store records its own migrations",
+    "store_keyring": "the importing store's own keyring (encryption at rest)",
     "jobs": "background work is re-queued by the features (reindex, extraction) after import",
     "recall_docs": "rebuilt by the import (keyword index) and by recall (embeddings)",
     "recall_fts": "rebuilt with recall_docs",

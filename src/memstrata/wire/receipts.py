@@ -41,3 +41,8 @@ class ReceiptOut(Wire):
         description="Where the scan found something: table and column (or blob prefix) with "
         "a count, never a value."
     )
+    key_destroyed: bool = Field(
+        default=False,
+        description="A user deletion with encryption at rest on: the user's data key was "
+        "destroyed, so earlier backups and exports of their content no longer open.",
+    )

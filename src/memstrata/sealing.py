@@ -1,0 +1,350 @@
+"""Sealing stored text with its owner's data key (encryption at rest, crypto-shredding).
+
+One codec for every feature: a row codec calls :func:`seal` as it writes a user's text and
+:func:`unseal` as it reads it back, and the keyword index calls :func:`index_terms` and
+:func:`query_terms`. With encryption off (no sealer active) each returns its input.
+
+A sealed value is text (every backend stores it in the same column)::
+
+    "\\x1bms1:" + key_id + ":" + base64(nonce || AES-256-GCM(data key, text, ad))
+
+where ``ad`` (associated data) is the table, the row's id and the key id: ciphertext copied
+to another row, table or user does not open. The key id names the owner's data key in the
+keyring; once the key is destroyed (the user was deleted) the value opens to None, and the
+reader treats the text as gone.
+
+The active :class:`Sealer` is a context variable, set for the length of one plan by the
+engine that runs it (:mod:`memstrata.storage.sealed`), so the row codecs need no argument
+threaded through every operation.
+"""
+
+from __future__ import annotations
+
+import binascii
+import hashlib
+import os
+import re
+from collections.abc import Callable, Iterable
+from contextvars import ContextVar
+from typing import Any
+
+from memstrata.errors import ConfigurationError, Corruption
+
+__all__ = [
+    "PREFIX",
+    "KeyringError",
+    "Sealer",
+    "active",
+    "index_terms",
+    "is_sealed",
+    "lookup_key",
+    "query_terms",
+    "seal",
+    "seal_bytes",
+    "stem",
+    "unseal",
+    "unseal_bytes",
+    "using",
+]
+
+PREFIX = "\x1bms1:"
+_NONCE = 12
+#: Opened texts kept in memory, all keys together (about their size in bytes times this).
+_OPENED_MAX = 20_000
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+
+
+class KeyringError(ConfigurationError):
+    """The master key or the keyring is missing, wrong or unreadable: the store refuses to
+    start rather than write or serve anything in plain text."""
+
+    code = "keyring_error"
+
+
+#: (key id, data key bytes) for an owner; None from ``lookup`` when the key is gone.
+KeyLookup = Callable[[str], "bytes | None"]
+KeyForOwner = Callable[[str, str], tuple[str, bytes]]
+
+
+class _Key:
+    __slots__ = ("aead", "id", "invalid", "terms")
+
+    def __init__(self, key_id: str, secret: bytes) -> None:
+        from cryptography.exceptions import InvalidTag
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+        self.invalid = InvalidTag
+        self.id = key_id
+        self.aead = AESGCM(secret)
+        # The term key is derived, so the index never holds a key that opens content.
+        self.terms = hashlib.blake2b(secret, digest_size=32, person=b"memstrata-terms").digest()
+
+
+class Sealer:
+    """Seals and opens texts with per-owner data keys from a keyring.
+
+    ``key_for_owner(tenant, user)`` returns the owner's (key id, key), creating one when
+    the owner has none; ``lookup(key_id)`` returns a key or None once it was destroyed.
+    Keys are cached unwrapped for the life of the process (:meth:`forget` drops one).
+    """
+
+    def __init__(
+        self,
+        key_for_owner: KeyForOwner,
+        lookup: KeyLookup,
+        destroy: Callable[[str, str], bool] | None = None,
+        keyring_id: str | None = None,
+    ) -> None:
+        self.keyring_id = keyring_id
+        self._for_owner = key_for_owner
+        self._lookup = lookup
+        self._destroy = destroy
+        self._by_owner: dict[tuple[str, str], _Key] = {}
+        self._by_id: dict[str, _Key | None] = {}
+        self._term_cache: dict[str, dict[str, str]] = {}
+        self._opened: dict[str, dict[tuple[str, str, str], str]] = {}
+        self._cached = 0
+
+    def _owner_key(self, tenant: str, user: str) -> _Key:
+        key = self._by_owner.get((tenant, user))
+        if key is None:
+            key_id, secret = self._for_owner(tenant, user)
+            key = _Key(key_id, secret)
+            self._by_owner[(tenant, user)] = key
+            self._by_id[key_id] = key
+        return key
+
+    def _id_key(self, key_id: str) -> _Key | None:
+        if key_id in self._by_id:
+            return self._by_id[key_id]
+        secret = self._lookup(key_id)
+        key = None if secret is None else _Key(key_id, secret)
+        if key is not None:  # a missing key may be created later only under a new id
+            self._by_id[key_id] = key
+        return key
+
+    def forget(self, tenant: str, user: str) -> None:
+        """Drop the owner's cached key (after the keyring destroyed it)."""
+        key = self._by_owner.pop((tenant, user), None)
+        if key is not None:
+            self._by_id.pop(key.id, None)
+            self._term_cache.pop(key.id, None)
+            self._opened.pop(key.id, None)
+
+    def destroy(self, tenant: str, user: str) -> bool:
+        """Destroy the owner's data key in the keyring; True when there was one."""
+        key = self._by_owner.get((tenant, user))
+        self.forget(tenant, user)
+        if key is not None:
+            self._by_id[key.id] = None
+        return bool(self._destroy and self._destroy(tenant, user))
+
+    def seal(self, table: str, row: str, tenant: str, user: str, text: str) -> str:
+        key = self._owner_key(tenant, user)
+        nonce = os.urandom(_NONCE)
+        body = key.aead.encrypt(nonce, text.encode(), _ad(table, row, key.id))
+        return f"{PREFIX}{key.id}:{binascii.b2a_base64(nonce + body, newline=False).decode()}"
+
+    def open(self, table: str, row: str, value: str) -> str | None:
+        key_id, _, data = value[len(PREFIX) :].partition(":")
+        opened = self._opened.get(key_id)
+        # The same rows are read again and again (a branch's ancestors, every history
+        # call): a value opened once for this table and row is served from memory. The
+        # cache is per key, dropped with it, and never shared across rows.
+        if opened is not None:
+            text = opened.get((table, row, value))
+            if text is not None:
+                return text
+        key = self._id_key(key_id)
+        if key is None:
+            return None
+        try:
+            raw = binascii.a2b_base64(data)
+            text = key.aead.decrypt(raw[:_NONCE], raw[_NONCE:], _ad(table, row, key_id)).decode()
+        except (key.invalid, ValueError, binascii.Error) as exc:
+            raise Corruption(
+                f"a sealed value of {table} does not open with its key: it was altered or "
+                "moved from another row",
+                table=table,
+            ) from exc
+        if opened is None:
+            opened = self._opened[key_id] = {}
+        self._cached += 1
+        if self._cached > _OPENED_MAX:  # a bound, not an LRU: start afresh
+            self._opened.clear()
+            self._cached = 1
+            opened = self._opened[key_id] = {}
+        opened[(table, row, value)] = text
+        return text
+
+    def seal_bytes(self, table: str, row: str, tenant: str, user: str, data: bytes) -> bytes:
+        key = self._owner_key(tenant, user)
+        nonce = os.urandom(_NONCE)
+        body = key.aead.encrypt(nonce, data, _ad(table, row, key.id))
+        return f"{PREFIX}{key.id}:".encode() + nonce + body
+
+    def open_bytes(self, table: str, row: str, value: bytes) -> bytes | None:
+        head, _, raw = value[len(PREFIX) :].partition(b":")
+        key_id = head.decode("ascii", "replace")
+        key = self._id_key(key_id)
+        if key is None:
+            return None
+        try:
+            return bytes(key.aead.decrypt(raw[:_NONCE], raw[_NONCE:], _ad(table, row, key_id)))
+        except (key.invalid, ValueError) as exc:
+            raise Corruption(
+                f"a sealed value of {table} does not open with its key: it was altered or "
+                "moved from another row",
+                table=table,
+            ) from exc
+
+    def terms(self, tenant: str, user: str, words: Iterable[str]) -> list[str]:
+        """``words`` (case-folded) stemmed and hashed with the owner's term key."""
+        key = self._owner_key(tenant, user)
+        cache = self._term_cache.get(key.id)
+        if cache is None or len(cache) > 50_000:  # a bound, not an LRU: words repeat a lot
+            cache = self._term_cache[key.id] = {}
+        out = []
+        for word in words:
+            token = cache.get(word)
+            if token is None:
+                digest = hashlib.blake2b(stem(word).encode(), digest_size=10, key=key.terms)
+                token = cache[word] = "h" + digest.hexdigest()
+            out.append(token)
+        return out
+
+
+def _ad(table: str, row: str, key_id: str) -> bytes:
+    return f"{table}\x1f{row}\x1f{key_id}".encode()
+
+
+_current: ContextVar[Sealer | None] = ContextVar("memstrata_sealer", default=None)
+
+
+def active() -> Sealer | None:
+    """The sealer of the plan being run (None: encryption is off)."""
+    return _current.get()
+
+
+class using:  # noqa: N801 - a context manager read as a phrase: ``with using(sealer):``
+    """Make ``sealer`` the active one for a block (the sealed engine wraps each plan)."""
+
+    __slots__ = ("_sealer", "_token")
+
+    def __init__(self, sealer: Sealer | None) -> None:
+        self._sealer = sealer
+        self._token: Any = None
+
+    def __enter__(self) -> None:
+        self._token = _current.set(self._sealer)
+
+    def __exit__(self, *exc: object) -> None:
+        _current.reset(self._token)
+
+
+def is_sealed(value: object) -> bool:
+    return isinstance(value, str) and value.startswith(PREFIX)
+
+
+def seal(table: str, row: str, tenant: str, user: str, text: str | None) -> str | None:
+    """``text`` sealed for ``(tenant, user)`` in ``table`` row ``row`` (as is when off)."""
+    sealer = _current.get()
+    if sealer is None or not text:
+        return text
+    return sealer.seal(table, row, tenant, user, text)
+
+
+def _reader() -> Sealer:
+    """The active sealer, to open a sealed value: with encryption off, a sealed value is a
+    configuration error, never served as ciphertext nor silently dropped."""
+    sealer = _current.get()
+    if sealer is None:
+        raise KeyringError(
+            "this store holds encrypted text: set MEMSTRATA_ENCRYPT_AT_REST=true and "
+            "MEMSTRATA_MASTER_KEY_FILE to read it"
+        )
+    return sealer
+
+
+def unseal(table: str, row: str, value: str | None) -> str | None:
+    """The text of a stored value: as is when not sealed, None when its key is destroyed.
+
+    A sealed value read with encryption off is a configuration error, never served as
+    ciphertext nor silently dropped.
+    """
+    if value is None or not value.startswith(PREFIX):
+        return value
+    return _reader().open(table, row, value)
+
+
+_BYTES_PREFIX = PREFIX.encode()
+
+
+def seal_bytes(table: str, row: str, tenant: str, user: str, data: bytes) -> bytes:
+    """:func:`seal` for a binary value (a blob column or a blob store object): the prefix,
+    the key id, then the nonce and ciphertext as bytes."""
+    sealer = _current.get()
+    if sealer is None or not data:
+        return data
+    return sealer.seal_bytes(table, row, tenant, user, data)
+
+
+def unseal_bytes(table: str, row: str, value: bytes) -> bytes | None:
+    """:func:`unseal` for a binary value: as is when not sealed, None once the key is gone."""
+    if not value.startswith(_BYTES_PREFIX):
+        return value
+    return _reader().open_bytes(table, row, value)
+
+
+_SUFFIXES = ("ingly", "edly", "ings", "ing", "ies", "ied", "ed", "es", "s")
+
+
+def stem(word: str) -> str:
+    """A light English suffix strip, so "hiking" and "hikes" meet in the hashed index as
+    porter's stems do in the plain one (hashing hides the word from the database's own
+    stemmer)."""
+    if len(word) <= 3 or not word.isalpha():
+        return word
+    for suffix in _SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            base = word[: -len(suffix)]
+            if suffix in ("ies", "ied"):
+                return base + "y"
+            if suffix == "s" and base.endswith(("s", "u", "i")):
+                return word  # "class", "bonus", "analysis" are not plurals
+            doubled = len(base) > 3 and base[-1] == base[-2] and base[-1] not in "lsz"
+            if suffix in ("ing", "ed", "ings", "edly", "ingly") and doubled:
+                base = base[:-1]  # "running" -> "run"
+            return base
+    return word[:-1] if word.endswith("e") else word
+
+
+def _words(text: str) -> list[str]:
+    return _WORD.findall(text.casefold())
+
+
+def index_terms(tenant: str, user: str, text: str) -> str:
+    """What the keyword index stores for ``text``: its words stemmed and hashed with the
+    owner's term key (the text itself when encryption is off)."""
+    sealer = _current.get()
+    if sealer is None:
+        return text
+    return " ".join(sealer.terms(tenant, user, [w for w in _words(text) if len(w) <= 64]))
+
+
+def query_terms(tenant: str, user: str, terms: Iterable[str]) -> list[str]:
+    """A query's terms as the index holds them (hashed for the owner when sealing)."""
+    sealer = _current.get()
+    if sealer is None:
+        return list(terms)
+    return sealer.terms(tenant, user, [t.casefold() for t in terms])
+
+
+def lookup_key(tenant: str, user: str, text: str) -> str:
+    """A text's lookup key as stored (a fact's ``content_key``): keyed with the owner's term
+    key when sealing, so equal texts of one owner still meet in an index and nothing of
+    the text is stored (as is when off)."""
+    sealer = _current.get()
+    if sealer is None:
+        return text
+    return "k" + sealer.terms(tenant, user, [text])[0][1:]
