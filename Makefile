@@ -90,8 +90,8 @@ tools:
 	  $$SUDO apt-get update -qq && \
 	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk; }
 
-# The coverage floor: the whole suite's total, rounded down by about a point.
-COV_FLOOR ?= 80
+# The coverage floor: the whole suite's total (90% on 2026-11-28), rounded down by a point.
+COV_FLOOR ?= 89
 
 test: lint typecheck services browser tools typescript $(VENV_CREWAI)/.installed
 	$(BIN)/pytest -n 2 --cov=memstrata --cov-report=term --cov-report=xml:coverage.xml \

@@ -18,7 +18,13 @@ from memstrata.recall.gate import (
     STANDS_OUT,
     RelevanceGate,
 )
-from memstrata.recall.relevance import BACKGROUND_PRIOR, RelevanceModel, Signals, background
+from memstrata.recall.relevance import (
+    BACKGROUND_PRIOR,
+    RelevanceModel,
+    Signals,
+    background,
+    reported,
+)
 from memstrata.recall.text import analyse_query
 from memstrata.testing.conformance import fresh_scope
 
@@ -185,3 +191,10 @@ def test_natural_questions_are_answered_right_after_they_were_written(real: Memo
     assert "knee" in hits[0].message.content
     assert hits.pending == 0
     assert real.recall.pending(scope) == 0
+
+
+def test_a_reported_relevance_stays_below_one() -> None:
+    # 0.99996 would round to 1.0 and pass min_relevance=1, which no logistic can reach.
+    assert reported(0.99996) == 0.9999
+    assert reported(0.123456) == 0.1235
+    assert reported(RelevanceModel()(Signals(coverage=1.0, cosine=1.0, background=0.0))) < 1

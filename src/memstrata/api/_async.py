@@ -487,7 +487,8 @@ class AsyncMemory(AsyncSubAPI):
         rt = self._core.rt
         # Bounded (a row cap, the store's own token counts, one walk from the leaf): quick.
         quick = before is None and model is None
-        quick = quick and max_messages is not None and max_messages <= QUICK_HISTORY_ROWS
+        # (The operation checks the limits; a wrong type is its InvalidInput, not a TypeError.)
+        quick = quick and type(max_messages) is int and max_messages <= QUICK_HISTORY_ROWS
         return await (self._quick_read if quick else self._read)(
             ops.history,
             rt,

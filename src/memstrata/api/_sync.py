@@ -472,7 +472,8 @@ class Memory(SubAPI):
         rt = self._core.rt
         # Bounded (a row cap, the store's own token counts, one walk from the leaf): quick.
         quick = before is None and model is None
-        quick = quick and max_messages is not None and max_messages <= QUICK_HISTORY_ROWS
+        # (The operation checks the limits; a wrong type is its InvalidInput, not a TypeError.)
+        quick = quick and type(max_messages) is int and max_messages <= QUICK_HISTORY_ROWS
         return (self._quick_read if quick else self._read)(
             ops.history,
             rt,

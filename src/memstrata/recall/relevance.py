@@ -28,7 +28,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["BACKGROUND_PRIOR", "RelevanceModel", "Signals", "background"]
+__all__ = ["BACKGROUND_PRIOR", "RelevanceModel", "Signals", "background", "reported"]
 
 #: Ranks (1-based, by similarity) whose mean similarity is a query's background.
 BACKGROUND_FROM, BACKGROUND_TO = 2, 21
@@ -59,6 +59,12 @@ class Signals:
     @property
     def standout(self) -> float | None:
         return None if self.cosine is None else self.cosine - self.background
+
+
+def reported(relevance: float) -> float:
+    """A relevance as answers carry it: 4 decimals, and below 1 (a logistic never reaches
+    1, so rounding must not make a hit pass ``min_relevance=1``)."""
+    return min(round(relevance, 4), 0.9999)
 
 
 def _logistic(z: float) -> float:

@@ -19,7 +19,7 @@ from memstrata.recall import index as idx
 from memstrata.recall.branchtruth import ActiveBranches
 from memstrata.recall.fusion import Candidate, FusionParams, fuse, ranks
 from memstrata.recall.index import MessageKey, key_of
-from memstrata.recall.relevance import RelevanceModel, Signals, background
+from memstrata.recall.relevance import RelevanceModel, Signals, background, reported
 from memstrata.recall.scoring import second_of
 from memstrata.recall.text import QueryInfo, mentions_time
 from memstrata.storage.plan import Op
@@ -345,7 +345,7 @@ class Judged:
             "cosine": None if s.cosine is None else round(s.cosine, 4),
             "background": round(s.background, 4),
             "standout": None if s.standout is None else round(s.standout, 4),
-            "relevance": round(self.relevance, 4),
+            "relevance": reported(self.relevance),
         }
 
 
@@ -356,7 +356,7 @@ def judge(found: Found, model: RelevanceModel, ranked: Sequence[Candidate]) -> l
     for c in ranked:
         key = (c.conversation_id, c.id)
         sig = Signals(found.coverage.get(key, 0.0), found.similarity.get(key), bg)
-        out.append(Judged(key, c.score, round(model(sig), 4), sig, c.keyword_rank, c.vector_rank))
+        out.append(Judged(key, c.score, reported(model(sig)), sig, c.keyword_rank, c.vector_rank))
     return out
 
 

@@ -27,7 +27,7 @@ from memstrata.recall.branchtruth import ActiveBranches
 from memstrata.recall.fusion import FusionParams, fuse
 from memstrata.recall.gate import ADMITTED, BELOW_FLOOR, PERSONAL, STANDS_OUT, RelevanceGate
 from memstrata.recall.index import key_of
-from memstrata.recall.relevance import RelevanceModel, Signals, background
+from memstrata.recall.relevance import RelevanceModel, Signals, background, reported
 from memstrata.recall.search import MAX_K, LazyRule, candidates_op
 from memstrata.recall.text import analyse_query, speaker_of
 from memstrata.runtime import Runtime
@@ -233,7 +233,7 @@ class RecallTier:
             heading=heading_of(m),
             score=round(score, 6),
             evidence=round(evidence, 3),
-            relevance=round(self.relevance(signals), 4),
+            relevance=reported(self.relevance(signals)),
             **extra,
         )
 
