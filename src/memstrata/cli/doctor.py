@@ -25,7 +25,7 @@ from memstrata.cli.tables import new_table
 from memstrata.errors import MemstrataError, MissingDependency
 from memstrata.keyring import describe, keyring_dir, open_sealer
 from memstrata.sealing import PREFIX
-from memstrata.storage.plan import Op, Query, read
+from memstrata.storage.plan import Op, Query
 
 __all__ = ["doctor", "migrate"]
 
@@ -323,7 +323,7 @@ def _check_encryption(db: str | None, skipped: str | None) -> dict[str, Any]:
             return {**info, "ok": False, "error": exc.message}
     if skipped:
         return info
-    if not _probe(db, info, lambda mem: mem.core.engine.run(read(_sealed_counts))):
+    if not _probe(db, info, lambda mem: mem.admin.read(_sealed_counts)):
         return info
     if settings.encrypt_at_rest and info["plain_messages"]:
         info["warnings"].append(

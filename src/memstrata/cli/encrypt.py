@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Annotated
 
 import typer
 
 from memstrata.cli._common import Db, errors, fail, note, open_memory, settings_for
-from memstrata.storage.plan import write
 from memstrata.transfer.seal import merge_keyword_index, seal_facts, seal_messages
 
 __all__ = ["encrypt"]
@@ -33,18 +31,18 @@ def encrypt(
         fail("set MEMSTRATA_ENCRYPT_AT_REST=true (and MEMSTRATA_MASTER_KEY_FILE) first")
     read_n = sealed = 0
     with errors(), open_memory(db) as mem:
-        engine = mem.core.engine  # facade gap: a store-wide migration, no scope
+        admin = mem.admin  # a store-wide migration: no scope
         after = 0
         while True:
-            after, n, done = engine.run(write(partial(seal_messages, engine.dialect, after, batch)))
+            after, n, done = admin.write(seal_messages, admin.dialect, after, batch)
             read_n, sealed = read_n + n, sealed + done
             if not n:
                 break
             note(f"{read_n} message(s) read, {sealed} sealed")
-        engine.run(write(lambda: merge_keyword_index(engine.dialect)))
+        admin.write(merge_keyword_index, admin.dialect)
         after = facts_read = facts_sealed = 0
         while True:
-            after, n, done = engine.run(write(partial(seal_facts, after, batch)))
+            after, n, done = admin.write(seal_facts, after, batch)
             facts_read, facts_sealed = facts_read + n, facts_sealed + done
             if not n:
                 break
