@@ -213,10 +213,9 @@ def problem_json_on_4xx(ctx: Any, response: Any, case: Any) -> bool | None:
 
 
 def load_schema() -> Any:
-    """The OpenAPI document as the app serves it, fetched in-process at collection time.
+    """The OpenAPI document as the app serves it, fetched in-process.
 
-    The lazy fixture loader of schemathesis does not work with this pytest, so the
-    document comes from a throwaway app on an in-memory store; the requests go to the
+    The document comes from a throwaway app on an in-memory store; the requests go to the
     module's app (``app=`` in the call), which serves the same document.
     """
     amem = AsyncMemory.open("sqlite:///:memory:")
@@ -244,19 +243,36 @@ def load_schema() -> Any:
     return loaded
 
 
-schema = load_schema()
-
-
-@schema.parametrize()  # type: ignore[untyped-decorator]
-@FUZZ
 def test_api_answers_without_server_errors_and_with_problems(
-    case: Any, fuzz_app: Any, fuzz_auth: Any
+    fuzz_app: Any, fuzz_auth: Any, subtests: Any
 ) -> None:
-    case.call_and_validate(
-        app=fuzz_app,
-        headers=fuzz_auth,
-        checks=[schemathesis.checks.not_a_server_error, problem_json_on_4xx],
+    """Every documented operation, one subtest each, with the tests `schema.parametrize()`
+    would build (examples, coverage and fuzzing phases). They are built here, when the
+    test runs, rather than at collection: building the schema and its tests costs every
+    pytest process seconds, and a run that does not select this test should not pay it."""
+    from schemathesis.checks import load_all_checks
+    from schemathesis.core.result import Err
+    from schemathesis.pytest.lazy import get_all_tests
+
+    load_all_checks()
+
+    def call(case: Any, app: Any, auth: Any) -> None:
+        case.call_and_validate(
+            app=app,
+            headers=auth,
+            checks=[schemathesis.checks.not_a_server_error, problem_json_on_4xx],
+        )
+
+    built = list(
+        get_all_tests(schema=load_schema(), test_func=call, settings=FUZZ, given_kwargs={})
     )
+    assert len(built) > 40  # every documented operation, not a filtered few
+    for result in built:
+        if isinstance(result, Err):  # an operation's definition schemathesis cannot use
+            raise result.err()
+        operation, run = result.ok()
+        with subtests.test(msg=operation.label):
+            run(app=fuzz_app, auth=fuzz_auth)
 
 
 # -- the check itself ------------------------------------------------------------------------
