@@ -37,7 +37,7 @@ def test_an_append_is_found_by_meaning_with_no_catch_up_and_no_job(
     scope = fresh_scope()
     conv = mem.conversations.create(scope)
     stored = mem.messages.append(
-        scope, conv.id, role="user", content="My cat Pixel is a Maine Coon."
+        scope, conv.id, role="user", content="My dog Juniper is a border collie."
     )
     assert mem.recall.pending(scope) == 0  # embedded before the append returned
     assert _embed_jobs(mem) == 0
@@ -50,7 +50,7 @@ def test_an_append_is_found_by_meaning_with_no_catch_up_and_no_job(
     assert hits[0].signals["vector_rank"] == 1
     # And the context of a new conversation brings it back.
     other = mem.conversations.create(scope)
-    mem.messages.append(scope, other.id, role="user", content="What breed is my cat Pixel?")
+    mem.messages.append(scope, other.id, role="user", content="What breed is my dog Juniper?")
     ctx = mem.context(scope, other.id)
     assert ctx.report.tiers["recall"].pending == 0
     assert [i.id for i in ctx.injected.get("recall", [])] == [stored.id]
