@@ -604,8 +604,14 @@ def test_every_other_text_is_sealed_and_forgotten_after_restore(home: Path) -> N
         assert_all_readable(read_state(mem, BOB, bob), "bob")
         # Written again, each starts afresh under Alice's new key.
         assert mem.working.put(ALICE, "anew").content == "anew"
+        # Create-only over a restored document that reads as absent: version 1.
+        assert (
+            mem.working.put(ALICE, "afresh", conversation_id=alice, expected_version=0).version == 1
+        )
         assert mem.working.get(ALICE).content == "anew"
-        assert mem.plans.put(ALICE, alice, {"steps": []}).document == {"steps": []}
+        # The restored plan reads as absent, so a create-only write makes version 1.
+        plan = mem.plans.put(ALICE, alice, {"steps": []}, expected_version=0)
+        assert (plan.document, plan.version) == ({"steps": []}, 1)
     finally:
         mem.close()
 

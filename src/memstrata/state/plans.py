@@ -76,8 +76,14 @@ def put_plan(
         )
         if not n:
             old = yield from _plan_row(scope, conversation_id)
-            raise PreconditionFailed(
-                "the plan exists already", current_version=0 if old is None else old.version
+            if old is not None:
+                raise PreconditionFailed("the plan exists already", current_version=old.version)
+            # The row is there but reads as deleted (its owner's data key was destroyed and
+            # a backup brought it back): to the caller there is no plan, so this creates one.
+            yield Exec(
+                "UPDATE plans SET document = ?, version = 1, updated_at = ? "
+                "WHERE conversation_id = ?",
+                (text, now, conversation_id),
             )
     else:
         n = yield Exec(

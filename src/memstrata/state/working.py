@@ -81,9 +81,10 @@ def find_working_memory(
     return to_working_memory(rows[0], scope) if rows else None
 
 
-def _drop_unreadable(scope: Scope, conversation_id: str | None) -> Op[None]:
+def _drop_unreadable(scope: Scope, conversation_id: str | None) -> Op[bool]:
     """Delete the row in the way of a write when it reads as deleted (its owner's data key
-    was destroyed, and a backup brought it back), so the next round creates afresh."""
+    was destroyed, and a backup brought it back), so the next round creates afresh; True
+    when it did."""
     rows = yield Query(
         "SELECT content FROM working_memory WHERE tenant_id = ? AND user_id = ? "
         "AND agent_id = ? AND conversation_id = ?",
@@ -97,6 +98,8 @@ def _drop_unreadable(scope: Scope, conversation_id: str | None) -> Op[None]:
             "AND conversation_id = ?",
             _wm_key(scope, conversation_id),
         )
+        return True
+    return False
 
 
 def get_working_memory(scope: Scope, conversation_id: str | None = None) -> Op[WorkingMemory]:
@@ -162,10 +165,10 @@ def put_working_memory(
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?) ON CONFLICT DO NOTHING",
                 (*key, fmt, stored, schema_text, tmpl_text, now),
             )
-            if not n and expected_version == 0:
-                raise PreconditionFailed("working memory was created concurrently")
             if not n:
-                yield from _drop_unreadable(scope, conversation_id)
+                dropped = yield from _drop_unreadable(scope, conversation_id)
+                if not dropped and expected_version == 0:
+                    raise PreconditionFailed("working memory was created concurrently")
         else:
             if expected_version is not None and expected_version != old.version:
                 raise PreconditionFailed(
