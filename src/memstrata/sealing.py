@@ -105,8 +105,11 @@ class Sealer:
         self._by_owner: dict[tuple[str, str], _Key] = {}
         self._by_id: dict[str, _Key | None] = {}
         self._term_cache: dict[str, dict[str, str]] = {}
-        self._opened: dict[str, dict[tuple[str, str, str], str]] = {}
-        self._cached = 0
+        # Opened texts by (table, row, stored value): the same rows are read again and again
+        # (a branch's ancestors, every history call), so a value opened once for its table
+        # and row is served from memory. The key names the row, so a value moved elsewhere
+        # is never served from here; it is dropped whole when any key is destroyed.
+        self._opened: dict[tuple[str, str, str], str] = {}
 
     def _owner_key(self, tenant: str, user: str) -> _Key:
         key = self._by_owner.get((tenant, user))
@@ -132,7 +135,7 @@ class Sealer:
         if key is not None:
             self._by_id.pop(key.id, None)
             self._term_cache.pop(key.id, None)
-            self._opened.pop(key.id, None)
+            self._opened.clear()  # rare (a user deleted): simpler than an index by key
 
     def destroy(self, tenant: str, user: str) -> bool:
         """Destroy the owner's data key in the keyring; True when there was one."""
@@ -149,15 +152,11 @@ class Sealer:
         return f"{PREFIX}{key.id}:{binascii.b2a_base64(nonce + body, newline=False).decode()}"
 
     def open(self, table: str, row: str, value: str) -> str | None:
+        opened = self._opened
+        text = opened.get((table, row, value))
+        if text is not None:
+            return text
         key_id, _, data = value[len(PREFIX) :].partition(":")
-        opened = self._opened.get(key_id)
-        # The same rows are read again and again (a branch's ancestors, every history
-        # call): a value opened once for this table and row is served from memory. The
-        # cache is per key, dropped with it, and never shared across rows.
-        if opened is not None:
-            text = opened.get((table, row, value))
-            if text is not None:
-                return text
         key = self._id_key(key_id)
         if key is None:
             return None
@@ -170,13 +169,8 @@ class Sealer:
                 "moved from another row",
                 table=table,
             ) from exc
-        if opened is None:
-            opened = self._opened[key_id] = {}
-        self._cached += 1
-        if self._cached > _OPENED_MAX:  # a bound, not an LRU: start afresh
-            self._opened.clear()
-            self._cached = 1
-            opened = self._opened[key_id] = {}
+        if len(opened) >= _OPENED_MAX:  # a bound, not an LRU: start afresh
+            opened.clear()
         opened[(table, row, value)] = text
         return text
 

@@ -99,13 +99,22 @@ def seal_message_texts(
     ]
 
 
+def _opened(column: str, row: Row, value: str | None) -> str | None:
+    """One sealed column of a message row opened (None once its key is destroyed)."""
+    return unseal(column, f"{row[1]}/{row[0]}", value)
+
+
 def open_message_texts(row: Row) -> Row:
     """``row`` with its sealed columns opened; a message whose key was destroyed (its user
     was deleted, and this row came back from an earlier backup) reads as empty."""
-    key = f"{row[1]}/{row[0]}"
-    content = unseal("messages.content", key, row[4])
-    files = unseal("messages.files", key, row[5])
-    calls = unseal("messages.tool_calls", key, row[6])
+    content, files, calls = row[4], row[5], row[6]
+    # Most messages seal only their content: the columns left empty skip the codec.
+    if content:
+        content = _opened("messages.content", row, content)
+    if files:
+        files = _opened("messages.files", row, files)
+    if calls:
+        calls = _opened("messages.tool_calls", row, calls)
     return (*row[:4], content or "", files, calls, *row[7:])
 
 
@@ -138,19 +147,18 @@ def to_message(row: Row) -> Message:
     # A sealed value starts with ESC (PREFIX), which no text the store writes in clear
     # starts with in practice; first-character tests keep the unsealed path cheap.
     content, files, calls = row[4], row[5], row[6]
-    if (
-        (content and content[0] == _SEALED_MARK)
-        or (files and files[0] == _SEALED_MARK)
-        or (calls and calls[0] == _SEALED_MARK)
-    ):
-        row = open_message_texts(row)
-        files, calls = row[5], row[6]
+    if content and content[0] == _SEALED_MARK:
+        content = _opened("messages.content", row, content) or ""
+    if files and files[0] == _SEALED_MARK:
+        files = _opened("messages.files", row, files)
+    if calls and calls[0] == _SEALED_MARK:
+        calls = _opened("messages.tool_calls", row, calls)
     m: Message = _NEW(Message)
     _SET_ID(m, row[0])
     _SET_CID(m, row[1])
     _SET_PARENT(m, row[2])
     _SET_ROLE(m, _ROLES[row[3]])
-    _SET_CONTENT(m, row[4])
+    _SET_CONTENT(m, content)
     _SET_FILES(m, () if files is None else tuple(map(FileRef.model_validate, json.loads(files))))
     _SET_CALLS(m, () if calls is None else tuple(map(ToolCall.model_validate, json.loads(calls))))
     _SET_CALL_ID(m, row[7])
