@@ -236,6 +236,33 @@ def test_every_text_is_sealed_works_and_is_forgotten_after_restore(home: Path) -
         mem.close()
 
 
+def test_moved_title_metadata_or_item_does_not_open(home: Path) -> None:
+    from memstrata.errors import Corruption
+    from memstrata.storage.plan import Exec
+
+    mem = Memory.open(settings=settings(home))
+    try:
+        (a, _), (b, _) = fill_more(mem, ALICE), fill_more(mem, BOB)
+
+        def move(table: str, column: str, key: str, src: str, dst: str) -> None:
+            def op():  # type: ignore[no-untyped-def]
+                rows = yield Query(f"SELECT {column} FROM {table} WHERE {key} = ?", (src,))
+                assert is_sealed(rows[0][0])
+                yield Exec(f"UPDATE {table} SET {column} = ? WHERE {key} = ?", (rows[0][0], dst))
+
+            mem.core.engine.run(write(op))
+
+        move("conversations", "title", "id", a, b)  # another user's conversation
+        with pytest.raises(Corruption):
+            mem.conversations.get(BOB, b)
+        mem.graphs.put_item("acme", ("memories", "bob"), "k2", {"data": "other"})
+        move("graph_items", "value", "item_key", "k1", "k2")  # same tenant, another key
+        with pytest.raises(Corruption):
+            mem.graphs.get_items("acme", [(("memories", "bob"), "k2")])
+    finally:
+        mem.close()
+
+
 def test_with_encryption_off_every_text_is_plain(home: Path) -> None:
     """The scan above can fail: the same places written with encryption off are found."""
     mem = Memory.open(settings=Settings(home=home, worker="off"))
