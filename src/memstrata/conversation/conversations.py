@@ -20,6 +20,7 @@ from memstrata.storage.records import (
     CONVERSATION_COLUMNS,
     check_text,
     dump_json,
+    seal_conversation_texts,
     to_conversation,
     to_message,
 )
@@ -69,7 +70,13 @@ def create_conversation(
         yield Exec(
             "INSERT INTO conversations (id, tenant_id, user_id, agent_id, title, metadata, "
             "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (cid, *_owner(scope), title, dump_json(metadata), now, now),
+            (
+                cid,
+                *_owner(scope),
+                *seal_conversation_texts(scope.tenant, scope.user, cid, title, dump_json(metadata)),
+                now,
+                now,
+            ),
         )
     except Conflict:
         raise Conflict(f"conversation {cid} already exists") from None
@@ -147,12 +154,15 @@ def update_conversation(
     before = yield from get_conversation(scope, conversation_id)
     sets: list[str] = []
     params: list[Any] = []
+    sealed_title, sealed_meta = seal_conversation_texts(
+        before.tenant, before.user, conversation_id, title, dump_json(metadata)
+    )
     if title is not None:
         sets.append("title = ?")
-        params.append(title)
+        params.append(sealed_title)
     if metadata is not None:
         sets.append("metadata = ?")
-        params.append(dump_json(metadata))
+        params.append(sealed_meta)
     moved = False
     if active_leaf_id is not None:
         leaf = to_message((yield from require_message(conversation_id, active_leaf_id)))

@@ -177,6 +177,16 @@ def append_message(
     label = label_child(mid, found)
     now = rt.clock()
     occurred = to_micros(new.occurred_at) if new.occurred_at is not None else now
+    texts = seal_message_texts(
+        conv.tenant,
+        conv.user,
+        conv.id,
+        mid,
+        new.content,
+        dump_json(dump_files(new.files)),
+        dump_json(dump_tool_calls(new.tool_calls)),
+        dump_json(new.metadata),
+    )
     yield Exec(
         "INSERT INTO messages (id, conversation_id, parent_id, role, content, files, tool_calls, "
         "tool_call_id, status, metadata, occurred_at, created_at, depth, token_count, "
@@ -188,18 +198,10 @@ def append_message(
             conv.id,
             None if parent is None else parent.id,
             new.role.value,
-            *seal_message_texts(
-                conv.tenant,
-                conv.user,
-                conv.id,
-                mid,
-                new.content,
-                dump_json(dump_files(new.files)),
-                dump_json(dump_tool_calls(new.tool_calls)),
-            ),
+            *texts[:3],
             new.tool_call_id,
             new.status.value,
-            dump_json(new.metadata),
+            texts[3],
             occurred,
             now,
             spot.depth,
@@ -254,6 +256,7 @@ def patch_message(
         patch.content,
         dump_json(dump_files(files)),
         dump_json(dump_tool_calls(calls)),
+        dump_json(patch.metadata if patch.metadata is not None else stored.metadata),
     )
     n = yield Exec(
         "UPDATE messages SET content = ?, status = ?, files = ?, tool_calls = ?, metadata = ?, "
@@ -262,7 +265,6 @@ def patch_message(
             *sealed[:1],
             Status.COMPLETE.value,
             *sealed[1:],
-            dump_json(patch.metadata if patch.metadata is not None else stored.metadata),
             tokens,
             branch,
             stored.id,

@@ -34,6 +34,7 @@ __all__ = [
     "delete_for_user",
     "delete_thread",
     "get_checkpoint",
+    "graph_row",
     "list_checkpoints",
     "prune",
     "put_checkpoint",
@@ -97,7 +98,7 @@ def _blob(value: object) -> bytes:
     return bytes(value) if not isinstance(value, bytes) else value  # type: ignore[call-overload]
 
 
-def _row_id(scope: Scope, ns: str, checkpoint_id: str, *write: object) -> str:
+def graph_row(scope: Scope, ns: str, checkpoint_id: str, *write: object) -> str:
     # Not the thread: copy_thread copies rows (same namespace and id) to another thread.
     return "/".join((scope.agent_key, ns, checkpoint_id, *map(str, write)))
 
@@ -127,7 +128,7 @@ def _checkpoint(scope: Scope, row: Row, writes: tuple[GraphWrite, ...]) -> Graph
         metadata,
         created_at,
     ) = row
-    at = _row_id(scope, checkpoint_ns, checkpoint_id)
+    at = graph_row(scope, checkpoint_ns, checkpoint_id)
     state = _open("graph_checkpoints.checkpoint", at, checkpoint)
     meta = _open("graph_checkpoints.metadata", at, metadata)
     if state is None or meta is None:
@@ -174,7 +175,7 @@ def put_checkpoint(
     if parent_id is not None:
         _text(parent_id, "parent_id")
     now = rt.clock()
-    at = _row_id(scope, checkpoint_ns, checkpoint_id)
+    at = graph_row(scope, checkpoint_ns, checkpoint_id)
     yield from tenancy.ensure_user(scope.tenant, scope.user, now)
     yield Exec(
         "INSERT INTO graph_checkpoints (tenant_id, user_id, agent_id, thread_id, checkpoint_ns, "
@@ -238,7 +239,7 @@ def put_writes(
                 _seal(
                     scope,
                     "graph_writes.value",
-                    _row_id(scope, checkpoint_ns, checkpoint_id, w.task_id, w.idx),
+                    graph_row(scope, checkpoint_ns, checkpoint_id, w.task_id, w.idx),
                     w.value,
                 ),
             ),
@@ -277,7 +278,7 @@ def _with_writes(scope: Scope, rows: Sequence[Row]) -> Op[list[GraphCheckpoint]]
         mine = sorted(writes.get((row[0], row[1], row[2]), []), key=lambda w: (w[8], w[3], w[4]))
         kept = []
         for w in mine:
-            value = _open("graph_writes.value", _row_id(scope, w[1], w[2], w[3], w[4]), w[7])
+            value = _open("graph_writes.value", graph_row(scope, w[1], w[2], w[3], w[4]), w[7])
             if value is not None:
                 kept.append(GraphWrite(w[3], int(w[4]), w[5], w[6], value, w[8]))
         found = _checkpoint(scope, row, tuple(kept))

@@ -6,6 +6,11 @@ a JSON object. An item may expire (``ttl_s``; reading it may push the expiry bac
 may carry one vector per indexed field for semantic search; a put replaces the value
 and the vectors together. Expired items are invisible at once and removed by the next
 put of their tenant.
+
+Under encryption at rest a value is sealed with the tenant's data key (the items are the
+tenant's, shared by its users), bound to its agent, namespace and key; namespaces and
+keys stay in clear (listings and prefix searches are SQL on them). Searching values is
+the caller's, in memory, on the opened values, so it works the same sealed.
 """
 
 from __future__ import annotations
@@ -19,16 +24,20 @@ from typing import Any
 
 from memstrata.errors import InvalidInput
 from memstrata.runtime import Runtime
+from memstrata.sealing import seal, unseal
 from memstrata.storage.plan import Exec, Op, Query, Row
 from memstrata.storage.records import from_micros
 
 __all__ = [
+    "TENANT_OWNER",
     "GraphItem",
     "delete_item",
     "get_items",
+    "item_row",
     "join_namespace",
     "list_item_namespaces",
     "put_item",
+    "seal_value",
     "search_items",
     "split_namespace",
 ]
@@ -89,13 +98,37 @@ _LIVE = "(expires_at IS NULL OR expires_at > ?)"
 _COLUMNS = "namespace, item_key, value, created_at, updated_at, expires_at"
 
 
-def _item(row: Row, vectors: Mapping[str, list[float]] | None = None) -> GraphItem:
-    """An item from a row of ``_COLUMNS``."""
+#: Items belong to a tenant (its users share the store), so under encryption at rest they
+#: are sealed with the tenant's own data key: the keyring's owner (tenant, ""), a user
+#: name no scope can have. Deleting a user does not reach them; deleting the items does.
+TENANT_OWNER = ""
+
+
+def item_row(agent: str, namespace: str, key: str) -> str:
+    """What an item's sealed value is bound to: its agent, namespace and key."""
+    return f"{agent}/{namespace}/{key}"
+
+
+def seal_value(tenant: str, agent: str, namespace: str, key: str, text: str) -> str:
+    """An item's value (JSON text) as stored: sealed with the tenant's key under
+    encryption at rest (as it is when off)."""
+    row = item_row(agent, namespace, key)
+    return seal("graph_items.value", row, tenant, TENANT_OWNER, text) or text
+
+
+def _item(
+    agent: str, row: Row, vectors: Mapping[str, list[float]] | None = None
+) -> GraphItem | None:
+    """An item from a row of ``_COLUMNS`` (None once its value's key was destroyed: the
+    item reads as absent)."""
     namespace, key, value, created_at, updated_at, expires_at = row
+    text = unseal("graph_items.value", item_row(agent, namespace, key), value)
+    if text is None:
+        return None
     return GraphItem(
         namespace=split_namespace(namespace),
         key=key,
-        value=json.loads(value),
+        value=json.loads(text),
         created_at=from_micros(created_at),
         updated_at=from_micros(updated_at),
         expires_at=None if expires_at is None else from_micros(expires_at),
@@ -147,7 +180,7 @@ def put_item(
         "ON CONFLICT (tenant_id, agent_id, namespace, item_key) DO UPDATE SET "
         "value = excluded.value, updated_at = excluded.updated_at, ttl_s = excluded.ttl_s, "
         "expires_at = excluded.expires_at",
-        (tenant, agent, ns, k, text, now, now, ttl_s, expires),
+        (tenant, agent, ns, k, seal_value(tenant, agent, ns, k, text), now, now, ttl_s, expires),
     )
     where = f"{_OWNER} AND namespace = ? AND item_key = ?"
     yield Exec(f"DELETE FROM graph_item_vectors WHERE {where}", (tenant, agent, ns, k))
@@ -191,7 +224,7 @@ def get_items(
                 (now, *args, now),
             )
         rows = yield Query(f"SELECT {_COLUMNS} FROM graph_items WHERE {where}", (*args, now))
-        out.append(_item(rows[0]) if rows else None)
+        out.append(_item(agent, rows[0]) if rows else None)
     return out
 
 
@@ -235,7 +268,7 @@ def search_items(
         params,
     )
     if not with_vectors or not rows:
-        return [_item(r) for r in rows]
+        return [i for i in (_item(agent, r) for r in rows) if i is not None]
     joined, jparams = _live_under("i", tenant, agent, prefix, now)
     vrows = yield Query(
         "SELECT v.namespace, v.item_key, v.field_path, v.vector FROM graph_item_vectors v "
@@ -246,7 +279,8 @@ def search_items(
     vectors: dict[tuple[str, str], dict[str, list[float]]] = {}
     for ns_text, key, path, blob in vrows:
         vectors.setdefault((ns_text, key), {})[path] = _unpacked(blob)
-    return [_item(r, vectors.get((r[0], r[1]))) for r in rows]
+    found = (_item(agent, r, vectors.get((r[0], r[1]))) for r in rows)
+    return [i for i in found if i is not None]
 
 
 def list_item_namespaces(rt: Runtime, tenant: str, agent: str) -> Op[list[tuple[str, ...]]]:

@@ -34,6 +34,7 @@ __all__ = [
     "load_sources",
     "owner",
     "seal_section",
+    "section_row",
     "section_text",
     "seq_of",
     "to_fact",
@@ -93,7 +94,7 @@ def event_text(fact_id: str, event: str, at: int, content: str | None) -> str:
     return unseal("fact_events.content", f"{fact_id}/{event}/{at}", content) or ""
 
 
-def _section_row(scope: Scope, section: str) -> str:
+def section_row(scope: Scope, section: str) -> str:
     # A version row keeps the section's text as it was, copied by SQL, so the binding is
     # the section (and agent), not the version.
     return f"{scope.agent_key}/{section}"
@@ -104,7 +105,7 @@ def seal_section(scope: Scope, section: str, summary: str) -> str:
     return (
         seal(
             "profile_sections.summary",
-            _section_row(scope, section),
+            section_row(scope, section),
             scope.tenant,
             scope.user,
             summary,
@@ -116,7 +117,7 @@ def seal_section(scope: Scope, section: str, summary: str) -> str:
 def section_text(scope: Scope, section: str, summary: str | None) -> str:
     """A profile section's text from its stored value (empty once the owner's key was
     destroyed, as an unwritten section)."""
-    return unseal("profile_sections.summary", _section_row(scope, section), summary) or ""
+    return unseal("profile_sections.summary", section_row(scope, section), summary) or ""
 
 
 def to_fact(row: Row, sources: Sequence[FactSource] = ()) -> Fact:

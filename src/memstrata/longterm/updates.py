@@ -10,12 +10,21 @@ from typing import Any
 
 from memstrata.longterm.rows import OWNER, owner
 from memstrata.runtime import Runtime
+from memstrata.sealing import seal, unseal
 from memstrata.storage.plan import Exec, Op, Query, Row
 from memstrata.storage.records import dump_json, from_micros
 from memstrata.storage.sql import BATCH, placeholders
 from memstrata.types import Scope
 
-__all__ = ["ExtractionRecord", "list_updates", "mark_seen", "record_update", "seen_among"]
+__all__ = [
+    "UPDATE_TEXTS",
+    "ExtractionRecord",
+    "list_updates",
+    "mark_seen",
+    "record_update",
+    "seal_update_texts",
+    "seen_among",
+]
 
 
 def seen_among(conversation_id: str, message_ids: Sequence[str]) -> Op[set[str]]:
@@ -55,8 +64,29 @@ class ExtractionRecord:
     error: str | None = None
 
 
+#: The columns of an extraction record that may quote the user (the model's notes, its raw
+#: output, an error about that output): sealed for the owner under encryption at rest,
+#: bound to the record. Outcome, signal names, counts and token usage stay in clear.
+UPDATE_TEXTS = ("notes", "raw_output", "error")
+
+
+def seal_update_texts(scope: Scope, update_id: str, *values: str | None) -> list[str | None]:
+    """``notes, raw_output, error`` as stored (as they are when encryption is off)."""
+    return [
+        seal(f"longterm_updates.{column}", update_id, scope.tenant, scope.user, value)
+        for column, value in zip(UPDATE_TEXTS, values, strict=True)
+    ]
+
+
 def record_update(rt: Runtime, scope: Scope, rec: ExtractionRecord) -> Op[str]:
     uid = rt.make_id()
+    notes, raw_output, error = seal_update_texts(
+        scope,
+        uid,
+        dump_json(list(rec.notes)),
+        None if rec.raw_output is None else rec.raw_output[:100_000],
+        None if rec.error is None else rec.error[:4000],
+    )
     yield Exec(
         "INSERT INTO longterm_updates (id, tenant_id, user_id, agent_id, conversation_id, job_id, "
         "outcome, signals, llm_calls, prompt_tokens, completion_tokens, counts, notes, raw_output, "
@@ -72,9 +102,9 @@ def record_update(rt: Runtime, scope: Scope, rec: ExtractionRecord) -> Op[str]:
             rec.prompt_tokens,
             rec.completion_tokens,
             dump_json(rec.counts),
-            dump_json(list(rec.notes)),
-            None if rec.raw_output is None else rec.raw_output[:100_000],
-            None if rec.error is None else rec.error[:4000],
+            notes,
+            raw_output,
+            error,
             rt.clock(),
         ),
     )
@@ -108,6 +138,10 @@ def _update(row: Row) -> dict[str, Any]:
         error,
         created_at,
     ) = row
+    # Once the owner's key was destroyed these read as absent (the record keeps its counts).
+    notes = unseal("longterm_updates.notes", uid, notes)
+    raw_output = unseal("longterm_updates.raw_output", uid, raw_output)
+    error = unseal("longterm_updates.error", uid, error)
     return {
         "id": uid,
         "conversation_id": conversation_id,

@@ -10,6 +10,7 @@ from memstrata.conversation.conversations import get_conversation
 from memstrata.conversation.lookup import require_message
 from memstrata.domain.provenance import ContextRecord, FactUse, Provenance, RecordItem
 from memstrata.errors import NotFound
+from memstrata.provenance.record import open_report
 from memstrata.runtime import Runtime, page_limit
 from memstrata.storage.plan import Op, Query, Row
 from memstrata.storage.records import from_micros
@@ -89,8 +90,12 @@ def _items(scope: Scope, context_id: str) -> Op[tuple[RecordItem, ...]]:
     )
 
 
-def _record(scope: Scope, row: Row) -> Op[ContextRecord]:
-    report: dict[str, Any] = json.loads(row[4])
+def _record(scope: Scope, row: Row) -> Op[ContextRecord | None]:
+    """A record from a row of ``_RECORD``; None once its owner's data key was destroyed."""
+    text = open_report(row[0], row[4])
+    if text is None:
+        return None
+    report: dict[str, Any] = json.loads(text)
     report.setdefault("leaf_id", row[2])  # stored as a column only
     items = yield from _items(scope, row[0])
     return ContextRecord(
@@ -114,9 +119,10 @@ def get_record(scope: Scope, conversation_id: str, context_id: str) -> Op[Contex
         f"AND {_OWNER}",
         (context_id, conversation_id, *_owner(scope)),
     )
-    if not rows:
+    record = (yield from _record(scope, rows[0])) if rows else None
+    if record is None:
         raise NotFound(f"context record {context_id} not found", kind="context")
-    return (yield from _record(scope, rows[0]))
+    return record
 
 
 def reply_provenance(scope: Scope, conversation_id: str, message_id: str) -> Op[Provenance]:

@@ -14,11 +14,12 @@ from memstrata.context.tiers import TierItem
 from memstrata.conversation.conversations import hold_conversation
 from memstrata.domain.context import Context
 from memstrata.runtime import Runtime
+from memstrata.sealing import seal, unseal
 from memstrata.storage.plan import Exec, Op
 from memstrata.storage.records import dump_json
 from memstrata.types import Scope
 
-__all__ = ["Entry", "entries", "record_context", "stored_report"]
+__all__ = ["Entry", "entries", "open_report", "record_context", "seal_report", "stored_report"]
 
 # Tier -> the kind of item it injects (a tier another feature adds is an ``item``).
 _KINDS: Mapping[str, str] = {
@@ -97,6 +98,20 @@ def stored_report(ctx: Context) -> dict[str, Any]:
     return report
 
 
+def seal_report(scope: Scope, record_id: str, report: str) -> str:
+    """A record's report (JSON text) as stored: sealed for its owner, bound to the record
+    (as it is when encryption is off). Its counts and reasons are little of the user's,
+    but they are the only free-form part of a record (a tier another feature adds names
+    its own reasons), so nothing of them is left readable."""
+    return seal("context_records.report", record_id, scope.tenant, scope.user, report) or report
+
+
+def open_report(record_id: str, report: str) -> str | None:
+    """A stored report's JSON text; None once its owner's data key was destroyed (the
+    record reads as deleted)."""
+    return unseal("context_records.report", record_id, report)
+
+
 def _insert_items(context_id: str, rows: Sequence[Entry]) -> Op[None]:
     # A few statements per record, not one per item (a context may inject a hundred).
     for start in range(0, len(rows), _CHUNK):
@@ -139,7 +154,7 @@ def record_context(
             conversation_id,
             ctx.report.leaf_id,
             budget,
-            dump_json(stored_report(ctx)) or "{}",
+            seal_report(scope, rid, dump_json(stored_report(ctx)) or "{}"),
             rt.clock(),
         ),
     )

@@ -21,11 +21,13 @@ __all__ = [
     "MAX_TTL_S",
     "Checkpoint",
     "RunSnapshot",
+    "checkpoint_row",
     "delete_checkpoint",
     "get_snapshot",
     "load_checkpoint",
     "put_snapshot",
     "save_checkpoint",
+    "snapshot_row",
 ]
 
 EXPIRED_MESSAGE = "This action has expired and cannot be resumed. Please start a new turn."
@@ -37,8 +39,12 @@ _CP_KEY = "tenant_id = ? AND user_id = ? AND agent_id = ? AND name = ? AND run_i
 MAX_TTL_S = 10 * 365 * 86_400
 
 
-def _cp_row(scope: Scope, name: str, run_id: str) -> str:
+def checkpoint_row(scope: Scope, name: str, run_id: str) -> str:
     return f"{scope.agent_key}/{name}/{run_id}"
+
+
+def snapshot_row(conversation_id: str, run_id: str) -> str:
+    return f"{conversation_id}/{run_id}"
 
 
 def save_checkpoint(
@@ -63,7 +69,7 @@ def save_checkpoint(
     if ttl_s is not None and not 0 < ttl_s <= MAX_TTL_S:
         raise InvalidInput(f"ttl_s must be > 0 and at most {MAX_TTL_S} (ten years)", field="ttl_s")
     text = seal_doc(
-        "checkpoints.state", _cp_row(scope, name, run_id), scope, sized(dump(state), "state")
+        "checkpoints.state", checkpoint_row(scope, name, run_id), scope, sized(dump(state), "state")
     )
     now = rt.clock()
     expires = None if ttl_s is None else now + int(ttl_s * 1_000_000)
@@ -96,7 +102,7 @@ def load_checkpoint(rt: Runtime, scope: Scope, name: str, run_id: str) -> Op[Che
     )
     now = rt.clock()
     # A state whose owner's key was destroyed reads as a deleted checkpoint: expired.
-    state = open_doc("checkpoints.state", _cp_row(scope, name, run_id), state)
+    state = open_doc("checkpoints.state", checkpoint_row(scope, name, run_id), state)
     if expired_at is not None or state is None or (expires_at is not None and expires_at <= now):
         raise Expired(EXPIRED_MESSAGE, key=f"{name}:{run_id}")
     return Checkpoint(
@@ -129,7 +135,7 @@ def get_snapshot(scope: Scope, conversation_id: str, run_id: str) -> Op[RunSnaps
         (conversation_id, run_id),
     )
     data = open_doc(
-        "run_snapshots.data", f"{conversation_id}/{run_id}", rows[0][2] if rows else None
+        "run_snapshots.data", snapshot_row(conversation_id, run_id), rows[0][2] if rows else None
     )
     if data is None:  # none, or its owner's data key was destroyed
         raise NotFound(f"no snapshot for run {run_id}", kind="snapshot")
@@ -145,7 +151,10 @@ def put_snapshot(
     """Store (overwrite) the opaque snapshot a UI keeps for one run."""
     check_name(run_id, "run_id")
     text = seal_doc(
-        "run_snapshots.data", f"{conversation_id}/{run_id}", scope, sized(dump(data), "data")
+        "run_snapshots.data",
+        snapshot_row(conversation_id, run_id),
+        scope,
+        sized(dump(data), "data"),
     )
     yield from hold_conversation(scope, conversation_id)
     now = rt.clock()

@@ -9,20 +9,57 @@ from memstrata.conversation.conversations import get_conversation, hold_conversa
 from memstrata.domain.state import Iteration
 from memstrata.errors import InvalidInput
 from memstrata.runtime import Runtime, page_limit
-from memstrata.state.checks import check_name, dump, sized
+from memstrata.state.checks import check_name, dump, open_doc, seal_doc, sized
 from memstrata.storage.plan import Exec, Op, Query, Row
 from memstrata.storage.records import from_micros
 from memstrata.storage.sql import encode_cursor, seq_cursor
 from memstrata.types import Page, Scope
 
-__all__ = ["Iteration", "append_iteration", "list_iterations"]
+__all__ = [
+    "Iteration",
+    "append_iteration",
+    "iteration_row",
+    "list_iterations",
+    "open_iteration",
+    "seal_iteration",
+]
 
 
 _IT_COLUMNS = "seq, conversation_id, task, attempt, outcome, error, detail, created_at"
 
 
+def iteration_row(conversation_id: str, task: str, attempt: int, created_at: int) -> str:
+    """What an attempt's sealed texts are bound to: its conversation, task, attempt and
+    time (all stored in clear beside them; its seq is not known before the insert)."""
+    return f"{conversation_id}/{task}/{attempt}/{created_at}"
+
+
+def seal_iteration(
+    scope: Scope, row: str, error: str | None, detail: str | None
+) -> tuple[str | None, str | None]:
+    """An attempt's error and detail (JSON text) as stored: sealed for the conversation's
+    owner under encryption at rest (as they are when off)."""
+    return (
+        None if error is None else seal_doc("iteration_logs.error", row, scope, error),
+        None if detail is None else seal_doc("iteration_logs.detail", row, scope, detail),
+    )
+
+
+def open_iteration(
+    row: str, error: str | None, detail: str | None
+) -> tuple[str | None, str | None]:
+    """An attempt's stored error and detail opened (None each once the owner's key was
+    destroyed: the attempt keeps its task and outcome, its texts read as absent)."""
+    return open_doc("iteration_logs.error", row, error), open_doc(
+        "iteration_logs.detail", row, detail
+    )
+
+
 def _to_iteration(row: Row) -> Iteration:
     seq, conversation_id, task, attempt, outcome, error, detail, created_at = row
+    error, detail = open_iteration(
+        iteration_row(conversation_id, task, attempt, created_at), error, detail
+    )
     return Iteration(
         seq,
         conversation_id,
@@ -61,10 +98,16 @@ def append_iteration(
     elif attempt < 1:
         raise InvalidInput("attempt must be >= 1", field="attempt")
     now = rt.clock()
+    texts = seal_iteration(
+        scope,
+        iteration_row(conversation_id, task, attempt, now),
+        error,
+        dump(detail) if detail else None,
+    )
     yield Exec(
         "INSERT INTO iteration_logs (conversation_id, task, attempt, outcome, error, detail, "
         "created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (conversation_id, task, attempt, outcome, error, dump(detail) if detail else None, now),
+        (conversation_id, task, attempt, outcome, *texts, now),
     )
     rows = yield Query(
         f"SELECT {_IT_COLUMNS} FROM iteration_logs WHERE conversation_id = ? "

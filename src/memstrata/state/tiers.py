@@ -18,6 +18,7 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from memstrata.state.iterations import iteration_row, open_iteration
 from memstrata.state.plans import find_plan
 from memstrata.state.working import find_working_memory
 from memstrata.storage.plan import Op, Query
@@ -76,14 +77,16 @@ def iteration_items(
     """The task's newest failed attempts in this conversation, oldest first."""
     marks = placeholders(len(SUCCESS_OUTCOMES))
     rows = yield Query(
-        "SELECT seq, attempt, outcome, error, detail FROM iteration_logs "
+        "SELECT seq, attempt, outcome, error, detail, created_at FROM iteration_logs "
         f"WHERE conversation_id = ? AND task = ? AND outcome NOT IN ({marks}) "
         "ORDER BY seq DESC LIMIT ?",
         (conversation_id, task, *sorted(SUCCESS_OUTCOMES), limit),
     )
     out: list[TierItem] = []
     # No times in the text: the same log gives the same block (and the same context hash).
-    for seq, attempt, outcome, error, detail in reversed(rows):
+    for seq, attempt, outcome, stored_error, stored_detail, at in reversed(rows):
+        row = iteration_row(conversation_id, task, attempt, at)
+        error, detail = open_iteration(row, stored_error, stored_detail)
         line = f"Attempt {attempt} of task {task!r} ({outcome})"
         if error:
             line += f": {_cut(' '.join(str(error).split()))}"

@@ -31,6 +31,7 @@ __all__ = [
     "get_working_memory",
     "put_working_memory",
     "to_working_memory",
+    "working_row",
 ]
 
 
@@ -240,3 +241,9 @@ def delete_working_memory(scope: Scope, conversation_id: str | None = None) -> O
     )
     if not n:
         raise NotFound("no working memory in this scope", kind="working_memory")
+
+
+def working_row(scope: Scope, conversation_id: str | None) -> str:
+    """What a working-memory document's sealed text is bound to (its agent and
+    conversation), for passes that seal rows written in clear (``memstrata encrypt``)."""
+    return _wm_row(scope, conversation_id)

@@ -23,6 +23,7 @@ __all__ = [
     "from_micros",
     "load_json",
     "open_message_texts",
+    "seal_conversation_texts",
     "seal_message_texts",
     "storable_text",
     "to_conversation",
@@ -82,16 +83,17 @@ def load_json(value: str | None, empty: Any) -> Any:
 
 
 #: The message columns sealed with the owner's key (encryption at rest): what the user
-#: said and attached. Role, status, times, counts and metadata stay in clear.
-_SEALED_MESSAGE = ("content", "files", "tool_calls")
+#: said and attached, and the metadata a client gave (a speaker's name, say). Role,
+#: status, ids, times and counts stay in clear.
+_SEALED_MESSAGE = ("content", "files", "tool_calls", "metadata")
 _SEALED_MARK = PREFIX[0]
 
 
 def seal_message_texts(
     tenant: str, user: str, conversation_id: str, message_id: str, *values: str | None
 ) -> list[str | None]:
-    """``content, files, tool_calls`` as stored: sealed for the conversation's owner,
-    bound to this message (as they are when encryption is off)."""
+    """``content, files, tool_calls, metadata`` as stored: sealed for the conversation's
+    owner, bound to this message (as they are when encryption is off)."""
     row = f"{conversation_id}/{message_id}"
     return [
         seal(f"messages.{column}", row, tenant, user, value)
@@ -107,7 +109,7 @@ def _opened(column: str, row: Row, value: str | None) -> str | None:
 def open_message_texts(row: Row) -> Row:
     """``row`` with its sealed columns opened; a message whose key was destroyed (its user
     was deleted, and this row came back from an earlier backup) reads as empty."""
-    content, files, calls = row[4], row[5], row[6]
+    content, files, calls, meta = row[4], row[5], row[6], row[9]
     # Most messages seal only their content: the columns left empty skip the codec.
     if content:
         content = _opened("messages.content", row, content)
@@ -115,7 +117,9 @@ def open_message_texts(row: Row) -> Row:
         files = _opened("messages.files", row, files)
     if calls:
         calls = _opened("messages.tool_calls", row, calls)
-    return (*row[:4], content or "", files, calls, *row[7:])
+    if meta:
+        meta = _opened("messages.metadata", row, meta)
+    return (*row[:4], content or "", files, calls, *row[7:9], meta, *row[10:])
 
 
 def _slot(name: str) -> Callable[[Message, Any], None]:
@@ -146,13 +150,15 @@ def to_message(row: Row) -> Message:
     """The one place a stored message row (``MESSAGE_COLUMNS``) becomes a ``Message``."""
     # A sealed value starts with ESC (PREFIX), which no text the store writes in clear
     # starts with in practice; first-character tests keep the unsealed path cheap.
-    content, files, calls = row[4], row[5], row[6]
+    content, files, calls, meta = row[4], row[5], row[6], row[9]
     if content and content[0] == _SEALED_MARK:
         content = _opened("messages.content", row, content) or ""
     if files and files[0] == _SEALED_MARK:
         files = _opened("messages.files", row, files)
     if calls and calls[0] == _SEALED_MARK:
         calls = _opened("messages.tool_calls", row, calls)
+    if meta and meta[0] == _SEALED_MARK:
+        meta = _opened("messages.metadata", row, meta)
     m: Message = _NEW(Message)
     _SET_ID(m, row[0])
     _SET_CID(m, row[1])
@@ -163,7 +169,7 @@ def to_message(row: Row) -> Message:
     _SET_CALLS(m, () if calls is None else tuple(map(ToolCall.model_validate, json.loads(calls))))
     _SET_CALL_ID(m, row[7])
     _SET_STATUS(m, _STATUSES[row[8]])
-    _SET_META(m, {} if row[9] is None else json.loads(row[9]))
+    _SET_META(m, {} if not meta else json.loads(meta))
     # from_micros inlined: one call fewer per datetime on the history path.
     occurred = EPOCH + timedelta(0, 0, row[10])
     _SET_OCCURRED(m, occurred)
@@ -177,14 +183,32 @@ def to_message(row: Row) -> Message:
     return m
 
 
+def seal_conversation_texts(
+    tenant: str, user: str, conversation_id: str, title: str | None, metadata: str | None
+) -> tuple[str | None, str | None]:
+    """A conversation's title and metadata (JSON text) as stored: sealed for its owner,
+    bound to the conversation (as they are when encryption is off)."""
+    return (
+        seal("conversations.title", conversation_id, tenant, user, title),
+        seal("conversations.metadata", conversation_id, tenant, user, metadata),
+    )
+
+
 def to_conversation(row: Row) -> Conversation:
+    """A conversation from a row of ``CONVERSATION_COLUMNS``; a title or metadata whose
+    owner's key was destroyed reads as none."""
+    title, meta = row[4], row[5]
+    if title and title[0] == _SEALED_MARK:
+        title = unseal("conversations.title", row[0], title)
+    if meta and meta[0] == _SEALED_MARK:
+        meta = unseal("conversations.metadata", row[0], meta)
     return Conversation(
         id=row[0],
         tenant=row[1],
         user=row[2],
         agent=row[3] or None,
-        title=row[4],
-        metadata={} if row[5] is None else json.loads(row[5]),
+        title=title,
+        metadata={} if not meta else json.loads(meta),
         active_leaf_id=row[6],
         created_at=from_micros(row[7]),
         updated_at=from_micros(row[8]),

@@ -1,10 +1,13 @@
 """Sealing a store written before encryption at rest was on (``memstrata encrypt --all``).
 
 Each batch is one transaction: it seals the texts of the next messages in clear (content,
-files, tool calls) for their conversation's owner, and rewrites their keyword-index rows
-as hashed terms; then the same for facts (text and ``content_key``, with their earlier
-versions and history events). Sealed rows are skipped, so an interrupted run is resumed
-by running it again. Run with the sealer active (a store opened with encryption on).
+files, tool calls, metadata) for their conversation's owner, and rewrites their
+keyword-index rows as hashed terms; then the same for facts (text and ``content_key``,
+with their earlier versions and history events); then every other sealed column
+(:data:`COLUMNS`: titles, profile sections, summaries, agent state, graph checkpoints and
+store items, context records, iteration and extraction logs), each bound to its row as
+the feature that writes it binds it. Sealed values are skipped, so an interrupted run is
+resumed by running it again. Run with the sealer active (a store opened with encryption on).
 
 What a store held in clear may survive in free database pages and old row versions until
 they are reused: run ``VACUUM`` (SQLite) or ``VACUUM FULL`` (PostgreSQL) afterwards.
@@ -12,15 +15,31 @@ they are reused: run ``VACUUM`` (SQLite) or ``VACUUM FULL`` (PostgreSQL) afterwa
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
 from memstrata.errors import ConfigurationError
-from memstrata.longterm.rows import seal_fact, stored_key
+from memstrata.graph.checkpoints import graph_row
+from memstrata.graph.items import TENANT_OWNER, item_row
+from memstrata.longterm.rows import seal_fact, section_row, stored_key
 from memstrata.recall.text import document_text, owner_token
-from memstrata.sealing import active, index_terms, is_sealed, seal
+from memstrata.sealing import PREFIX, active, index_terms, is_sealed, seal, seal_bytes
+from memstrata.state.checkpoints import checkpoint_row, snapshot_row
+from memstrata.state.iterations import iteration_row
+from memstrata.state.working import working_row
 from memstrata.storage.plan import Exec, Op, Query
 from memstrata.storage.records import MESSAGE_COLUMNS, seal_message_texts, to_message
 from memstrata.types import Scope
 
-__all__ = ["merge_keyword_index", "seal_facts", "seal_messages"]
+__all__ = [
+    "COLUMNS",
+    "SealedColumn",
+    "merge_keyword_index",
+    "seal_column",
+    "seal_facts",
+    "seal_messages",
+]
 
 _COLS = ", ".join(f"m.{c.strip()}" for c in MESSAGE_COLUMNS.split(","))
 
@@ -39,13 +58,20 @@ def seal_messages(dialect: str, after_seq: int, limit: int) -> Op[tuple[int, int
     sealed = 0
     for r in rows:
         seq, tenant, user, row = int(r[0]), str(r[1]), str(r[2]), r[3:]
-        if not any(v and not is_sealed(v) for v in row[4:7]):
+        texts = (*row[4:7], row[9])  # content, files, tool calls, metadata
+        if not any(v and not is_sealed(v) for v in texts):
             continue
-        content, files, calls = seal_message_texts(tenant, user, row[1], row[0], *row[4:7])
+        # A value sealed already is kept as it is (seal would wrap it again).
+        sealed_texts = seal_message_texts(tenant, user, row[1], row[0], *texts)
+        kept = [v if is_sealed(v) else s for v, s in zip(texts, sealed_texts, strict=True)]
         yield Exec(
-            "UPDATE messages SET content = ?, files = ?, tool_calls = ? WHERE seq = ?",
-            (content, files, calls, seq),
+            "UPDATE messages SET content = ?, files = ?, tool_calls = ?, metadata = ? "
+            "WHERE seq = ?",
+            (*kept, seq),
         )
+        if is_sealed(row[4]):
+            sealed += 1  # only its metadata was in clear: the index holds hashes already
+            continue
         body = index_terms(tenant, user, document_text(to_message(row)))
         if dialect == "sqlite":
             # Only a row the full-text index already holds is rewritten (one still waiting
@@ -115,3 +141,192 @@ def merge_keyword_index(dialect: str) -> Op[None]:
     leave the index (a deleted FTS5 row's terms stay in its segment until a merge)."""
     if dialect == "sqlite":
         yield Exec("INSERT INTO recall_fts (recall_fts) VALUES ('optimize')")
+
+
+Bind = Callable[[dict[str, Any]], str]
+
+
+@dataclass(frozen=True, slots=True)
+class SealedColumn:
+    """One column a feature seals, and how: ``key`` is the table's primary key (the batches
+    walk it in order), ``owner`` where the owner's names come from (``row``: the table's
+    ``tenant_id`` and ``user_id``; ``conversation``: the conversation the row is under;
+    ``tenant``: the tenant's own key), ``bind`` the row id the feature binds the value to,
+    from the named columns (``key`` and ``extra``, and ``tenant``/``user``), and ``ad`` the
+    table and column it is bound to when not this one (version rows keep their section's)."""
+
+    table: str
+    column: str
+    key: tuple[str, ...]
+    owner: str
+    bind: Bind
+    extra: tuple[str, ...] = ()
+    ad: str | None = None
+    binary: bool = False
+
+    @property
+    def name(self) -> str:
+        return f"{self.table}.{self.column}"
+
+
+def _scope(r: dict[str, Any]) -> Scope:
+    return Scope(r["tenant"], r["user"], r["agent_id"] or None)
+
+
+_OWNED = ("tenant_id", "user_id", "agent_id")
+_PROFILE = (*_OWNED, "section")
+_GRAPH = (*_OWNED, "thread_id", "checkpoint_ns", "checkpoint_id")
+
+
+def _section(r: dict[str, Any]) -> str:
+    return section_row(_scope(r), r["section"])
+
+
+def _graph(r: dict[str, Any]) -> str:
+    return graph_row(_scope(r), r["checkpoint_ns"], r["checkpoint_id"])
+
+
+def _by_id(r: dict[str, Any]) -> str:
+    return str(r["id"])
+
+
+def _iteration(r: dict[str, Any]) -> str:
+    return iteration_row(r["conversation_id"], r["task"], r["attempt"], r["created_at"])
+
+
+_ITERATION = ("conversation_id", "task", "attempt", "created_at")
+
+#: Every column sealed under encryption at rest besides messages and facts (which have
+#: passes of their own: the keyword index and the duplicate key go with them).
+COLUMNS: tuple[SealedColumn, ...] = (
+    SealedColumn("conversations", "title", ("id",), "row", _by_id),
+    SealedColumn("conversations", "metadata", ("id",), "row", _by_id),
+    SealedColumn("profile_sections", "summary", _PROFILE, "row", _section),
+    SealedColumn(
+        "profile_section_versions",
+        "summary",
+        (*_PROFILE, "superseded_at"),
+        "row",
+        _section,
+        ad="profile_sections.summary",
+    ),
+    SealedColumn("summaries", "content", ("id",), "conversation", _by_id),
+    SealedColumn(
+        "working_memory",
+        "content",
+        (*_OWNED, "conversation_id"),
+        "row",
+        lambda r: working_row(_scope(r), r["conversation_id"]),
+    ),
+    SealedColumn(
+        "plans", "document", ("conversation_id",), "conversation", lambda r: r["conversation_id"]
+    ),
+    SealedColumn(
+        "run_snapshots",
+        "data",
+        ("conversation_id", "run_id"),
+        "conversation",
+        lambda r: snapshot_row(r["conversation_id"], r["run_id"]),
+    ),
+    SealedColumn(
+        "checkpoints",
+        "state",
+        (*_OWNED, "name", "run_id"),
+        "row",
+        lambda r: checkpoint_row(_scope(r), r["name"], r["run_id"]),
+    ),
+    SealedColumn("iteration_logs", "error", ("seq",), "conversation", _iteration, _ITERATION),
+    SealedColumn("iteration_logs", "detail", ("seq",), "conversation", _iteration, _ITERATION),
+    SealedColumn("context_records", "report", ("seq",), "row", _by_id, ("id",)),
+    SealedColumn("longterm_updates", "notes", ("seq",), "row", _by_id, ("id",)),
+    SealedColumn("longterm_updates", "raw_output", ("seq",), "row", _by_id, ("id",)),
+    SealedColumn("longterm_updates", "error", ("seq",), "row", _by_id, ("id",)),
+    SealedColumn("graph_checkpoints", "checkpoint", _GRAPH, "row", _graph, binary=True),
+    SealedColumn("graph_checkpoints", "metadata", _GRAPH, "row", _graph, binary=True),
+    SealedColumn(
+        "graph_writes",
+        "value",
+        (*_GRAPH, "task_id", "idx"),
+        "row",
+        lambda r: graph_row(
+            _scope(r), r["checkpoint_ns"], r["checkpoint_id"], r["task_id"], r["idx"]
+        ),
+        binary=True,
+    ),
+    SealedColumn(
+        "graph_items",
+        "value",
+        ("tenant_id", "agent_id", "namespace", "item_key"),
+        "tenant",
+        lambda r: item_row(r["agent_id"], r["namespace"], r["item_key"]),
+    ),
+)
+
+_OWNERS = {
+    "row": ("t.tenant_id", "t.user_id", ""),
+    "tenant": ("t.tenant_id", "t.tenant_id", ""),  # the user is TENANT_OWNER
+    "conversation": (
+        "c.tenant_id",
+        "c.user_id",
+        " JOIN conversations c ON c.id = t.conversation_id",
+    ),
+}
+_BYTES_PREFIX = PREFIX.encode()
+
+
+def _clear(value: object) -> bool:
+    """A value stored in clear (something to seal)."""
+    if isinstance(value, str):
+        return bool(value) and not is_sealed(value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        data = bytes(value)
+        return bool(data) and not data.startswith(_BYTES_PREFIX)
+    return False
+
+
+def seal_column(
+    spec: SealedColumn, after: Sequence[Any] | None, limit: int
+) -> Op[tuple[tuple[Any, ...] | None, int, int]]:
+    """Seal the clear values of ``spec`` among the next ``limit`` rows after the key
+    ``after`` (None: from the start); returns (the last key read, rows read, values
+    sealed). Read 0: the column is done."""
+    if active() is None:
+        raise ConfigurationError("memstrata encrypt needs MEMSTRATA_ENCRYPT_AT_REST=true")
+    tenant, user, join = _OWNERS[spec.owner]
+    names = list(dict.fromkeys((*spec.key, *spec.extra)))
+    cols = ", ".join(f"t.{n}" for n in names)
+    keys = ", ".join(f"t.{k}" for k in spec.key)
+    where = ""
+    params: list[Any] = []
+    if after is not None:
+        marks = ", ".join("?" * len(spec.key))
+        where = f" WHERE ({keys}) > ({marks})" if len(spec.key) > 1 else f" WHERE {keys} > ?"
+        params.extend(after)
+    rows = yield Query(
+        f"SELECT {cols}, {tenant}, {user}, t.{spec.column} FROM {spec.table} t{join}{where} "
+        f"ORDER BY {keys} LIMIT ?",
+        (*params, limit),
+    )
+    sealed = 0
+    ad = spec.ad or spec.name
+    match = " AND ".join(f"{k} = ?" for k in spec.key)
+    for row in rows:
+        value = row[-1]
+        if not _clear(value):
+            continue
+        r = dict(zip(names, row, strict=False))
+        r["tenant"], r["user"] = str(row[len(names)]), str(row[len(names) + 1])
+        if spec.owner == "tenant":
+            r["user"] = TENANT_OWNER
+        bound = spec.bind(r)
+        if spec.binary:
+            stored: Any = seal_bytes(ad, bound, r["tenant"], r["user"], bytes(value))
+        else:
+            stored = seal(ad, bound, r["tenant"], r["user"], value)
+        yield Exec(
+            f"UPDATE {spec.table} SET {spec.column} = ? WHERE {match}",
+            (stored, *(r[k] for k in spec.key)),
+        )
+        sealed += 1
+    last = tuple(rows[-1][: len(spec.key)]) if rows else None
+    return last, len(rows), sealed
