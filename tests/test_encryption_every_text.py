@@ -454,3 +454,24 @@ def test_postgres_encrypt_all_reaches_every_text_written_in_clear(home: Path, pg
         assert_more_readable(read_more(mem, ALICE, *more), "alice")
     finally:
         mem.close()
+
+
+def test_a_consolidation_is_undone_by_its_marker_when_sealed(home: Path) -> None:
+    mem = Memory.open(settings=settings(home))
+    try:
+        keep = mem.facts.add(ALICE, "User prefers dark roast coffee").id
+        dup = mem.facts.add(ALICE, "user prefers dark-roast coffee!").id
+        applied = mem.memory.consolidate(ALICE, dry_run=False)
+        assert [c.target_id for c in applied.changes] == [keep]
+        reason = mem.facts.get(ALICE, dup).reason
+        assert reason is not None
+        assert reason.startswith(f"consolidation {applied.id}: ")
+        rows = mem.core.engine.run(
+            read(lambda: (yield Query("SELECT reason FROM facts WHERE id = ?", (dup,))))
+        )
+        stored = rows[0][0]
+        assert stored.startswith(f"consolidation {applied.id}: \x1bms1:")  # the words sealed
+        assert mem.memory.revert(ALICE, applied.id).restored == (dup,)
+        assert mem.facts.get(ALICE, dup).status.value == "active"
+    finally:
+        mem.close()
