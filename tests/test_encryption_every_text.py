@@ -19,6 +19,8 @@ from memstrata import Memory
 from memstrata.backup import backup_sqlite
 from memstrata.config import Settings
 from memstrata.errors import NotFound
+from memstrata.longterm.apply import UpdatePlan
+from memstrata.longterm.store import apply_plan, lock_owner
 from memstrata.longterm.updates import ExtractionRecord, record_update
 from memstrata.sealing import is_sealed
 from memstrata.storage.plan import Query, read, write
@@ -53,13 +55,15 @@ MORE = (
     "rawout",
     "lterror",
     "item",
+    "reason",
+    "srcerr",
 )
 BUDGET = 4000
 
 
-def fill_more(mem: Memory, scope: Scope) -> tuple[str, str]:
+def fill_more(mem: Memory, scope: Scope) -> tuple[str, str, str]:
     """A canary word in each of the places of :data:`MORE`, for ``scope``; returns the
-    conversation id and the context record's id."""
+    conversation id, the context record's id and a removed fact's id."""
 
     def w(kind: str) -> str:
         return canary(scope.user, kind)
@@ -104,10 +108,19 @@ def fill_more(mem: Memory, scope: Scope) -> tuple[str, str]:
     mem.graphs.put_item(
         scope.tenant, ("memories", scope.user), "k1", {"data": f"likes {w('item')}", "kind": "n"}
     )
-    return conv.id, rid
+    fact = mem.facts.add(scope, "plays the oboe", source_error=f"source {w('srcerr')}")
+    # Removed by an extraction, with the model's reason (on the fact and its history).
+    plan = UpdatePlan(removed=[(fact.id, f"now plays {w('reason')}")])
+
+    def remove():  # type: ignore[no-untyped-def]
+        yield from lock_owner(rt, scope)
+        yield from apply_plan(rt, scope, conv.id, plan, [])
+
+    mem.core.engine.run(write(remove))
+    return conv.id, rid, fact.id
 
 
-def read_more(mem: Memory, scope: Scope, cid: str, rid: str) -> dict[str, object]:
+def read_more(mem: Memory, scope: Scope, cid: str, rid: str, fid: str) -> dict[str, object]:
     """What ``scope`` reads back of each place (None or empty where it reads as absent)."""
     conv = mem.conversations.get(scope, cid)
     try:
@@ -117,7 +130,10 @@ def read_more(mem: Memory, scope: Scope, cid: str, rid: str) -> dict[str, object
         record = None
     ctx = mem.context(scope, cid, budget=BUDGET, task="deploy")
     (item,) = mem.graphs.get_items(scope.tenant, [(("memories", scope.user), "k1")])
+    fact = mem.facts.get(scope, fid)
     return {
+        "fact": (fact.reason, fact.source_error),
+        "events": [e.reason for e in mem.facts.history(scope, fid)],
         "title": conv.title,
         "listed": [c.title for c in mem.conversations.list(scope).items],
         "convmeta": conv.metadata,
@@ -149,6 +165,8 @@ def assert_more_readable(got: dict[str, object], user: str) -> None:
         )
     ]
     assert got["item"] == {"data": f"likes {w['item']}", "kind": "n"}
+    assert got["fact"] == (f"now plays {w['reason']}", f"source {w['srcerr']}")
+    assert got["events"] == ["manual", f"now plays {w['reason']}"]
 
 
 def assert_more_gone(got: dict[str, object]) -> None:
@@ -162,6 +180,8 @@ def assert_more_gone(got: dict[str, object]) -> None:
     assert got["tier"] == ["Attempt 1 of task 'deploy' (failed)"]
     assert got["record"] is None
     assert got["updates"] == [([], None, None)]
+    assert got["fact"] == ("", None)
+    assert got["events"] == [None, None]
 
 
 def leaks(raw: str | bytes, users: tuple[str, ...], kinds: tuple[str, ...]) -> list[str]:
@@ -242,7 +262,7 @@ def test_moved_title_metadata_or_item_does_not_open(home: Path) -> None:
 
     mem = Memory.open(settings=settings(home))
     try:
-        (a, _), (b, _) = fill_more(mem, ALICE), fill_more(mem, BOB)
+        (a, _, _), (b, _, _) = fill_more(mem, ALICE), fill_more(mem, BOB)
 
         def move(table: str, column: str, key: str, src: str, dst: str) -> None:
             def op():  # type: ignore[no-untyped-def]
@@ -320,6 +340,9 @@ def test_encrypt_all_reaches_every_text_written_in_clear(home: Path) -> None:
         "iteration_logs.detail",
         "context_records.report",
         "longterm_updates.notes",
+        "facts.reason",
+        "facts.source_error",
+        "fact_events.reason",
         "graph_checkpoints.checkpoint",
         "graph_writes.value",
         "graph_items.value",
@@ -429,5 +452,26 @@ def test_postgres_encrypt_all_reaches_every_text_written_in_clear(home: Path, pg
         assert leaks(pg_rows_text(pg), ("alice",), (*db_kinds, *MORE)) == []
         assert_all_readable(read_state(mem, ALICE, state), "alice")
         assert_more_readable(read_more(mem, ALICE, *more), "alice")
+    finally:
+        mem.close()
+
+
+def test_a_consolidation_is_undone_by_its_marker_when_sealed(home: Path) -> None:
+    mem = Memory.open(settings=settings(home))
+    try:
+        keep = mem.facts.add(ALICE, "User prefers dark roast coffee").id
+        dup = mem.facts.add(ALICE, "user prefers dark-roast coffee!").id
+        applied = mem.memory.consolidate(ALICE, dry_run=False)
+        assert [c.target_id for c in applied.changes] == [keep]
+        reason = mem.facts.get(ALICE, dup).reason
+        assert reason is not None
+        assert reason.startswith(f"consolidation {applied.id}: ")
+        rows = mem.core.engine.run(
+            read(lambda: (yield Query("SELECT reason FROM facts WHERE id = ?", (dup,))))
+        )
+        stored = rows[0][0]
+        assert stored.startswith(f"consolidation {applied.id}: \x1bms1:")  # the words sealed
+        assert mem.memory.revert(ALICE, applied.id).restored == (dup,)
+        assert mem.facts.get(ALICE, dup).status.value == "active"
     finally:
         mem.close()

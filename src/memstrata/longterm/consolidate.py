@@ -38,6 +38,7 @@ from memstrata.longterm.rows import (
     fact_text,
     load_sources,
     owner,
+    seal_reason,
     stored_key,
 )
 from memstrata.longterm.store import (
@@ -255,10 +256,12 @@ def apply(
         for fid in ids:
             old = current.pop(fid)
             reason = f"{mark} {change.reason}"
+            # The marker stays in clear (revert finds the facts by it), the words sealed.
+            stored = seal_reason(scope, fid, str(change.reason), keep=f"{mark} ")
             yield Exec(
                 "UPDATE facts SET status = 'superseded', superseded_by = ?, reason = ?, "
                 f"updated_at = ? WHERE id = ? AND {OWNER} AND status = 'active'",
-                (target, reason, rt.clock(), fid, *owner(scope)),
+                (target, stored, rt.clock(), fid, *owner(scope)),
             )
             yield event_row(
                 rt,

@@ -14,7 +14,7 @@ from datetime import datetime
 from memstrata.longterm.apply import content_key
 from memstrata.longterm.model import Fact, FactOrigin, FactSource, FactStatus
 from memstrata.runtime import Runtime
-from memstrata.sealing import lookup_key, seal, unseal
+from memstrata.sealing import PREFIX, lookup_key, seal, unseal
 from memstrata.storage import tenancy
 from memstrata.storage.plan import Exec, Op, Query, Row
 from memstrata.storage.records import from_micros
@@ -30,10 +30,14 @@ __all__ = [
     "OWNER",
     "bump_owner",
     "erase",
+    "event_reason",
     "event_row",
     "load_sources",
     "owner",
+    "reason_text",
+    "seal_reason",
     "seal_section",
+    "seal_source_error",
     "section_row",
     "section_text",
     "seq_of",
@@ -94,6 +98,37 @@ def event_text(fact_id: str, event: str, at: int, content: str | None) -> str:
     return unseal("fact_events.content", f"{fact_id}/{event}/{at}", content) or ""
 
 
+def seal_reason(scope: Scope, fact_id: str, reason: str | None, *, keep: str = "") -> str | None:
+    """A fact's ``reason`` as stored: the model's words sealed for the owner, bound to the
+    fact, after ``keep`` (a marker memstrata matches in SQL, such as a consolidation's,
+    left in clear). A reason memstrata writes itself (a withdrawn branch) is not sealed:
+    queries match it."""
+    if reason is None:
+        return None
+    return keep + (seal("facts.reason", fact_id, scope.tenant, scope.user, reason) or reason)
+
+
+def reason_text(fact_id: str, stored: str | None) -> str | None:
+    """A fact's reason from its stored value: a marker as stored, the sealed words opened
+    (left out once the owner's key was destroyed)."""
+    if not stored:
+        return stored
+    at = stored.find(PREFIX)
+    if at < 0:
+        return stored
+    return stored[:at] + (unseal("facts.reason", fact_id, stored[at:]) or "")
+
+
+def seal_source_error(scope: Scope, fact_id: str, text: str | None) -> str | None:
+    """A fact's ``source_error`` (the model's note on its source) as stored."""
+    return seal("facts.source_error", fact_id, scope.tenant, scope.user, text)
+
+
+def event_reason(fact_id: str, event: str, at: int, reason: str | None) -> str | None:
+    """The reason of a stored fact event (None once its owner's key was destroyed)."""
+    return unseal("fact_events.reason", f"{fact_id}/{event}/{at}", reason)
+
+
 def section_row(scope: Scope, section: str) -> str:
     # A version row keeps the section's text as it was, copied by SQL, so the binding is
     # the section (and agent), not the version.
@@ -151,8 +186,8 @@ def to_fact(row: Row, sources: Sequence[FactSource] = ()) -> Fact:
         origin=FactOrigin(origin),
         agent=agent_id or None,
         superseded_by=superseded_by,
-        source_error=source_error,
-        reason=reason,
+        source_error=unseal("facts.source_error", fact_id, source_error),
+        reason=reason_text(fact_id, reason),
         sources=tuple(sources),
         created_at=from_micros(created_at),
         updated_at=from_micros(updated_at),
@@ -222,9 +257,10 @@ def event_row(
     conversation_id: str | None = None,
 ) -> Exec:
     at = rt.clock()
-    sealed = seal(
-        "fact_events.content", f"{fact_id}/{event}/{at}", scope.tenant, scope.user, content
-    )
+    row = f"{fact_id}/{event}/{at}"
+    sealed = seal("fact_events.content", row, scope.tenant, scope.user, content)
+    # An event's reason is never matched in SQL: sealed whole (the model's words, or ours).
+    reason = seal("fact_events.reason", row, scope.tenant, scope.user, reason)
     return Exec(
         "INSERT INTO fact_events (fact_id, tenant_id, user_id, event, content, category, confidence, "
         "reason, related_id, conversation_id, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",

@@ -15,6 +15,7 @@ they are reused: run ``VACUUM`` (SQLite) or ``VACUUM FULL`` (PostgreSQL) afterwa
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +23,8 @@ from typing import Any
 from memstrata.errors import ConfigurationError
 from memstrata.graph.checkpoints import graph_row
 from memstrata.graph.items import TENANT_OWNER, item_row
+from memstrata.longterm.branchfacts import BRANCH_ABANDONED
+from memstrata.longterm.consolidate import marker
 from memstrata.longterm.rows import seal_fact, section_row, stored_key
 from memstrata.recall.text import document_text, owner_token
 from memstrata.sealing import PREFIX, active, index_terms, is_sealed, seal, seal_bytes
@@ -163,6 +166,8 @@ class SealedColumn:
     extra: tuple[str, ...] = ()
     ad: str | None = None
     binary: bool = False
+    #: (the part left in clear, the part to seal) of a value; None: all of it is sealed.
+    split: Callable[[str], tuple[str, str]] | None = None
 
     @property
     def name(self) -> str:
@@ -195,6 +200,28 @@ def _iteration(r: dict[str, Any]) -> str:
 
 
 _ITERATION = ("conversation_id", "task", "attempt", "created_at")
+
+# A consolidation's marker (its id between these two), which revert matches in SQL.
+_MARK = marker("\x00").split("\x00")
+_MARKED = re.compile(re.escape(_MARK[0]) + "[^:]*" + re.escape(_MARK[1]) + " ")
+
+
+def _reason_split(reason: str) -> tuple[str, str]:
+    """A fact's reason as (what stays in clear, what is sealed), as the writers split it:
+    a withdrawn branch's marker whole, a consolidation's marker before the model's words."""
+    if reason == BRANCH_ABANDONED:
+        return reason, ""
+    marked = _MARKED.match(reason)
+    if marked:
+        return marked.group(0), reason[marked.end() :]
+    return "", reason
+
+
+def _event(r: dict[str, Any]) -> str:
+    return f"{r['fact_id']}/{r['event']}/{r['at']}"
+
+
+_FACT_VERSION = ("id", "superseded_at")
 
 #: Every column sealed under encryption at rest besides messages and facts (which have
 #: passes of their own: the keyword index and the duplicate key go with them).
@@ -241,6 +268,21 @@ COLUMNS: tuple[SealedColumn, ...] = (
     SealedColumn("longterm_updates", "notes", ("seq",), "row", _by_id, ("id",)),
     SealedColumn("longterm_updates", "raw_output", ("seq",), "row", _by_id, ("id",)),
     SealedColumn("longterm_updates", "error", ("seq",), "row", _by_id, ("id",)),
+    SealedColumn("facts", "reason", ("seq",), "row", _by_id, ("id",), split=_reason_split),
+    SealedColumn("facts", "source_error", ("seq",), "row", _by_id, ("id",)),
+    SealedColumn(
+        "fact_versions",
+        "reason",
+        _FACT_VERSION,
+        "row",
+        _by_id,
+        ad="facts.reason",
+        split=_reason_split,
+    ),
+    SealedColumn(
+        "fact_versions", "source_error", _FACT_VERSION, "row", _by_id, ad="facts.source_error"
+    ),
+    SealedColumn("fact_events", "reason", ("seq",), "row", _event, ("fact_id", "event", "at")),
     SealedColumn("graph_checkpoints", "checkpoint", _GRAPH, "row", _graph, binary=True),
     SealedColumn("graph_checkpoints", "metadata", _GRAPH, "row", _graph, binary=True),
     SealedColumn(
@@ -275,9 +317,10 @@ _BYTES_PREFIX = PREFIX.encode()
 
 
 def _clear(value: object) -> bool:
-    """A value stored in clear (something to seal)."""
+    """A value stored in clear (something to seal): nothing of it sealed yet (a marker
+    may precede the sealed part)."""
     if isinstance(value, str):
-        return bool(value) and not is_sealed(value)
+        return bool(value) and PREFIX not in value
     if isinstance(value, (bytes, bytearray, memoryview)):
         data = bytes(value)
         return bool(data) and not data.startswith(_BYTES_PREFIX)
@@ -322,7 +365,10 @@ def seal_column(
         if spec.binary:
             stored: Any = seal_bytes(ad, bound, r["tenant"], r["user"], bytes(value))
         else:
-            stored = seal(ad, bound, r["tenant"], r["user"], value)
+            keep, words = spec.split(value) if spec.split else ("", value)
+            if not words:
+                continue  # a marker alone: nothing of the user's
+            stored = keep + str(seal(ad, bound, r["tenant"], r["user"], words))
         yield Exec(
             f"UPDATE {spec.table} SET {spec.column} = ? WHERE {match}",
             (stored, *(r[k] for k in spec.key)),
