@@ -6,6 +6,7 @@ they were written in clear. On SQLite and PostgreSQL.
 
 from __future__ import annotations
 
+import json
 import shutil
 import sqlite3
 import subprocess
@@ -324,6 +325,9 @@ def test_encrypt_all_reaches_every_text_written_in_clear(home: Path) -> None:
     assert len(leaks(before, ("alice",), (*db_kinds, *MORE))) == len(db_kinds) + len(MORE)
     s = settings(home)
     runner = CliRunner()
+    report = json.loads(runner.invoke(app, ["doctor", "--json"], env=_cli_env(home, s)).stdout)
+    assert report["encryption"]["plain_values"] > 0
+    assert any("encrypt --all" in w for w in report["encryption"]["warnings"])
     first = runner.invoke(app, ["encrypt", "--all", "--batch", "2"], env=_cli_env(home, s))
     assert first.exit_code == 0, (first.stderr, first.exception)
     for name in (
@@ -355,6 +359,9 @@ def test_encrypt_all_reaches_every_text_written_in_clear(home: Path) -> None:
     assert all(line.startswith("sealed 0 ") for line in again.stdout.splitlines() if line), (
         again.stdout
     )
+    report = json.loads(runner.invoke(app, ["doctor", "--json"], env=_cli_env(home, s)).stdout)
+    assert (report["encryption"]["plain_messages"], report["encryption"]["plain_values"]) == (0, 0)
+    assert report["encryption"]["warnings"] == []
     with sqlite3.connect(home / "memstrata.db") as conn:
         conn.execute("VACUUM")
     conn.close()
@@ -447,8 +454,12 @@ def test_postgres_encrypt_all_reaches_every_text_written_in_clear(home: Path, pg
     s = settings(home)
     mem = open_pg(pg, s)
     try:
+        from memstrata.transfer.seal import clear_values
+
+        assert len(mem.admin.read(clear_values)) > 10  # what doctor counts, on PostgreSQL
         assert seal_all(mem) > 0
         assert seal_all(mem) == 0  # resumable: nothing left in clear
+        assert mem.admin.read(clear_values) == {}
         assert leaks(pg_rows_text(pg), ("alice",), (*db_kinds, *MORE)) == []
         assert_all_readable(read_state(mem, ALICE, state), "alice")
         assert_more_readable(read_more(mem, ALICE, *more), "alice")

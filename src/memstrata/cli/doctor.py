@@ -26,6 +26,7 @@ from memstrata.errors import MemstrataError, MissingDependency
 from memstrata.keyring import describe, keyring_dir, open_sealer
 from memstrata.sealing import PREFIX
 from memstrata.storage.plan import Op, Query
+from memstrata.transfer.seal import clear_values
 
 __all__ = ["doctor", "migrate"]
 
@@ -299,14 +300,30 @@ def _budget_rows(report: dict[str, Any]) -> list[tuple[str, str, str]]:
     return [("budgets", "ok", "no budget used up today")]
 
 
-def _sealed_counts() -> Op[dict[str, int]]:
+_CLEAR = "(length({0}) > 0 AND substr({0}, 1, 5) <> ?)"
+
+
+def _sealed_counts(encrypted: bool) -> Op[dict[str, int]]:
     rows = yield Query(
         "SELECT count(*), coalesce(sum(CASE WHEN substr(content, 1, 5) = ? THEN 1 ELSE 0 END), 0) "
         "FROM messages WHERE content <> ''",
         (PREFIX,),
     )
     total, sealed = (int(v) for v in rows[0])
-    return {"messages": total, "sealed_messages": sealed, "plain_messages": total - sealed}
+    # Metadata counts with its message: a message in clear in any sealed column is plain.
+    plain = yield Query(
+        f"SELECT count(*) FROM messages WHERE {_CLEAR.format('content')} "
+        f"OR {_CLEAR.format('metadata')}",
+        (PREFIX, PREFIX),
+    )
+    # Every sealed column is scanned: only worth it when encryption is on.
+    others = (yield from clear_values()) if encrypted else {}
+    return {
+        "messages": total,
+        "sealed_messages": sealed,
+        "plain_messages": int(plain[0][0]),
+        "plain_values": sum(others.values()),
+    }
 
 
 def _check_encryption(db: str | None, skipped: str | None) -> dict[str, Any]:
@@ -323,11 +340,17 @@ def _check_encryption(db: str | None, skipped: str | None) -> dict[str, Any]:
             return {**info, "ok": False, "error": exc.message}
     if skipped:
         return info
-    if not _probe(db, info, lambda mem: mem.admin.read(_sealed_counts)):
+    if not _probe(db, info, lambda mem: mem.admin.read(_sealed_counts, settings.encrypt_at_rest)):
         return info
     if settings.encrypt_at_rest and info["plain_messages"]:
         info["warnings"].append(
             f"{info['plain_messages']} message(s) stored before encryption was on are in clear"
+        )
+    if settings.encrypt_at_rest and info["plain_values"]:
+        info["warnings"].append(
+            f"{info['plain_values']} other value(s) (titles, metadata, profile, agent state, "
+            "logs, graph items) stored before encryption was on are in clear: "
+            "run memstrata encrypt --all"
         )
     elif not settings.encrypt_at_rest and info["sealed_messages"]:
         info["ok"] = False

@@ -38,6 +38,7 @@ from memstrata.types import Scope
 __all__ = [
     "COLUMNS",
     "SealedColumn",
+    "clear_values",
     "merge_keyword_index",
     "seal_column",
     "seal_facts",
@@ -376,3 +377,25 @@ def seal_column(
         sealed += 1
     last = tuple(rows[-1][: len(spec.key)]) if rows else None
     return last, len(rows), sealed
+
+
+def clear_values() -> Op[dict[str, int]]:
+    """How many values of each column of :data:`COLUMNS` are stored in clear (what
+    ``seal_column`` would seal), for ``memstrata doctor``; columns with none are left out.
+    Counted in SQL, a marker memstrata keeps in clear (a withdrawn branch's reason) aside."""
+    out: dict[str, int] = {}
+    for spec in COLUMNS:
+        col = spec.column
+        params: tuple[Any, ...]
+        if spec.binary:
+            where, params = f"substr({col}, 1, {len(PREFIX)}) <> ?", (_BYTES_PREFIX,)
+        elif spec.split is not None:
+            where, params = f"{col} NOT LIKE ? AND {col} <> ?", (f"%{PREFIX}%", BRANCH_ABANDONED)
+        else:
+            where, params = f"substr({col}, 1, {len(PREFIX)}) <> ?", (PREFIX,)
+        rows = yield Query(
+            f"SELECT count(*) FROM {spec.table} WHERE length({col}) > 0 AND {where}", params
+        )
+        if int(rows[0][0]):
+            out[spec.name] = int(rows[0][0])
+    return out
