@@ -319,10 +319,8 @@ def test_encrypt_all_reaches_every_text_written_in_clear(home: Path) -> None:
     state = fill_state(plain, ALICE)
     more = fill_more(plain, ALICE)
     plain.close()
-    # Node memory objects live in the blob store, which encrypt --all does not rewrite.
-    db_kinds = tuple(k for k in KINDS if k != "node")
-    before = b"".join(p.read_bytes() for p in home.glob("memstrata.db*"))
-    assert len(leaks(before, ("alice",), (*db_kinds, *MORE))) == len(db_kinds) + len(MORE)
+    before = raw_home(home)
+    assert len(leaks(before, ("alice",), (*KINDS, *MORE))) == len(KINDS) + len(MORE)
     s = settings(home)
     runner = CliRunner()
     report = json.loads(runner.invoke(app, ["doctor", "--json"], env=_cli_env(home, s)).stdout)
@@ -355,6 +353,7 @@ def test_encrypt_all_reaches_every_text_written_in_clear(home: Path) -> None:
         assert f"sealed 0 value(s) of {name}" not in first.stdout, name
     again = runner.invoke(app, ["encrypt", "--all"], env=_cli_env(home, s))
     assert again.exit_code == 0, again.stderr
+    assert "sealed 0 node memory object(s)" not in first.stdout
     assert "sealed 0 of" in again.stdout
     assert all(line.startswith("sealed 0 ") for line in again.stdout.splitlines() if line), (
         again.stdout
@@ -365,8 +364,7 @@ def test_encrypt_all_reaches_every_text_written_in_clear(home: Path) -> None:
     with sqlite3.connect(home / "memstrata.db") as conn:
         conn.execute("VACUUM")
     conn.close()
-    after = b"".join(p.read_bytes() for p in home.glob("memstrata.db*"))
-    assert leaks(after, ("alice",), (*db_kinds, *MORE)) == []
+    assert leaks(raw_home(home), ("alice",), (*KINDS, *MORE)) == []
     mem = Memory.open(settings=s)
     try:
         assert_all_readable(read_state(mem, ALICE, state), "alice")
@@ -439,7 +437,7 @@ def seal_all(mem: Memory, batch: int = 2) -> int:
             total += done
             if not n:
                 break
-    return total
+    return total + admin.seal_node_objects()
 
 
 @needs_postgres
@@ -448,9 +446,10 @@ def test_postgres_encrypt_all_reaches_every_text_written_in_clear(home: Path, pg
     state = fill_state(plain, ALICE)
     more = fill_more(plain, ALICE)
     plain.close()
-    db_kinds = tuple(k for k in KINDS if k != "node")
+    db_kinds = tuple(k for k in KINDS if k != "node")  # node memory: in the blob store
     rows = pg_rows_text(pg)
     assert len(leaks(rows, ("alice",), (*db_kinds, *MORE))) == len(db_kinds) + len(MORE)
+    assert leaks(raw_home(home), ("alice",), ("node",)) == [canary("alice", "node")]
     s = settings(home)
     mem = open_pg(pg, s)
     try:
@@ -461,6 +460,7 @@ def test_postgres_encrypt_all_reaches_every_text_written_in_clear(home: Path, pg
         assert seal_all(mem) == 0  # resumable: nothing left in clear
         assert mem.admin.read(clear_values) == {}
         assert leaks(pg_rows_text(pg), ("alice",), (*db_kinds, *MORE)) == []
+        assert leaks(raw_home(home), ("alice",), ("node",)) == []
         assert_all_readable(read_state(mem, ALICE, state), "alice")
         assert_more_readable(read_more(mem, ALICE, *more), "alice")
     finally:

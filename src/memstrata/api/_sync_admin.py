@@ -7,6 +7,10 @@ from typing import ParamSpec, TypeVar
 
 from memstrata.api._sync_base import SubAPI
 from memstrata.config import Settings
+from memstrata.errors import ConfigurationError
+from memstrata.nodes import ops as nodes_ops
+from memstrata.nodes.sealed import seal_clear
+from memstrata.nodes.service import blobs_for
 from memstrata.runtime import Runtime
 from memstrata.storage.plan import Op
 
@@ -68,3 +72,23 @@ class Admin(SubAPI):
     def write(self, make: Callable[P, Op[T]], *args: P.args, **kwargs: P.kwargs) -> T:
         """Run ``make(*args, **kwargs)`` in a write transaction (all of it or none)."""
         return self._write(make, *args, **kwargs)
+
+    def seal_node_objects(self) -> int:
+        """Seal every node memory object still in clear in the blob store (objects written
+        before encryption at rest was on: ``memstrata encrypt --all``); returns how many.
+        Node memories are read from the index, so only objects a node memory names are
+        reached (orphans are the garbage collector's)."""
+        sealer = self._core.sealer
+        if sealer is None:
+            raise ConfigurationError("encryption at rest is off: there is no key to seal with")
+        owned = self._read(nodes_ops.owners)
+        if not owned:
+            return 0
+        blobs = blobs_for(self._core)
+        if_match = blobs.capabilities.if_match
+        n = 0
+        for user, key in owned:
+            n += blobs.run(
+                seal_clear(key.root(), sealer, key.tenant, user, if_match=if_match)
+            )
+        return n

@@ -41,7 +41,7 @@ def encrypt(
 ) -> None:
     """Seal every text a store holds in clear (messages, facts, titles, metadata, profile,
     summaries, agent state, graph checkpoints and store items, context records, iteration
-    and extraction logs) with its owner's data key (needs MEMSTRATA_ENCRYPT_AT_REST=true and
+    and extraction logs, node memory objects) with its owner's data key (needs MEMSTRATA_ENCRYPT_AT_REST=true and
     the master key). Resumable: run it again after an interruption; sealed values are
     skipped. Then VACUUM the database (docs/operations.md)."""
     if not all_rows:
@@ -67,8 +67,10 @@ def encrypt(
                 break
             note(f"{facts_read} fact(s) read, {facts_sealed} sealed")
         others = [_seal_column(admin, spec, batch) for spec in COLUMNS]
+        objects = admin.seal_node_objects()
     typer.echo(f"sealed {sealed} of {read_n} message(s); the rest were sealed already")
     typer.echo(f"sealed {facts_sealed} of {facts_read} fact(s); the rest were sealed already")
     for name, rows_read, values_sealed in others:
         if rows_read:
             typer.echo(f"sealed {values_sealed} value(s) of {name} in {rows_read} row(s)")
+    typer.echo(f"sealed {objects} node memory object(s) of the blob store")

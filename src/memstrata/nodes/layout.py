@@ -53,13 +53,14 @@ class NodeKey:
         check_id(self.conversation_id, "conversation_id")
         check_id(self.node_id, "node_id")
 
+    def root(self) -> str:
+        """The folder of every generation of this node memory."""
+        return f"{ROOT}/{self.tenant}/{self.app_id}/{self.conversation_id}/{self.node_id}/"
+
     def prefix(self, generation: str) -> str:
         """The folder of one generation (a clear or a delete starts a new one)."""
         check_id(generation, "generation")
-        return (
-            f"{ROOT}/{self.tenant}/{self.app_id}/{self.conversation_id}/{self.node_id}/"
-            f"{generation}/"
-        )
+        return f"{self.root()}{generation}/"
 
 
 def encode(kind: str, body: dict[str, Any]) -> bytes:

@@ -35,6 +35,7 @@ __all__ = [
     "compare",
     "generation",
     "is_stored",
+    "owners",
     "record_turns",
     "remove",
     "stale",
@@ -78,6 +79,17 @@ class IndexRow:
     @property
     def prefix(self) -> str:
         return self.key.prefix(self.generation)
+
+
+def owners() -> Op[list[tuple[str, NodeKey]]]:
+    """Every node memory with the user its objects are sealed for (its conversation's
+    owner), for store-wide passes such as ``memstrata encrypt --all``."""
+    rows = yield Query(
+        "SELECT c.user_id, n.tenant_id, n.app_id, n.conversation_id, n.node_id "
+        "FROM node_memories n JOIN conversations c ON c.id = n.conversation_id "
+        "ORDER BY n.conversation_id, n.app_id, n.node_id"
+    )
+    return [(str(r[0]), NodeKey(r[1], r[2], r[3], r[4])) for r in rows]
 
 
 def generation(scope: Scope, key: NodeKey) -> Op[str | None]:

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
-from memstrata.blobs import Blob, BlobOp, Get, Put
+from memstrata.blobs import Blob, BlobMeta, BlobOp, Get, IfMatch, List, Put, PutMode
+from memstrata.errors import NotFound, PreconditionFailed
 from memstrata.nodes.layout import encode
-from memstrata.sealing import Sealer, seal_bytes, unseal_bytes, using
+from memstrata.sealing import PREFIX, Sealer, seal_bytes, unseal_bytes, using
 
-__all__ = ["sealed"]
+__all__ = ["seal_clear", "sealed"]
 
 T = TypeVar("T")
 _TABLE = "node_memory"
@@ -51,3 +52,36 @@ def sealed(op: BlobOp[T], sealer: Sealer | None, tenant: str, user: str) -> Blob
             request = op.send(reply)
     except StopIteration as stop:
         return stop.value  # type: ignore[no-any-return]
+
+
+def seal_clear(
+    prefix: str, sealer: Sealer, tenant: str, user: str, *, if_match: bool
+) -> BlobOp[int]:
+    """Seal every object under ``prefix`` still stored in clear (``memstrata encrypt
+    --all``, for objects written before encryption was on); returns how many it sealed.
+
+    Each is rewritten in place, conditionally on its ETag where the store has them: an
+    object a writer replaced meanwhile was written sealed already, and one deleted
+    meanwhile stays deleted (a missing object or a lost race is skipped, not an error).
+    """
+    metas: list[BlobMeta] = yield List(prefix)
+    sealed_n = 0
+    for meta in metas:
+        try:
+            blob: Blob = yield Get(meta.key)
+        except NotFound:
+            continue
+        if blob.data.startswith(_SEALED):
+            continue
+        with using(sealer):
+            data = seal_bytes(_TABLE, meta.key, tenant, user, blob.data)
+        mode: PutMode = IfMatch(blob.etag) if if_match and blob.etag else "overwrite"
+        try:
+            yield Put(meta.key, data, mode)
+        except PreconditionFailed:
+            continue
+        sealed_n += 1
+    return sealed_n
+
+
+_SEALED = PREFIX.encode()
