@@ -15,7 +15,13 @@ from collections.abc import Sequence
 from memstrata.storage.plan import Exec, Op
 from memstrata.storage.sql import BATCH, placeholders
 
-__all__ = ["FILL_PARENT_SEQS", "PARENT_SEQ_COLUMN", "fill_parent_seqs", "parent_hop"]
+__all__ = [
+    "FILL_PARENT_SEQS",
+    "PARENT_SEQ_COLUMN",
+    "fill_parent_seqs",
+    "parent_hop",
+    "parent_hop_by_seq",
+]
 
 PARENT_SEQ_COLUMN = "ALTER TABLE messages ADD COLUMN parent_seq BIGINT"
 
@@ -35,6 +41,17 @@ def parent_hop(child: str) -> str:
     return (
         f"COALESCE({child}.parent_seq, (SELECT h.seq FROM messages h"
         f" WHERE h.conversation_id = {child}.conversation_id AND h.id = {child}.parent_id))"
+    )
+
+
+def parent_hop_by_seq(child: str) -> str:
+    """:func:`parent_hop` for a row alias carrying only ``seq`` and ``parent_seq`` (a walk
+    that carries no text through its recursion): the fallback finds the parent through
+    the child's own row."""
+    return (
+        f"COALESCE({child}.parent_seq, (SELECT h.seq FROM messages c JOIN messages h"
+        " ON h.conversation_id = c.conversation_id AND h.id = c.parent_id"
+        f" WHERE c.seq = {child}.seq))"
     )
 
 
