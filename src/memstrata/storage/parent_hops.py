@@ -15,13 +15,7 @@ from collections.abc import Sequence
 from memstrata.storage.plan import Exec, Op
 from memstrata.storage.sql import BATCH, placeholders
 
-__all__ = [
-    "FILL_PARENT_SEQS",
-    "PARENT_SEQ_COLUMN",
-    "fill_parent_seqs",
-    "parent_hop",
-    "parent_hop_by_seq",
-]
+__all__ = ["FILL_PARENT_SEQS", "PARENT_SEQ_COLUMN", "fill_parent_seqs", "parent_hop"]
 
 PARENT_SEQ_COLUMN = "ALTER TABLE messages ADD COLUMN parent_seq BIGINT"
 
@@ -35,19 +29,10 @@ FILL_PARENT_SEQS = (
 
 
 def parent_hop(child: str) -> str:
-    """The ``seq`` of ``child``'s parent (``child`` a row alias carrying ``parent_seq``,
-    ``parent_id`` and ``conversation_id``): the stored key, else (not filled yet) the
-    lookup by id. A walk joins ``messages m ON m.seq = <this>``."""
-    return (
-        f"COALESCE({child}.parent_seq, (SELECT h.seq FROM messages h"
-        f" WHERE h.conversation_id = {child}.conversation_id AND h.id = {child}.parent_id))"
-    )
-
-
-def parent_hop_by_seq(child: str) -> str:
-    """:func:`parent_hop` for a row alias carrying only ``seq`` and ``parent_seq`` (a walk
-    that carries no text through its recursion): the fallback finds the parent through
-    the child's own row."""
+    """The ``seq`` of ``child``'s parent (``child`` a row alias carrying ``seq`` and
+    ``parent_seq``): the stored key, else (not filled yet) the lookup by id through the
+    child's own row, so a walk carries no text through its recursion. A walk joins
+    ``messages m ON m.seq = <this>``."""
     return (
         f"COALESCE({child}.parent_seq, (SELECT h.seq FROM messages c JOIN messages h"
         " ON h.conversation_id = c.conversation_id AND h.id = c.parent_id"
