@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
 import uuid
@@ -47,8 +48,14 @@ def new_id() -> str:
     return str(uuid.UUID(int=value))
 
 
+#: An id already in its canonical form (what the store hands out): nothing to convert.
+_CANONICAL = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
 def parse_id(value: str, *, field: str = "id") -> str:
     """Validate a client-supplied id and return its canonical lowercase form."""
+    if type(value) is str and _CANONICAL.fullmatch(value):
+        return value  # what uuid.UUID would give back, at a tenth of the cost
     try:
         return str(uuid.UUID(value))
     except (ValueError, AttributeError, TypeError):

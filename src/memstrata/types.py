@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, Generic, Literal, TypeVar
 
@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from memstrata.encoding import to_json
 from memstrata.errors import InvalidInput
+from memstrata.instants import EPOCH
 
 __all__ = [
     "Conversation",
@@ -241,6 +242,53 @@ class Message:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict of every public field: the REST shape."""
         return to_json(self)
+
+
+class _Held:
+    """An ``int`` given for a datetime field, kept apart from stored microseconds (so it
+    reads back as given: only the store's rows are read lazily)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+
+class _Instant:
+    """A datetime field of :class:`Message`, built on first read.
+
+    A stored row leaves the instant in the field's slot as the store keeps it (integer
+    microseconds since the epoch, UTC); the ``datetime`` is built and kept the first time
+    the field is read. Most reads never look at it (a history for a model call): building
+    two datetimes per row was a quarter of turning a row into a ``Message``. Everything
+    that reads the field (equality, hashing, repr, pickling, ``to_dict``, ``replace``)
+    reads it through here, so it only ever sees the datetime.
+    """
+
+    __slots__ = ("_get", "_set")
+
+    def __init__(self, slot: Any) -> None:  # the slot's own member descriptor
+        self._get = slot.__get__
+        self._set = slot.__set__
+
+    def __get__(self, obj: object, owner: type | None = None) -> Any:
+        if obj is None:
+            return self
+        value = self._get(obj)
+        if type(value) is int:
+            value = EPOCH + timedelta(0, 0, value)  # exact: integer arithmetic
+            self._set(obj, value)
+        elif type(value) is _Held:
+            return value.value
+        return value
+
+    def __set__(self, obj: object, value: Any) -> None:
+        self._set(obj, _Held(value) if type(value) is int else value)
+
+
+for _name in ("occurred_at", "created_at"):
+    setattr(Message, _name, _Instant(Message.__dict__[_name]))
+del _name
 
 
 @dataclass(frozen=True, slots=True)

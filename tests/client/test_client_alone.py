@@ -79,6 +79,7 @@ def test_importing_memstrata_loads_the_kernel_only() -> None:
         "memstrata.encoding",
         "memstrata.errors",
         "memstrata.ids",
+        "memstrata.instants",  # Message's datetimes, built from stored microseconds
         "memstrata.types",
         "memstrata.version",
     }

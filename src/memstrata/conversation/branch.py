@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from operator import itemgetter
 from typing import NamedTuple
 
 from memstrata.conversation.conversations import _OWNER, _owner, get_conversation
@@ -19,6 +20,7 @@ from memstrata.conversation.history import (
     History,
     HistoryPlanner,
     check_limits,
+    stored_tokens,
 )
 from memstrata.conversation.lookup import require_message, system_tail
 from memstrata.errors import InvalidInput, NotFound
@@ -80,8 +82,11 @@ _OPEN_WITH_SYSTEM_SQL = (
     " UNION ALL"
     f" SELECT {_PREFIXED}, s.n + 1 FROM messages m"
     " JOIN s ON m.conversation_id = s.conversation_id AND m.id = s.parent_id"
-    f") {_OPEN_LEAF} UNION ALL SELECT n, NULL, {MESSAGE_COLUMNS} FROM s ORDER BY 1"
+    f") {_OPEN_LEAF} UNION ALL SELECT n, NULL, {MESSAGE_COLUMNS} FROM s"
 )
+# Rows come back in that order on SQLite; sorted in Python (a linear pass when they do),
+# which costs less there than the statement's own sort did.
+_BY_FIRST = itemgetter(0)
 _LEAF_AT = 2
 _COLS = [c.strip() for c in MESSAGE_COLUMNS.split(",")]
 # History in the store's encoding also reads its first walk chunk here, sized as
@@ -106,18 +111,21 @@ _OPEN_WITH_FIRST_SQL = (
     " - (CAST(? AS BIGINT) - t.bt) ELSE 0 END,"
     " l.depth - t.cnt + 1 FROM l, t),"
     " p(lim, lo) AS (SELECT CASE WHEN lim < top THEN lim ELSE top END, lo FROM q),"
-    f" w({MESSAGE_COLUMNS}, parent_seq, n) AS (SELECT {', '.join(f'l.{c}' for c in _COLS)},"
-    " l.parent_seq, 1 FROM l, p WHERE p.lim >= 1"
+    # The walk carries keys only, as _WALK_SQL's does, and its rows are joined at the end.
+    " w(seq, parent_seq, conversation_id, n) AS (SELECT l.seq, l.parent_seq,"
+    " l.conversation_id, 1 FROM l, p WHERE p.lim >= 1"
     " UNION ALL"
-    f" SELECT {_PREFIXED}, m.parent_seq, w.n + 1 FROM w"
+    " SELECT m.seq, m.parent_seq, m.conversation_id, w.n + 1 FROM w"
     f" JOIN messages m ON m.seq = {parent_hop('w')} AND m.conversation_id = w.conversation_id"
     " JOIN p ON 1 = 1 WHERE w.n < p.lim AND m.branch_tokens >= p.lo)"
     f" SELECT 0, 0, c.active_leaf_id, p.lim, p.lo, {', '.join(f'l.{c}' for c in _COLS)}"
     " FROM c LEFT JOIN l ON 1 = 1 LEFT JOIN p ON 1 = 1"
     f" UNION ALL SELECT 1, n, NULL, NULL, NULL, {MESSAGE_COLUMNS} FROM s"
-    f" UNION ALL SELECT 2, n, NULL, NULL, NULL, {MESSAGE_COLUMNS} FROM w"
-    " ORDER BY 1, 2"
+    f" UNION ALL SELECT 2, w.n, NULL, NULL, NULL, {_PREFIXED}"
+    " FROM w CROSS JOIN messages m WHERE m.seq = w.seq"
 )
+# Sorted in Python (see _BY_FIRST): the head, the system run, then the walk, each by n.
+_BY_PART = itemgetter(0, 1)
 
 
 def resolve_leaf(scope: Scope, conversation_id: str, leaf_id: str | None = None) -> Op[Leaf | None]:
@@ -137,6 +145,7 @@ def open_branch(
         _OPEN_WITH_SYSTEM_SQL if with_system else _OPEN_SQL,
         (conversation_id, *_owner(scope), conversation_id, mid),
     )
+    rows.sort(key=_BY_FIRST)  # the head (0), then the system run from its tail (1, 2, ...)
     leaf = _head(conversation_id, ref, mid, rows, 1, _LEAF_AT)
     if leaf is None:
         return None
@@ -160,8 +169,18 @@ def _open_for_history(
     cap = NO_MESSAGE_CAP if max_messages is None else max_messages
     rows: list[Row] = yield Query(
         _OPEN_WITH_FIRST_SQL,
-        (conversation_id, *_owner(scope), conversation_id, mid, budget, cap, budget, budget),
+        (
+            conversation_id,
+            *_owner(scope),
+            conversation_id,
+            mid,
+            budget,
+            cap,
+            budget,
+            budget,
+        ),
     )
+    rows.sort(key=_BY_PART)
     at = _LEAF_AT + 3
     leaf = _head(conversation_id, ref, mid, rows, 2, at)
     if leaf is None:
@@ -217,27 +236,32 @@ def tokenizer_for(rt: Runtime, model: str | None) -> Tokenizer:
 def token_counter(rt: Runtime, tokenizer: Tokenizer) -> Callable[[Message], int]:
     """Counts a message's tokens in ``tokenizer``'s encoding."""
     if tokenizer is rt.tokenizer:
-        return lambda m: m.token_count  # stored at append in the store's encoding
+        return stored_tokens
     return lambda m: tokenizer.count_message(m.content, m.tool_calls, m.files)
 
 
 # Each hop is a lookup by the parent's seq (the primary key), see storage/parent_hops.py.
-_BRANCH_SQL = (
-    f"WITH RECURSIVE b({MESSAGE_COLUMNS}, parent_seq, n) AS ("
-    f" SELECT {MESSAGE_COLUMNS}, parent_seq, 1 FROM messages WHERE id = ? AND conversation_id = ?"
+# The recursion carries only the keys (and what its tests read); the rows are joined
+# once at the end. Carrying every column through it, and sorting the result in SQL, cost
+# about a quarter more on SQLite (CROSS JOIN keeps the walk the outer loop there). The last
+# column is the hop count, for the sort in branch_chunk.
+_WALK_SQL = (
+    "WITH RECURSIVE b(seq, parent_seq, conversation_id{carry}, n) AS ("
+    " SELECT seq, parent_seq, conversation_id{carry}, 1 FROM messages"
+    " WHERE id = ? AND conversation_id = ?"
     " UNION ALL"
-    f" SELECT {_PREFIXED}, m.parent_seq, b.n + 1 FROM b"
+    " SELECT m.seq, m.parent_seq, m.conversation_id{carry_m}, b.n + 1 FROM b"
     f" JOIN messages m ON m.seq = {parent_hop('b')} AND m.conversation_id = b.conversation_id"
-    " WHERE b.n < ? AND m.branch_tokens >= ?"
-    f") SELECT {MESSAGE_COLUMNS} FROM b ORDER BY n"
+    " WHERE b.n < ?{stop} AND m.branch_tokens >= ?"
+    f") SELECT {_PREFIXED}, b.n FROM b CROSS JOIN messages m WHERE m.seq = b.seq"
 )
+_BRANCH_SQL = _WALK_SQL.format(carry="", carry_m="", stop="")
 # The same walk, stopping after the first user message (a turn's start): what a history
 # whose newest turn is over budget still needs, read in one statement and no further.
-_TURN_SQL = _BRANCH_SQL.replace(
-    " WHERE b.n < ? AND", f" WHERE b.n < ? AND b.role <> '{Role.USER.value}' AND"
+_TURN_SQL = _WALK_SQL.format(
+    carry=", role", carry_m=", m.role", stop=f" AND b.role <> '{Role.USER.value}'"
 )
-if _TURN_SQL == _BRANCH_SQL:  # the walk's WHERE clause moved: this must follow it
-    raise RuntimeError("_TURN_SQL could not add its stop to _BRANCH_SQL")
+_BY_HOPS = itemgetter(-1)
 
 
 def branch_chunk(
@@ -256,7 +280,9 @@ def branch_chunk(
     also right after the first user message.
     """
     sql = _TURN_SQL if to_user else _BRANCH_SQL
-    rows: list[Row] = yield Query(sql, (start_id, conversation_id, limit, min_branch_tokens))
+    params = (start_id, conversation_id, limit, min_branch_tokens)
+    rows: list[Row] = yield Query(sql, params)
+    rows.sort(key=_BY_HOPS)  # in walk order (as it comes, on SQLite: a linear pass)
     return rows
 
 

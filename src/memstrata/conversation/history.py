@@ -22,13 +22,26 @@ from collections.abc import Callable, Iterable
 from memstrata.domain.history import History, check_limits
 from memstrata.types import Message, Role, Status
 
-__all__ = ["NO_MESSAGE_CAP", "QUICK_HISTORY_ROWS", "History", "HistoryPlanner", "check_limits"]
+__all__ = [
+    "NO_MESSAGE_CAP",
+    "QUICK_HISTORY_ROWS",
+    "History",
+    "HistoryPlanner",
+    "check_limits",
+    "stored_tokens",
+]
 
 #: What ``max_messages=None`` stands for: more messages than any branch holds.
 NO_MESSAGE_CAP = 1 << 40
 #: The largest ``max_messages`` of a history read run as a quick read (``Plan.quick``):
 #: the walk then reads at most this many rows and a few more.
 QUICK_HISTORY_ROWS = 500
+
+
+def stored_tokens(message: Message) -> int:
+    """A message's tokens in the store's encoding (stored at append): the planner's
+    ``count`` when history counts in that encoding."""
+    return message.token_count
 
 
 def _starts(message: Message) -> int:
@@ -71,7 +84,11 @@ class HistoryPlanner:
 
     def feed(self, chunk: Iterable[Message]) -> bool:
         """Take the next older messages of the branch; True once nothing more is needed."""
-        # Attribute reads hoisted out of the loop: it runs for every row a history reads.
+        if self.done:
+            return True
+        # This loop runs for every row a history reads: the state lives in locals while it
+        # runs (written back below) and closing a turn is written out in place; each step
+        # is _close_turn's and _fits' own rule.
         count, floor, start, user, pending = (
             self._count,
             self._floor,
@@ -79,25 +96,49 @@ class HistoryPlanner:
             Role.USER,
             Status.PENDING,
         )
+        stored = count is stored_tokens
+        max_tokens, max_messages = self._max_tokens, self._max_messages
+        kept, turn, used, turn_tokens = self._kept, self._turn, self._used, self._turn_tokens
+        reached_floor = False
         for message in chunk:
-            if self.done:
-                break
             if message.depth < floor:
-                self.finish()
+                reached_floor = True
                 break
             if message.status is pending:
                 continue
-            if start is not None and self._kept and _starts(message) < start:
-                self._turn, self._turn_tokens = [], 0  # its user message is before the step
+            if start is not None and kept and _starts(message) < start:
+                turn, turn_tokens = [], 0  # its user message is before the step
                 self.truncated = self.done = True
                 break
-            self._turn.append(message)
-            self._turn_tokens += count(message)
+            turn.append(message)
+            turn_tokens += message.token_count if stored else count(message)
             if message.role is user:
-                self._close_turn()
-            elif self._kept and not self._fits():
-                # Older messages only add to the open turn: it cannot fit, stop reading.
-                self._close_turn()
+                closing = True
+            elif kept:
+                # Older messages only add to the open turn: once it cannot fit, stop reading.
+                closing = False
+            else:
+                continue
+            fits = len(kept) + len(turn) <= max_messages and (
+                max_tokens is None or used + turn_tokens <= max_tokens
+            )
+            if fits:
+                if closing:
+                    kept.extend(turn)
+                    used += turn_tokens
+                    turn, turn_tokens = [], 0
+                continue
+            if closing and not kept:  # the newest turn is kept whatever it costs
+                kept.extend(turn)
+                used += turn_tokens
+            else:
+                self.truncated = self.done = True
+            turn, turn_tokens = [], 0
+            if self.done:
+                break
+        self._turn, self._used, self._turn_tokens = turn, used, turn_tokens
+        if reached_floor:
+            self.finish()
         return self.done
 
     @property

@@ -29,12 +29,14 @@ FILL_PARENT_SEQS = (
 
 
 def parent_hop(child: str) -> str:
-    """The ``seq`` of ``child``'s parent (``child`` a row alias carrying ``parent_seq``,
-    ``parent_id`` and ``conversation_id``): the stored key, else (not filled yet) the
-    lookup by id. A walk joins ``messages m ON m.seq = <this>``."""
+    """The ``seq`` of ``child``'s parent (``child`` a row alias carrying ``seq`` and
+    ``parent_seq``): the stored key, else (not filled yet) the lookup by id through the
+    child's own row, so a walk carries no text through its recursion. A walk joins
+    ``messages m ON m.seq = <this>``."""
     return (
-        f"COALESCE({child}.parent_seq, (SELECT h.seq FROM messages h"
-        f" WHERE h.conversation_id = {child}.conversation_id AND h.id = {child}.parent_id))"
+        f"COALESCE({child}.parent_seq, (SELECT h.seq FROM messages c JOIN messages h"
+        " ON h.conversation_id = c.conversation_id AND h.id = c.parent_id"
+        f" WHERE c.seq = {child}.seq))"
     )
 
 

@@ -198,15 +198,22 @@ def _encode_expr(src: _Source, annotation: Any, value: str) -> str | None:
     if tp is datetime:
         inner = f"{_HOLE}.isoformat()"
     elif _is_enum(tp):
-        inner = f"{_HOLE}.value"
+        # The member's own attribute: ``.value`` is a Python-level property of Enum.
+        inner = f"{_HOLE}._value_"
     elif _is_wire(tp):
         inner = f"{src.const(_encoder(tp))}({_HOLE})"
     elif _is_model(tp):
         inner = f"{_HOLE}.model_dump(exclude_none=True)"
     elif get_origin(tp) in (list, tuple) and get_args(tp):
-        item = src.var()
+        item, items = src.var(), src.var()
         each = _encode_expr(src, get_args(tp)[0], item)
-        inner = f"list({_HOLE})" if each is None else f"[{each} for {item} in {_HOLE}]"
+        # Most lists are empty (a message's files and tool calls): list() of an empty one
+        # costs less than running a comprehension over it.
+        inner = (
+            f"list({_HOLE})"
+            if each is None
+            else f"([{each} for {item} in {items}] if ({items} := {_HOLE}) else list({items}))"
+        )
     elif get_origin(tp) is dict and len(get_args(tp)) == 2:
         k, v = src.var(), src.var()
         each = _encode_expr(src, get_args(tp)[1], v)
