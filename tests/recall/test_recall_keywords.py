@@ -13,7 +13,7 @@ from memstrata.config import Settings
 from memstrata.recall import keywords as kw
 from memstrata.recall.catchup import CatchUp
 from memstrata.recall.tier import render_item
-from memstrata.storage.plan import Query, read
+from memstrata.storage.plan import Exec, Query, read, write
 from memstrata.testing.conformance import fresh_scope
 
 
@@ -145,15 +145,27 @@ def test_backfill_flushes_what_waits_below_the_messages_it_indexes(tmp_path: Pat
     try:
         scope = fresh_scope()
         conv = on.conversations.create(scope)
-        on.messages.append(scope, conv.id, role="user", content="first about otters")
-        waiting = on.messages.append(scope, conv.id, role="user", content="second about badgers")
+        first = on.messages.append(scope, conv.id, role="user", content="first about otters")
+        assert [h.message.id for h in on.recall.search(scope, "otters", k=3)] == [first.id]
+        # Stored without recall (no flush looked at it yet: it lies above the mark).
+        stored = off.messages.append(scope, conv.id, role="user", content="second about herons")
+        waiting = on.messages.append(scope, conv.id, role="user", content="third about badgers")
         assert on.core.engine.run(read(kw.waiting))
-        # Stored without recall, above the row that waits; the backfill indexes it.
-        later = off.messages.append(scope, conv.id, role="user", content="third about herons")
+
+        # Older, and indexed by nobody: below the mark, as a store made before recall.
+        def drop(seq: int):  # type: ignore[no-untyped-def]
+            yield Exec("DELETE FROM recall_fts WHERE rowid = ?", (seq,))
+            yield Exec("DELETE FROM recall_docs WHERE seq = ?", (seq,))
+
+        on.core.engine.run(write(lambda: drop(first.seq)))
+        # The backfill writes what waits (the flush looks at every message above the
+        # mark), then indexes the one below it.
         assert on.recall.backfill() == 1
-        assert [h.message.id for h in on.recall.search(scope, "herons", k=3)] == [later.id]
-        assert [h.message.id for h in on.recall.search(scope, "badgers", k=3)] == [waiting.id]
+        for query, message in (("otters", first), ("herons", stored), ("badgers", waiting)):
+            assert [h.message.id for h in on.recall.search(scope, query, k=3)] == [message.id]
         assert not on.core.engine.run(read(kw.waiting))
+        docs = _scalar(on, "SELECT count(*) FROM recall_docs")
+        assert _scalar(on, "SELECT count(*) FROM recall_fts") == docs == 3
     finally:
         on.close()
         off.close()

@@ -313,8 +313,17 @@ class RecallEngine:
 
     @staticmethod
     def store_op(
-        index: PlannedIndex, docs: Sequence[idx.PendingDoc], items: Sequence[VectorItem]
+        index: PlannedIndex,
+        docs: Sequence[idx.PendingDoc],
+        items: Sequence[VectorItem],
+        *,
+        rows_first: bool = False,
     ) -> Op[int]:
+        """Store ``items`` and mark their messages embedded. ``rows_first`` (SQLite, docs
+        not read from the recall rows): write the recall rows still waiting first, in the
+        same transaction, so the mark lands on a row."""
+        if rows_first:
+            yield from keywords.flush_waiting()
         yield from index.add_op(items)
         yield from idx.mark_embedded([d.message.seq for d in docs], index.space.embedder)
         return len(items)
