@@ -14,8 +14,9 @@ written together, in one transaction:
   message appended a moment ago is found, whichever process appended it).
 
 The mark (``recall_marks``, migration 32) is the highest message seq a flush has looked
-at. The invariant that makes "what waits" one comparison: every complete message at or
-below the mark that has something to index has both rows; the messages themselves are
+at (it looks back :data:`LOOKBACK` messages at most). The invariant that makes "what
+waits" one comparison: every complete message at or below the mark that has something
+to index (and was stored with the index on) has both rows; the messages themselves are
 the durable record of what lies above it (a flush reads them in seq order). New messages
 take the highest seq, so they land above the mark; a message at or below it (a pending
 message completed after newer ones were flushed) is indexed at once, which leaves the
@@ -42,7 +43,6 @@ from memstrata.types import Message, Scope
 __all__ = [
     "FLUSH_EVERY",
     "flush",
-    "flush_waiting",
     "index_at_append",
     "index_batch",
     "waiting",
@@ -52,6 +52,12 @@ __all__ = [
 #: An append flushes the waiting rows once its seq is this far past the mark (seqs count
 #: every message of the store, so the backlog is at most this).
 FLUSH_EVERY = 128
+#: How far below the newest message a flush looks, at most. With every append indexing,
+#: no more than FLUSH_EVERY messages ever wait (the append that reaches it flushes), so
+#: this bound only turns away messages stored with ``MEMSTRATA_RECALL_INDEX=false`` (or
+#: by an older version): as before, they are left to ``memstrata reindex`` (a backfill),
+#: and no append or read has to index a whole store's worth of them in its transaction.
+LOOKBACK = 2 * FLUSH_EVERY
 #: Rows per multi-row INSERT (8 parameters each for recall_docs, 3 for the full-text rows).
 _ROWS_PER_INSERT = 100
 
@@ -71,32 +77,24 @@ def waiting() -> Op[bool]:
     return newest is not None and int(newest) > int(mark or 0)
 
 
-def flush_waiting() -> Op[int]:
-    """:func:`flush` when anything waits (SQLite); one read otherwise."""
-    mark = yield from watermark()
-    rows = yield Query("SELECT max(seq) FROM messages")
-    newest = rows[0][0]
-    if newest is None or int(newest) <= mark:
-        return 0
-    return (yield from flush(mark))
-
-
 def flush(after: int | None = None) -> Op[int]:
     """Index every message above the mark (or above ``after``, the mark the caller just
-    read) that has something to index, oldest first, and move the mark past them all.
-    Returns how many were indexed."""
+    read; :data:`LOOKBACK` at most) that has something to index, oldest first, and move
+    the mark past them all (one index read when none waits). Returns how many."""
     mark = (yield from watermark()) if after is None else after
+    # The newest seq, complete or not: a pending message the flush passes is indexed when
+    # completed (it is then below the mark).
+    newest = yield Query("SELECT max(seq) FROM messages")
+    top = newest[0][0]
+    if top is None or int(top) <= mark:
+        return 0
     cols = ", ".join(f"m.{c.strip()}" for c in MESSAGE_COLUMNS.split(","))
     rows = yield Query(
         f"SELECT {cols}, c.tenant_id, c.user_id, c.agent_id FROM messages m "
         "JOIN conversations c ON c.id = m.conversation_id WHERE m.seq > ? "
         "AND m.status = 'complete' ORDER BY m.seq",
-        (mark,),
+        (max(mark, int(top) - LOOKBACK),),
     )
-    # The newest seq read, complete or not: a pending message it passes is indexed when
-    # completed (it is then below the mark).
-    newest = yield Query("SELECT max(seq) FROM messages")
-    top = newest[0][0]
     docs: list[Any] = []
     terms: list[Any] = []
     for r in rows:
@@ -118,8 +116,7 @@ def flush(after: int | None = None) -> Op[int]:
         f"INSERT INTO recall_docs ({idx.DOC_COLUMNS}) VALUES ", 8, docs, " ON CONFLICT DO NOTHING"
     )
     yield from _insert("INSERT INTO recall_fts (rowid, owner, body) VALUES ", 3, terms)
-    if top is not None and int(top) > mark:
-        yield Exec("UPDATE recall_marks SET seq = ? WHERE id = 1", (int(top),))
+    yield Exec("UPDATE recall_marks SET seq = ? WHERE id = 1", (int(top),))
     return len(terms) // 3
 
 

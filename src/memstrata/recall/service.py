@@ -323,7 +323,7 @@ class RecallEngine:
         not read from the recall rows): write the recall rows still waiting first, in the
         same transaction, so the mark lands on a row."""
         if rows_first:
-            yield from keywords.flush_waiting()
+            yield from keywords.flush()
         yield from index.add_op(items)
         yield from idx.mark_embedded([d.message.seq for d in docs], index.space.embedder)
         return len(items)
