@@ -32,6 +32,7 @@ __all__ = [
     "doc_row",
     "docs_by_message_id",
     "index_message",
+    "indexable",
     "key_of",
     "keyword_search",
     "labelled_children",
@@ -132,6 +133,14 @@ def _ph(n: int) -> str:
 DOC_COLUMNS = (
     "seq, message_id, conversation_id, tenant_id, user_id, agent_id, occurred_at, token_count"
 )
+
+
+def indexable(message: Message) -> bool:
+    """Whether :func:`doc_row` has a row for ``message`` (without building its text: an
+    append that defers its row asks only this)."""
+    if message.role not in INDEXED_ROLES:
+        return False
+    return any(p.strip() for p in (message.content, *(c.function.name for c in message.tool_calls)))
 
 
 def doc_row(owner: Scope, message: Message) -> tuple[tuple[Any, ...], str] | None:

@@ -140,7 +140,7 @@ def index_at_append(dialect: str, owner: Scope, message: Message) -> Op[bool]:
         return (yield from idx.index_message(dialect, owner, message))
     if message.seq - mark >= FLUSH_EVERY:
         yield from flush(mark)
-    return idx.doc_row(owner, message) is not None
+    return idx.indexable(message)
 
 
 def index_batch(dialect: str, batch: Sequence[tuple[Message, Scope]]) -> Op[int]:
