@@ -54,9 +54,10 @@ __all__ = [
 FLUSH_EVERY = 128
 #: How far below the newest message a flush looks, at most. With every append indexing,
 #: no more than FLUSH_EVERY messages ever wait (the append that reaches it flushes), so
-#: this bound only turns away messages stored with ``MEMSTRATA_RECALL_INDEX=false`` (or
-#: by an older version): as before, they are left to ``memstrata reindex`` (a backfill),
-#: and no append or read has to index a whole store's worth of them in its transaction.
+#: this bound only turns away messages stored with ``MEMSTRATA_RECALL_INDEX=false``: as
+#: before, they are left to ``memstrata reindex`` (a backfill; those among the newest
+#: LOOKBACK when an indexing process flushes are indexed by it), and no append or read
+#: has to index a whole store's worth of them in its transaction.
 LOOKBACK = 2 * FLUSH_EVERY
 #: Rows per multi-row INSERT (8 parameters each for recall_docs, 3 for the full-text rows).
 _ROWS_PER_INSERT = 100
