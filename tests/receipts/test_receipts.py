@@ -86,7 +86,6 @@ def plant(mem: Memory, scope: Scope, canary: str) -> str:
     conv = mem.conversations.create(scope, title=f"trip {canary}")
     first = mem.messages.append(scope, conv.id, role="user", content=f"I live in {canary}")
     mem.messages.append(scope, conv.id, role="assistant", content=f"Noted, {canary}")
-    mem.recall.search(scope, canary)  # a read writes recall's rows still waiting (SQLite)
     mem.facts.add(scope, f"lives in {canary}")
     mem.working.put(scope, f"user-wide {canary}")
     mem.working.put(scope, f"per conversation {canary}", conversation_id=conv.id)

@@ -42,6 +42,7 @@ from memstrata.types import Message, Scope
 
 __all__ = [
     "FLUSH_EVERY",
+    "deleting",
     "flush",
     "index_at_append",
     "index_batch",
@@ -119,6 +120,15 @@ def flush(after: int | None = None) -> Op[int]:
     yield from _insert("INSERT INTO recall_fts (rowid, owner, body) VALUES ", 3, terms)
     yield Exec("UPDATE recall_marks SET seq = ? WHERE id = 1", (int(top),))
     return len(terms) // 3
+
+
+def deleting(flush_first: bool, step: Op[None]) -> Op[None]:
+    """A cascade step deleting recall rows; ``flush_first`` (SQLite, indexing on): after
+    writing what waits, so a deletion, and its receipt's counts, meet the same rows as on
+    PostgreSQL."""
+    if flush_first:
+        yield from flush()
+    yield from step
 
 
 def _insert(head: str, width: int, values: Sequence[Any], tail: str = "") -> Op[None]:

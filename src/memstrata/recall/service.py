@@ -140,12 +140,17 @@ class RecallEngine:
         dialect = core.engine.dialect
         if core.settings.recall_index:
             core.rt.on_message.append(self.hook)
+        first = dialect == "sqlite" and core.settings.recall_index  # what waits, written
         core.rt.cascade.on_conversation_delete(
-            lambda ids: idx.delete_for_conversations(dialect, ids)
+            lambda ids: keywords.deleting(first, idx.delete_for_conversations(dialect, ids))
         )
-        core.rt.cascade.on_user_delete(lambda t, u: idx.delete_for_user(dialect, t, u))
+        core.rt.cascade.on_user_delete(
+            lambda t, u: keywords.deleting(first, idx.delete_for_user(dialect, t, u))
+        )
         core.rt.cascade.on_user_delete(self._forget_user)
-        core.rt.cascade.on_messages_delete(lambda c, ids: idx.delete_for_messages(dialect, c, ids))
+        core.rt.cascade.on_messages_delete(
+            lambda c, ids: keywords.deleting(first, idx.delete_for_messages(dialect, c, ids))
+        )
         core.jobs.register(EMBED_JOB, embed)
         if core.settings.recall_index:
             context.add_provider(self.tier)
