@@ -16,7 +16,8 @@ written together, in one transaction:
 The mark (``recall_marks``, migration 32) is the highest message seq a flush has looked
 at (it looks back :data:`LOOKBACK` messages at most). The invariant that makes "what
 waits" one comparison: every complete message at or below the mark that has something
-to index (and was stored with the index on) has both rows; the messages themselves are
+to index (and was stored with the index on) has both rows, and none above it has a
+full-text row (an inline embedding writes the ``recall_docs`` row of its message ahead); the messages themselves are
 the durable record of what lies above it (a flush reads them in seq order). New messages
 take the highest seq, so they land above the mark; a message at or below it (a pending
 message completed after newer ones were flushed) is indexed at once, which leaves the
@@ -43,6 +44,7 @@ from memstrata.types import Message, Scope
 __all__ = [
     "FLUSH_EVERY",
     "deleting",
+    "docs_ahead",
     "flush",
     "index_at_append",
     "index_batch",
@@ -113,13 +115,27 @@ def flush(after: int | None = None) -> Op[int]:
             owner_token(owner.tenant, owner.user),
             index_terms(owner.tenant, owner.user, text),
         )
-    # A row may exist already (written before migration 32 by an append): kept as it is.
+    # A row may exist already (written ahead by an inline embedding, or before migration
+    # 32 by an append): kept as it is.
     yield from _insert(
         f"INSERT INTO recall_docs ({idx.DOC_COLUMNS}) VALUES ", 8, docs, " ON CONFLICT DO NOTHING"
     )
     yield from _insert("INSERT INTO recall_fts (rowid, owner, body) VALUES ", 3, terms)
     yield Exec("UPDATE recall_marks SET seq = ? WHERE id = 1", (int(top),))
     return len(terms) // 3
+
+
+def docs_ahead(docs: Sequence[tuple[Scope, Message]]) -> Op[None]:
+    """Write the ``recall_docs`` rows of ``docs`` now (an inline embedding marks them),
+    their keywords left to the next flush, which keeps a row it finds."""
+    values: list[Any] = []
+    for owner, message in docs:
+        doc = idx.doc_row(owner, message)
+        if doc is not None:
+            values += doc[0]
+    yield from _insert(
+        f"INSERT INTO recall_docs ({idx.DOC_COLUMNS}) VALUES ", 8, values, " ON CONFLICT DO NOTHING"
+    )
 
 
 def deleting(flush_first: bool, step: Op[None]) -> Op[None]:

@@ -325,10 +325,11 @@ class RecallEngine:
         rows_first: bool = False,
     ) -> Op[int]:
         """Store ``items`` and mark their messages embedded. ``rows_first`` (SQLite, docs
-        not read from the recall rows): write the recall rows still waiting first, in the
-        same transaction, so the mark lands on a row."""
+        not read from the recall rows): write their ``recall_docs`` rows first, in the same
+        transaction, so the mark lands on a row (their keywords follow with the next flush,
+        see :mod:`memstrata.recall.keywords`)."""
         if rows_first:
-            yield from keywords.flush()
+            yield from keywords.docs_ahead([(d.owner, d.message) for d in docs])
         yield from index.add_op(items)
         yield from idx.mark_embedded([d.message.seq for d in docs], index.space.embedder)
         return len(items)
