@@ -13,7 +13,7 @@ from memstrata.config import Settings
 from memstrata.recall import keywords as kw
 from memstrata.recall.catchup import CatchUp
 from memstrata.recall.tier import render_item
-from memstrata.storage.plan import Query, read
+from memstrata.storage.plan import Exec, Query, read, write
 from memstrata.testing.conformance import fresh_scope
 
 
@@ -135,7 +135,9 @@ def test_another_process_finds_what_one_appended(two_processes: tuple[Memory, Me
     assert [h.message.id for h in b.recall.search(scope, "kiln", k=3)] == [new.id]
 
 
-def test_backfill_flushes_what_waits_below_the_messages_it_indexes(tmp_path: Path) -> None:
+@pytest.fixture
+def on_off(tmp_path: Path) -> Iterator[tuple[Memory, Memory]]:
+    """Two memories on one SQLite file, one indexing for recall, one not."""
     url = f"sqlite:///{tmp_path / 'shared.db'}"
     on = Memory.open(url, settings=Settings(home=tmp_path, worker="off", recall_embed="off"))
     off = Memory.open(
@@ -143,17 +145,55 @@ def test_backfill_flushes_what_waits_below_the_messages_it_indexes(tmp_path: Pat
         settings=Settings(home=tmp_path, worker="off", recall_embed="off", recall_index=False),
     )
     try:
-        scope = fresh_scope()
-        conv = on.conversations.create(scope)
-        on.messages.append(scope, conv.id, role="user", content="first about otters")
-        waiting = on.messages.append(scope, conv.id, role="user", content="second about badgers")
-        assert on.core.engine.run(read(kw.waiting))
-        # Stored without recall, above the row that waits; the backfill indexes it.
-        later = off.messages.append(scope, conv.id, role="user", content="third about herons")
-        assert on.recall.backfill() == 1
-        assert [h.message.id for h in on.recall.search(scope, "herons", k=3)] == [later.id]
-        assert [h.message.id for h in on.recall.search(scope, "badgers", k=3)] == [waiting.id]
-        assert not on.core.engine.run(read(kw.waiting))
+        yield on, off
     finally:
         on.close()
         off.close()
+
+
+def test_backfill_flushes_what_waits_below_the_messages_it_indexes(
+    on_off: tuple[Memory, Memory],
+) -> None:
+    on, off = on_off
+    scope = fresh_scope()
+    conv = on.conversations.create(scope)
+    first = on.messages.append(scope, conv.id, role="user", content="first about otters")
+    assert [h.message.id for h in on.recall.search(scope, "otters", k=3)] == [first.id]
+    # Stored without recall (no flush looked at it yet: it lies above the mark).
+    stored = off.messages.append(scope, conv.id, role="user", content="second about herons")
+    waiting = on.messages.append(scope, conv.id, role="user", content="third about badgers")
+    assert on.core.engine.run(read(kw.waiting))
+
+    # Older, and indexed by nobody: below the mark, as a store made before recall.
+    def drop(seq: int):  # type: ignore[no-untyped-def]
+        yield Exec("DELETE FROM recall_fts WHERE rowid = ?", (seq,))
+        yield Exec("DELETE FROM recall_docs WHERE seq = ?", (seq,))
+
+    on.core.engine.run(write(lambda: drop(first.seq)))
+    # The backfill writes what waits (the flush looks at the messages above the
+    # mark), then indexes the one below it.
+    assert on.recall.backfill() == 1
+    for query, message in (("otters", first), ("herons", stored), ("badgers", waiting)):
+        assert [h.message.id for h in on.recall.search(scope, query, k=3)] == [message.id]
+    assert not on.core.engine.run(read(kw.waiting))
+    docs = _scalar(on, "SELECT count(*) FROM recall_docs")
+    assert _scalar(on, "SELECT count(*) FROM recall_fts") == docs == 3
+
+
+def test_messages_stored_without_the_index_wait_for_a_backfill(
+    on_off: tuple[Memory, Memory],
+) -> None:
+    """A flush looks back LOOKBACK messages at most: what a process stored with the index
+    off stays out of recall (as before the flush mark) until ``memstrata reindex``, and no
+    append pays for indexing it."""
+    on, off = on_off
+    scope = fresh_scope()
+    conv = on.conversations.create(scope)
+    for i in range(kw.LOOKBACK + 50):
+        off.messages.append(scope, conv.id, role="user", content=f"old note {i} on figs")
+    on.messages.append(scope, conv.id, role="user", content="a fresh note on figs")
+    assert on.recall.search(scope, "fresh figs", k=1)  # read-your-writes holds
+    assert _scalar(on, "SELECT count(*) FROM recall_docs") == kw.LOOKBACK
+    assert on.recall.backfill() == 51
+    assert _scalar(on, "SELECT count(*) FROM recall_docs") == kw.LOOKBACK + 51
+    assert _scalar(on, "SELECT count(*) FROM recall_fts") == kw.LOOKBACK + 51

@@ -99,9 +99,9 @@ class TestUpgradedDatabase(BackendConformance):
 
 _AFTER_13 = {"provenance", "usage"}  # features whose tables arrive after migration 13
 # Later migrations the code of today cannot run without (message forks, vector versions,
-# context prefixes, which a message delete clears, message positions, parent seqs),
-# applied to the old store first.
-_EARLY = (19, 20, 23, 24, 26)
+# context prefixes, which a message delete clears, message positions, parent seqs, the
+# token counts and the flush mark of recall's rows), applied to the old store first.
+_EARLY = (19, 20, 23, 24, 26, 31, 32)
 
 
 @pytest.fixture(
@@ -201,16 +201,18 @@ def test_finding12_a_store_at_migration_13_upgrades(
         old.recall.search(ALICE, "Oslo")  # opening the index copies the rows back
         bare = sorted(m.id for m in stored)
         assert _vector_ids(old) == (bare, bare if derived else [])
-        # Positions (24) and parent seqs (26) came early only for today's append to run:
-        # take them away, so the upgrade adds them after 14 (whose table rebuild they
-        # would not survive).
+        # Positions (24), parent seqs (26), recall's token counts (31) and flush mark (32)
+        # came early only for today's append to run: take them away, so the upgrade adds
+        # them after 14 (whose table rebuilds they would not survive).
         _write_rows(
             old,
             "DROP INDEX messages_position",
             "ALTER TABLE messages DROP COLUMN position",
             "ALTER TABLE conversations DROP COLUMN last_position",
             "ALTER TABLE messages DROP COLUMN parent_seq",
-            "DELETE FROM schema_migrations WHERE version IN (24, 26)",
+            "ALTER TABLE recall_docs DROP COLUMN token_count",
+            "DROP TABLE IF EXISTS recall_marks",
+            "DELETE FROM schema_migrations WHERE version IN (24, 26, 31, 32)",
         )
     finally:
         old.close()

@@ -74,7 +74,8 @@ def test_migration_15_backfills_both_clocks(
 ) -> None:
     url, monkeypatch = store_at_14
     settings = Settings(home=tmp_path, worker="off")
-    old = Memory.open(url, settings=settings)
+    # Recall's rows of today have columns and tables this old schema lacks: not written.
+    old = Memory.open(url, settings=Settings(home=tmp_path, worker="off", recall_index=False))
     try:
         assert old.core.engine.schema_version() == 26
         cid = old.conversations.create(ALICE).id

@@ -1,7 +1,8 @@
 """Migration 26 (``messages.parent_seq``, the parent's seq): a store made before it gets
 every child's parent seq from its ``parent_id``, and history walks the branches it walked
 before; appends, splices and imports keep the column exact afterwards, on SQLite and
-PostgreSQL."""
+PostgreSQL. And recall's leaner rows: migration 27 (``recall_docs`` keyed by its rowid) and
+migration 31 (each row's token count beside it)."""
 
 from __future__ import annotations
 
@@ -34,6 +35,17 @@ def _rows(mem: Memory, sql: str) -> list[Any]:
         return (yield Query(sql, ()))
 
     return list(mem.core.engine.run(read(op)))
+
+
+def _undo(mem: Memory, version: int, *statements: str) -> None:
+    """Take the store back to what ``version - 1`` left: ``statements``, then the record."""
+
+    def op() -> Any:
+        for sql in statements:
+            yield Exec(sql, ())
+        yield Exec("DELETE FROM schema_migrations WHERE version = ?", (version,))
+
+    mem.core.engine.run(write(op))
 
 
 def _stale_parent_seqs(mem: Memory) -> list[Any]:
@@ -71,11 +83,7 @@ def test_migration_26_fills_parent_seqs_and_history_is_unchanged(url: str, tmp_p
         paths = {leaf: mem.messages.path(ALICE, cid, leaf_id=leaf) for leaf in leaves}
         assert _stale_parent_seqs(mem) == []
 
-        def downgrade() -> Any:  # the store as version 25 left it
-            yield Exec("ALTER TABLE messages DROP COLUMN parent_seq", ())
-            yield Exec("DELETE FROM schema_migrations WHERE version = 26", ())
-
-        mem.core.engine.run(write(downgrade))
+        _undo(mem, 26, "ALTER TABLE messages DROP COLUMN parent_seq")
     finally:
         mem.close()
     mem = Memory.open(url, settings=settings)
@@ -133,5 +141,54 @@ def test_recall_docs_is_keyed_by_its_rowid_on_sqlite(tmp_path: Path) -> None:
         seq = [r for r in _rows(mem, "PRAGMA table_info(recall_docs)") if r[1] == "seq"]
         assert [(r[2], r[5]) for r in seq] == [("INTEGER", 1)]
         assert [h.message.id for h in mem.recall.search(ALICE, "zebras")] == [said.id]
+    finally:
+        mem.close()
+
+
+def _stale_counts(mem: Memory) -> list[Any]:
+    """Keyword rows whose token count is not their message's (none when exact)."""
+    return _rows(
+        mem,
+        "SELECT d.seq FROM recall_docs d JOIN messages m ON m.seq = d.seq "
+        "WHERE d.token_count <> m.token_count",
+    )
+
+
+def _search(mem: Memory, query: str) -> list[tuple[str, float]]:
+    return [(h.message.id, h.score) for h in mem.recall.search(ALICE, query, k=10)]
+
+
+def test_migration_31_fills_token_counts_and_search_is_unchanged(url: str, tmp_path: Path) -> None:
+    settings = Settings(home=tmp_path, worker="off")
+    mem = Memory.open(url, settings=settings)
+    try:
+        assert mem.core.engine.schema_version() >= 31
+        cid = mem.conversations.create(ALICE).id
+        mem.messages.append(ALICE, cid, role="user", content="My heron is called Pim.")
+        mem.messages.append(
+            ALICE, cid, role="assistant", content="A heron named Pim: noted, with pleasure."
+        )
+        mem.messages.append(ALICE, cid, role="user", content="Herons fish at dawn by the lake.")
+        waiting = mem.messages.append(ALICE, cid, role="assistant", content="", status="pending")
+        before = {q: _search(mem, q) for q in ("heron", "Pim the heron", "lake dawn")}
+        assert all(before.values())
+        assert _stale_counts(mem) == []
+
+        _undo(mem, 31, "ALTER TABLE recall_docs DROP COLUMN token_count")
+    finally:
+        mem.close()
+    mem = Memory.open(url, settings=settings)
+    try:
+        assert mem.core.engine.schema_version() == MIGRATIONS["sqlite"][-1].version
+        assert _stale_counts(mem) == []
+        assert _rows(mem, "SELECT count(*) FROM recall_docs WHERE token_count = 0") == [(0,)]
+        for query, hits in before.items():
+            assert _search(mem, query) == hits
+        # Written from now on by appends and by a pending message's completion.
+        mem.messages.complete(ALICE, cid, waiting.id, content="Pim caught a fish by the lake.")
+        mem.messages.append(ALICE, cid, role="user", content="Does Pim like the lake?")
+        assert mem.recall.search(ALICE, "lake", k=10)  # a read writes what waits (SQLite)
+        assert _stale_counts(mem) == []
+        assert len(_rows(mem, "SELECT seq FROM recall_docs")) == 5
     finally:
         mem.close()

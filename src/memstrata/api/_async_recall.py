@@ -147,6 +147,7 @@ class AsyncRecall(AsyncSubAPI):
         emb = self._recall.embedder
         if vectors is None or emb is None:
             return 0
+        await AsyncCatchUp(self._core).keywords()  # the recall rows still waiting (SQLite)
         target = emb.identity if reindex else None
         done, after = 0, 0
         while limit is None or done < limit:
@@ -176,11 +177,14 @@ class AsyncRecall(AsyncSubAPI):
         if emb is None:
             return 0
         identity = emb.identity
+        await AsyncCatchUp(self._core).keywords()  # the recall rows still waiting (SQLite)
         return await self._read(idx.count_pending, scope, identity)
 
     async def backfill(self, progress: Callable[[int], None] | None = None) -> int:
         """Add to the keyword index every message stored before recall indexed it."""
         dialect = self._core.engine.dialect
+        # What waits for a flush is not stored "before recall": written first, not counted.
+        await AsyncCatchUp(self._core).keywords()
         total, after = 0, 0
         while True:
             batch = await self._read(idx.unindexed, after, 500)

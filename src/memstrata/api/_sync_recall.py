@@ -146,6 +146,7 @@ class Recall(SubAPI):
         emb = self._recall.embedder
         if vectors is None or emb is None:
             return 0
+        CatchUp(self._core).keywords()  # the recall rows still waiting (SQLite)
         target = emb.identity if reindex else None
         done, after = 0, 0
         while limit is None or done < limit:
@@ -175,11 +176,14 @@ class Recall(SubAPI):
         if emb is None:
             return 0
         identity = emb.identity
+        CatchUp(self._core).keywords()  # the recall rows still waiting (SQLite)
         return self._read(idx.count_pending, scope, identity)
 
     def backfill(self, progress: Callable[[int], None] | None = None) -> int:
         """Add to the keyword index every message stored before recall indexed it."""
         dialect = self._core.engine.dialect
+        # What waits for a flush is not stored "before recall": written first, not counted.
+        CatchUp(self._core).keywords()
         total, after = 0, 0
         while True:
             batch = self._read(idx.unindexed, after, 500)

@@ -21,9 +21,10 @@ catch up. A burst of appends to one conversation (a bulk ingest) and messages ov
 ``recall_embed_inline_max_chars`` are left to the debounced ``recall.embed`` job, which
 embeds them in batches; reads still catch up on whatever waits.
 
-On SQLite a read that searches keywords first writes the full-text rows still waiting
-(:meth:`AsyncCatchUp.keywords`, see :mod:`memstrata.recall.keywords`), so it finds a
-message appended a moment ago.
+On SQLite a read that searches keywords, and anything that reads the recall rows of
+messages (embedding, the counts of waiting messages), first writes the recall rows still
+waiting (:meth:`AsyncCatchUp.keywords`, see :mod:`memstrata.recall.keywords`), so it finds
+a message appended a moment ago.
 """
 
 from __future__ import annotations
@@ -85,7 +86,7 @@ class AsyncCatchUp:
     async def keywords(self, *, waiting: bool | None = None) -> int:
         """Write the full-text rows still waiting (SQLite; see ``recall.keywords``) before
         a keyword search; ``waiting`` is what the caller already read. Returns how many."""
-        if not self._fts:
+        if not self._fts or not self._core.settings.recall_index:
             return 0
         if waiting is None:
             waiting = await self._core.engine.arun(read(kw.waiting))
@@ -141,7 +142,8 @@ class AsyncCatchUp:
             emb = recall.embedder
             if inline and vectors is not None and emb is not None:
                 doc = idx.PendingDoc(message, owner)
-                await self._embed_store(emb, vectors, [doc])
+                # Its recall row may still wait (SQLite): written first, in the same write.
+                await self._embed_store(emb, vectors, [doc], rows_first=self._fts)
                 return
             if not recall.queued(owner, message.conversation_id):
                 await self._core.engine.arun(
@@ -152,12 +154,19 @@ class AsyncCatchUp:
             log.warning("message %s left for the embedding job: %s", message.id, detail)
 
     async def _embed_store(
-        self, emb: Embedder, vectors: PlannedIndex, docs: list[idx.PendingDoc]
+        self,
+        emb: Embedder,
+        vectors: PlannedIndex,
+        docs: list[idx.PendingDoc],
+        *,
+        rows_first: bool = False,
     ) -> list[list[float]]:
-        """Embed and store ``docs``; returns their vectors."""
+        """Embed and store ``docs``; returns their vectors (``rows_first``: see
+        :meth:`RecallEngine.store_op`)."""
         made = await emb.aembed(RecallEngine.texts(docs))
         items = RecallEngine.items(docs, made)
-        await self._core.engine.arun(write(partial(RecallEngine.store_op, vectors, docs, items)))
+        store = partial(RecallEngine.store_op, vectors, docs, items, rows_first=rows_first)
+        await self._core.engine.arun(write(store))
         return made
 
     async def context_query(

@@ -59,7 +59,7 @@ class CatchUp:
     def keywords(self, *, waiting: bool | None = None) -> int:
         """Write the full-text rows still waiting (SQLite; see ``recall.keywords``) before
         a keyword search; ``waiting`` is what the caller already read. Returns how many."""
-        if not self._fts:
+        if not self._fts or not self._core.settings.recall_index:
             return 0
         if waiting is None:
             waiting = self._core.engine.run(read(kw.waiting))
@@ -115,7 +115,8 @@ class CatchUp:
             emb = recall.embedder
             if inline and vectors is not None and emb is not None:
                 doc = idx.PendingDoc(message, owner)
-                self._embed_store(emb, vectors, [doc])
+                # Its recall row may still wait (SQLite): written first, in the same write.
+                self._embed_store(emb, vectors, [doc], rows_first=self._fts)
                 return
             if not recall.queued(owner, message.conversation_id):
                 self._core.engine.run(
@@ -126,12 +127,19 @@ class CatchUp:
             log.warning("message %s left for the embedding job: %s", message.id, detail)
 
     def _embed_store(
-        self, emb: Embedder, vectors: PlannedIndex, docs: list[idx.PendingDoc]
+        self,
+        emb: Embedder,
+        vectors: PlannedIndex,
+        docs: list[idx.PendingDoc],
+        *,
+        rows_first: bool = False,
     ) -> list[list[float]]:
-        """Embed and store ``docs``; returns their vectors."""
+        """Embed and store ``docs``; returns their vectors (``rows_first``: see
+        :meth:`RecallEngine.store_op`)."""
         made = emb.embed(RecallEngine.texts(docs))
         items = RecallEngine.items(docs, made)
-        self._core.engine.run(write(partial(RecallEngine.store_op, vectors, docs, items)))
+        store = partial(RecallEngine.store_op, vectors, docs, items, rows_first=rows_first)
+        self._core.engine.run(write(store))
         return made
 
     def context_query(

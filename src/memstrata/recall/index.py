@@ -21,6 +21,7 @@ from memstrata.storage.records import MESSAGE_COLUMNS, to_message
 from memstrata.types import Message, Scope
 
 __all__ = [
+    "DOC_COLUMNS",
     "KeywordHit",
     "KeywordHits",
     "MessageKey",
@@ -28,8 +29,10 @@ __all__ = [
     "count_waiting",
     "delete_for_conversations",
     "delete_for_user",
+    "doc_row",
     "docs_by_message_id",
     "index_message",
+    "indexable",
     "key_of",
     "keyword_search",
     "labelled_children",
@@ -55,10 +58,20 @@ _SQL: dict[str, dict[str, str]] = {
         # Which of the scope's messages hold a term, newest first: no bm25(), whose
         # statistics span the whole store (see recall/scoring.py).
         "postings": (
-            "SELECT d.seq, d.message_id, d.conversation_id, m.token_count, d.occurred_at "
+            "SELECT d.seq, d.message_id, d.conversation_id, d.token_count, d.occurred_at "
             "FROM recall_fts JOIN recall_docs d ON d.seq = recall_fts.rowid "
-            "JOIN messages m ON m.seq = d.seq "
             "WHERE recall_fts MATCH ? AND {scope} ORDER BY recall_fts.rowid DESC LIMIT ?"
+        ),
+        # The postings of a term unless the owner holds it ``cap`` times or more, in one
+        # statement: the full-text index is searched once (materialized), counted, and
+        # joined only when under the cap; over it, one row of NULLs says so. Only where
+        # the owner token alone is the scope (no agent, no conversation to keep to).
+        "postings_unless_common": (
+            "WITH f(rowid) AS MATERIALIZED (SELECT rowid FROM recall_fts "
+            "WHERE recall_fts MATCH ? ORDER BY rowid DESC LIMIT ?), n(c) AS (SELECT count(*) FROM f) "
+            "SELECT d.seq, d.message_id, d.conversation_id, d.token_count, d.occurred_at "
+            "FROM n, f JOIN recall_docs d ON d.seq = f.rowid WHERE n.c < ? AND {scope} "
+            "UNION ALL SELECT NULL, NULL, NULL, NULL, NULL FROM n WHERE n.c >= ?"
         ),
         # How many of the owner's messages hold a term, up to a cap: the full-text index
         # alone (its owner token is the tenant and user), no row of another table read.
@@ -81,8 +94,8 @@ _SQL: dict[str, dict[str, str]] = {
     "postgres": {
         "insert_keywords": "UPDATE recall_docs SET tsv = to_tsvector('english', ?) WHERE seq = ?",
         "postings": (
-            "SELECT d.seq, d.message_id, d.conversation_id, m.token_count, d.occurred_at "
-            "FROM recall_docs d JOIN messages m ON m.seq = d.seq, to_tsquery('english', ?) q "
+            "SELECT d.seq, d.message_id, d.conversation_id, d.token_count, d.occurred_at "
+            "FROM recall_docs d, to_tsquery('english', ?) q "
             "WHERE d.tsv @@ q AND {scope} ORDER BY d.seq DESC LIMIT ?"
         ),
         "probe": (
@@ -116,35 +129,59 @@ def _ph(n: int) -> str:
 # -- writing -------------------------------------------------------------------------------
 
 
-def index_message(
-    dialect: str, owner: Scope, message: Message, *, keywords: bool = True
-) -> Op[bool]:
-    """Add ``message`` to the keyword index (once); False when it has nothing to index.
+#: The columns of a ``recall_docs`` row as :func:`doc_row` gives them.
+DOC_COLUMNS = (
+    "seq, message_id, conversation_id, tenant_id, user_id, agent_id, occurred_at, token_count"
+)
 
-    ``owner`` is the conversation's scope (with its agent), taken from the writer.
-    ``keywords=False`` writes the ``recall_docs`` row only (SQLite: the full-text row
-    follows in a batch, see :mod:`memstrata.recall.keywords`).
-    """
+
+def indexable(message: Message) -> bool:
+    """Whether :func:`doc_row` has a row for ``message`` (without building its text: an
+    append that defers its row asks only this)."""
     if message.role not in INDEXED_ROLES:
         return False
+    return any(p.strip() for p in (message.content, *(c.function.name for c in message.tool_calls)))
+
+
+def doc_row(owner: Scope, message: Message) -> tuple[tuple[Any, ...], str] | None:
+    """The ``recall_docs`` row of ``message`` (:data:`DOC_COLUMNS`) and the text its
+    keywords come from; None when it has nothing to index. ``owner`` is the
+    conversation's scope (with its agent)."""
+    if message.role not in INDEXED_ROLES:
+        return None
     text = document_text(message)
     if not text.strip():
-        return False
-    n = yield Exec(
-        "INSERT INTO recall_docs (seq, message_id, conversation_id, tenant_id, user_id, "
-        "agent_id, occurred_at) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-        (
-            message.seq,
-            message.id,
-            message.conversation_id,
-            owner.tenant,
-            owner.user,
-            owner.agent_key,
-            int(message.occurred_at.timestamp() * 1_000_000),
-        ),
+        return None
+    row = (
+        message.seq,
+        message.id,
+        message.conversation_id,
+        owner.tenant,
+        owner.user,
+        owner.agent_key,
+        int(message.occurred_at.timestamp() * 1_000_000),
+        message.token_count,
     )
-    if not n or not keywords:
-        return bool(n)
+    return row, text
+
+
+def index_message(dialect: str, owner: Scope, message: Message) -> Op[bool]:
+    """Add ``message`` to the keyword index (once): its ``recall_docs`` row and its
+    keywords; False when it has nothing to index or was indexed already.
+
+    ``owner`` is the conversation's scope (with its agent), taken from the writer.
+    """
+    doc = doc_row(owner, message)
+    if doc is None:
+        return False
+    row, text = doc
+    n = yield Exec(
+        f"INSERT INTO recall_docs ({DOC_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT DO NOTHING",
+        row,
+    )
+    if not n:
+        return False
     insert = _sql(dialect, "insert_keywords")
     assert insert is not None
     body = index_terms(owner.tenant, owner.user, text)  # keyed hashes when sealing
@@ -335,7 +372,35 @@ def term_postings(
     """The scope's newest messages holding ``term``, at most ``cap`` (so the read is
     bounded; ``cap`` rows back means the term is at least that common in the scope)."""
     rows = yield from _term_rows(dialect, "postings", scope, term, cap, conversation_id)
-    return [DocMatch(int(r[0]), r[1], r[2], int(r[3]), int(r[4]) // 1_000_000) for r in rows]
+    return _matches(rows)
+
+
+def _matches(rows: Sequence[Row]) -> list[DocMatch]:
+    return [DocMatch(int(s), m, c, int(t), int(at) // 1_000_000) for s, m, c, t, at in rows]
+
+
+def _postings_unless_common(
+    dialect: str, scope: Scope, term: str, cap: int, conversation_id: str | None
+) -> Op[list[DocMatch] | None]:
+    """``term``'s postings in ``scope``, or None when the scope holds it ``cap`` times or
+    more (read up to ``cap`` otherwise, as :func:`term_postings`). On SQLite, where the
+    full-text index alone can count the owner's matches, that is one statement; elsewhere
+    (or with an agent or a conversation to keep to) the count comes first."""
+    if dialect != "sqlite" or scope.agent is not None or conversation_id is not None:
+        held = yield from _held(dialect, scope, term, cap, conversation_id)
+        if held is not None and held >= cap:  # common: known without reading its rows
+            return None
+        docs = yield from term_postings(dialect, scope, term, cap, conversation_id=conversation_id)
+        return None if len(docs) >= cap else docs
+    where, params = _scope_sql(scope)
+    sql = _sql(dialect, "postings_unless_common")
+    assert sql is not None
+    (hashed,) = query_terms(scope.tenant, scope.user, (term,))
+    query = _term_query(dialect, owner_token(scope.tenant, scope.user), hashed)
+    rows: list[Row] = yield Query(sql.format(scope=where), (query, cap, cap, *params, cap))
+    if rows and rows[0][0] is None:
+        return None
+    return _matches(rows)
 
 
 def _held(
@@ -370,17 +435,17 @@ def keyword_search(
     postings: dict[str, list[DocMatch]] = {}
     dropped = 0.0
     for term in terms:
-        if drop_common:
-            held = yield from _held(dialect, scope, term, cap, conversation_id)
-            if held is not None and held >= cap:  # common: known without reading its rows
-                dropped += idf(cap, COVERAGE_CORPUS)
-                continue
-        docs = yield from term_postings(dialect, scope, term, cap, conversation_id=conversation_id)
-        if drop_common and len(docs) >= cap:
-            dropped += idf(cap, COVERAGE_CORPUS)
+        if not drop_common:
+            postings[term] = yield from term_postings(
+                dialect, scope, term, cap, conversation_id=conversation_id
+            )
             continue
-        postings[term] = docs
-    scored = score_docs(postings, dropped)[:limit]
+        docs = yield from _postings_unless_common(dialect, scope, term, cap, conversation_id)
+        if docs is None:
+            dropped += idf(cap, COVERAGE_CORPUS)
+        else:
+            postings[term] = docs
+    scored = score_docs(postings, dropped, limit)
     return KeywordHits(
         [KeywordHit(d.message_id, d.conversation_id, d.score, d.coverage) for d in scored],
         session_ranks(postings),

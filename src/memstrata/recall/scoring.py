@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 __all__ = ["DocMatch", "ScoredDoc", "idf", "score_docs", "second_of", "session_ranks"]
 
@@ -37,9 +38,8 @@ def idf(df: int, corpus: int = CORPUS) -> float:
     return math.log(1.0 + (corpus - df + 0.5) / (df + 0.5)) if df < corpus else math.log(1.5)
 
 
-@dataclass(frozen=True, slots=True)
-class DocMatch:
-    """One message that holds a term."""
+class DocMatch(NamedTuple):
+    """One message that holds a term (a tuple: a posting list holds hundreds of them)."""
 
     seq: int
     message_id: str
@@ -72,8 +72,15 @@ def session_ranks(postings: Mapping[str, Sequence[DocMatch]]) -> dict[tuple[str,
         held: dict[tuple[str, int], int] = {}
         for d in docs:
             key = (d.conversation_id, d.second)
-            held[key] = held.get(key, 0) + 1
-            members.setdefault(key, set()).add(d.seq)
+            if key in held:
+                held[key] += 1
+                members[key].add(d.seq)
+            else:
+                held[key] = 1
+                if key in members:
+                    members[key].add(d.seq)
+                else:
+                    members[key] = {d.seq}
         for key, n in held.items():
             score[key] = score.get(key, 0.0) + w * 2.0 * n / (n + 1.0)
     kept = [k for k in score if len(members[k]) >= SESSION_MIN_MESSAGES]
@@ -93,25 +100,38 @@ class ScoredDoc:
 
 
 def score_docs(
-    postings: Mapping[str, Sequence[DocMatch]], dropped_mass: float = 0.0
+    postings: Mapping[str, Sequence[DocMatch]], dropped_mass: float = 0.0, limit: int | None = None
 ) -> list[ScoredDoc]:
     """Score every message in ``postings`` (term -> the scope's messages holding it),
-    best first (ties: newest first). ``dropped_mass`` is the idf of query terms too
-    common to read: they still count in the query's mass, so coverage stays honest."""
+    best first (ties: newest first), the best ``limit`` of them (None: all).
+    ``dropped_mass`` is the idf of query terms too common to read: they still count in the
+    query's mass, so coverage stays honest."""
     weights = {t: idf(len(docs)) for t, docs in postings.items()}
     mass = {t: idf(len(docs), COVERAGE_CORPUS) for t, docs in postings.items()}
     total = sum(mass.values()) + dropped_mass
     acc: dict[int, list[float]] = {}
     meta: dict[int, DocMatch] = {}
+    norms: dict[int, float] = {}  # by token count: the same length normalises alike
     for term, docs in postings.items():
-        w = weights[term]
+        w, m = weights[term], mass[term]
         for d in docs:
-            norm = (K1 + 1.0) / (1.0 + K1 * (1.0 - B + B * max(d.tokens, 1) / AVG_LEN))
-            entry = acc.setdefault(d.seq, [0.0, 0.0])
-            entry[0] += w * norm
-            entry[1] += mass[term]
-            meta[d.seq] = d
-    out = [
+            norm = norms.get(d.tokens)
+            if norm is None:
+                norm = norms[d.tokens] = (K1 + 1.0) / (
+                    1.0 + K1 * (1.0 - B + B * max(d.tokens, 1) / AVG_LEN)
+                )
+            entry = acc.get(d.seq)
+            if entry is None:
+                acc[d.seq] = [w * norm, m]
+                meta[d.seq] = d
+            else:
+                entry[0] += w * norm
+                entry[1] += m
+    # Rank first (score, then the newer seq), build only what is returned.
+    ranked = sorted(acc.items(), key=lambda kv: (-kv[1][0], -kv[0]))
+    if limit is not None:
+        ranked = ranked[:limit]
+    return [
         ScoredDoc(
             meta[seq].message_id,
             meta[seq].conversation_id,
@@ -119,7 +139,5 @@ def score_docs(
             (m / total) if total > 0 else 0.0,
             seq,
         )
-        for seq, (s, m) in acc.items()
+        for seq, (s, m) in ranked
     ]
-    out.sort(key=lambda d: (-d.score, -d.seq))
-    return out

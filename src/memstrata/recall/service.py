@@ -140,12 +140,17 @@ class RecallEngine:
         dialect = core.engine.dialect
         if core.settings.recall_index:
             core.rt.on_message.append(self.hook)
+        first = dialect == "sqlite" and core.settings.recall_index  # what waits, written
         core.rt.cascade.on_conversation_delete(
-            lambda ids: idx.delete_for_conversations(dialect, ids)
+            lambda ids: keywords.deleting(first, idx.delete_for_conversations(dialect, ids))
         )
-        core.rt.cascade.on_user_delete(lambda t, u: idx.delete_for_user(dialect, t, u))
+        core.rt.cascade.on_user_delete(
+            lambda t, u: keywords.deleting(first, idx.delete_for_user(dialect, t, u))
+        )
         core.rt.cascade.on_user_delete(self._forget_user)
-        core.rt.cascade.on_messages_delete(lambda c, ids: idx.delete_for_messages(dialect, c, ids))
+        core.rt.cascade.on_messages_delete(
+            lambda c, ids: keywords.deleting(first, idx.delete_for_messages(dialect, c, ids))
+        )
         core.jobs.register(EMBED_JOB, embed)
         if core.settings.recall_index:
             context.add_provider(self.tier)
@@ -313,8 +318,18 @@ class RecallEngine:
 
     @staticmethod
     def store_op(
-        index: PlannedIndex, docs: Sequence[idx.PendingDoc], items: Sequence[VectorItem]
+        index: PlannedIndex,
+        docs: Sequence[idx.PendingDoc],
+        items: Sequence[VectorItem],
+        *,
+        rows_first: bool = False,
     ) -> Op[int]:
+        """Store ``items`` and mark their messages embedded. ``rows_first`` (SQLite, docs
+        not read from the recall rows): write their ``recall_docs`` rows first, in the same
+        transaction, so the mark lands on a row (their keywords follow with the next flush,
+        see :mod:`memstrata.recall.keywords`)."""
+        if rows_first:
+            yield from keywords.docs_ahead([(d.owner, d.message) for d in docs])
         yield from index.add_op(items)
         yield from idx.mark_embedded([d.message.seq for d in docs], index.space.embedder)
         return len(items)

@@ -23,7 +23,9 @@ from memstrata.storage.tables import (
     NODE_TURN_TABLES,
     PROVENANCE_TABLES,
     RECALL_KEYWORDS,
+    RECALL_MARKS,
     RECALL_TABLES,
+    RECALL_TOKEN_COUNT,
     RECALL_WAITING,
     RECALL_WAITING_BY_SEQ,
     RECEIPT_TABLES,
@@ -359,6 +361,18 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
             "recall: the waiting rows indexed by owner and seq, so a read of a user's newest "
             "ones walks that index alone",
             RECALL_WAITING_BY_SEQ,
+        ),
+        Migration(
+            31,
+            "recall: each indexed message's token count beside it, so keyword postings "
+            "read no message rows",
+            RECALL_TOKEN_COUNT,
+        ),
+        Migration(
+            32,
+            "recall: a mark of the messages a keyword flush has looked at, so an append on "
+            "SQLite writes no recall row (a flush writes them in batches)",
+            RECALL_MARKS[dialect],
         ),
     )
     for dialect in TYPES

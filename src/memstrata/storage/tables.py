@@ -12,7 +12,9 @@ __all__ = [
     "NODE_TURN_TABLES",
     "PROVENANCE_TABLES",
     "RECALL_KEYWORDS",
+    "RECALL_MARKS",
     "RECALL_TABLES",
+    "RECALL_TOKEN_COUNT",
     "RECALL_WAITING",
     "RECALL_WAITING_BY_SEQ",
     "RETENTION_TABLES",
@@ -265,6 +267,28 @@ RECALL_WAITING_BY_SEQ = (
     "CREATE INDEX IF NOT EXISTS recall_docs_waiting_seq ON recall_docs "
     "(tenant_id, user_id, seq) WHERE embedder IS NULL",
 )
+# Migration 31: each row carries its message's token count (a message's text never changes
+# once complete, and only complete messages are indexed), so a keyword posting list reads
+# the full-text index and this table alone, not the messages beside them (a third of a
+# context call at 1k messages was postings and their scoring).
+RECALL_TOKEN_COUNT = (
+    "ALTER TABLE recall_docs ADD COLUMN token_count INTEGER NOT NULL DEFAULT 0",
+    "UPDATE recall_docs SET token_count = "
+    "(SELECT m.token_count FROM messages m WHERE m.seq = recall_docs.seq) "
+    "WHERE EXISTS (SELECT 1 FROM messages m WHERE m.seq = recall_docs.seq)",
+)
+# Migration 32 (SQLite): the highest message seq a keyword flush has looked at (see
+# recall/keywords.py); the messages above it wait for their recall_docs and full-text rows,
+# which a flush writes together. Started at the full-text index's highest rowid, the
+# watermark that marked the same before.
+RECALL_MARKS = {
+    "sqlite": (
+        "CREATE TABLE recall_marks (id INTEGER PRIMARY KEY CHECK (id = 1), seq INTEGER NOT NULL)",
+        "INSERT INTO recall_marks (id, seq) "
+        "SELECT 1, COALESCE((SELECT max(rowid) FROM recall_fts), 0)",
+    ),
+    "postgres": (),
+}
 RECALL_KEYWORDS = {
     "sqlite": (
         # owner is a per-user token, so MATCH narrows to one user inside the index.

@@ -16,6 +16,7 @@ pgvector.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -168,10 +169,13 @@ def _top(
         chosen: Iterable[int] = np.argpartition(-scores, k - 1)[:k].tolist()
     else:
         chosen = range(len(scores))
+    picked = list(chosen)
     hits = []
-    for i in chosen:
-        if scores[i] == -np.inf:
+    # One conversion of the chosen scores to floats (exact: float32 to float64), not two
+    # numpy scalar reads per row.
+    for i, score in zip(picked, scores[picked].tolist(), strict=True):
+        if score == -math.inf:
             continue  # filtered out
         vid, mid, cid = matrix.row(i)
-        hits.append(VectorHit(vid, mid, cid, clip(float(scores[i]))))
+        hits.append(VectorHit(vid, mid, cid, clip(score)))
     return rank(hits, k)
