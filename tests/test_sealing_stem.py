@@ -24,7 +24,7 @@ WORDS = tuple(
 )
 
 
-def _fts5_stems(words: list[str]) -> dict[str, str]:
+def _fts5_stems(words: tuple[str, ...]) -> dict[str, str]:
     db = sqlite3.connect(":memory:")
     db.execute(
         "CREATE VIRTUAL TABLE f USING fts5(b, tokenize = 'porter unicode61 remove_diacritics 2')"
