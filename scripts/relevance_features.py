@@ -40,7 +40,7 @@ from memstrata.bench.locomo import append_turn
 from memstrata.bench.locomo import load as load_locomo
 from memstrata.config import Settings
 from memstrata.recall.fusion import fuse
-from memstrata.recall.index import MessageKey
+from memstrata.recall.keyed import MessageKey
 from memstrata.recall.search import SEARCH_TERM_CAP, candidates_op
 from memstrata.recall.service import RecallEngine
 from memstrata.recall.text import document_text

@@ -23,6 +23,7 @@ LOCAL_ONLY: dict[str, str] = {
     "admin.migrate": "`memstrata migrate` (operator task)",
     "admin.read": "a transaction on the local store",
     "admin.schema_version": "`memstrata doctor` (operator task)",
+    "admin.seal_node_objects": "`memstrata encrypt --all` (operator task)",
     "admin.write": "a transaction on the local store",
     "compaction.assemble": "internal step of context(); REST serves POST .../context",
     "compaction.log": "process-local compaction log",

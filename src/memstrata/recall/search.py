@@ -16,9 +16,10 @@ from memstrata.domain.recall import (
 )
 from memstrata.errors import InvalidInput, NotFound
 from memstrata.recall import index as idx
+from memstrata.recall import keyed
 from memstrata.recall.branchtruth import ActiveBranches
 from memstrata.recall.fusion import Candidate, FusionParams, fuse, ranks
-from memstrata.recall.index import MessageKey, key_of
+from memstrata.recall.keyed import MessageKey, key_of
 from memstrata.recall.relevance import RelevanceModel, Signals, background, reported
 from memstrata.recall.scoring import second_of
 from memstrata.recall.text import QueryInfo, mentions_time
@@ -122,7 +123,7 @@ class LazyRule:
     covered_depth: int | None = None
 
     @property
-    def outside(self) -> idx.DepthsOut:
+    def outside(self) -> keyed.DepthsOut:
         """The depths of the conversation the rule turns away whatever the branch (the
         window and what the summary covers): their rows need not be read at all."""
         return (self.conversation_id, self.from_depth, self.covered_depth)
@@ -171,14 +172,14 @@ def _neighbours(
     at each step. Batched: one query for every hit's ancestors, then one per step down
     (never one per hit)."""
     keys = [key_of(m) for m in hits]
-    up = yield from idx.ancestors_within(scope, keys, n)
+    up = yield from keyed.ancestors_within(scope, keys, n)
     before = {k: list(reversed(up.get(k, []))) for k in keys}
     after: dict[MessageKey, list[Message]] = {k: [] for k in keys}
     frontier = {key_of(m): m for m in hits}  # hit -> the last message reached below it
     for _ in range(n):
         if not frontier:
             break
-        children = yield from idx.labelled_children(scope, [key_of(m) for m in frontier.values()])
+        children = yield from keyed.labelled_children(scope, [key_of(m) for m in frontier.values()])
         if truth is not None:
             yield from truth.load(c for options in children.values() for c, _ in options)
         nxt: dict[MessageKey, Message] = {}
@@ -468,7 +469,7 @@ def candidates_op(
         if h.message_id not in excluded
     }
     similarity = {key: score for key, score in semantic if key[1] not in excluded}
-    labelled = yield from idx.labelled_messages(
+    labelled = yield from keyed.labelled_messages(
         scope,
         list(dict.fromkeys([*coverage, *similarity])),
         outside=None if lazy_rule is None else lazy_rule.outside,

@@ -22,11 +22,11 @@ from memstrata.context.budget import block, heading_cost
 from memstrata.context.tiers import TierItem, TierRequest
 from memstrata.errors import InvalidInput
 from memstrata.longterm.currency import stale_messages
-from memstrata.recall import index as idx
+from memstrata.recall import keyed
 from memstrata.recall.branchtruth import ActiveBranches
 from memstrata.recall.fusion import FusionParams, fuse
 from memstrata.recall.gate import ADMITTED, BELOW_FLOOR, PERSONAL, STANDS_OUT, RelevanceGate
-from memstrata.recall.index import key_of
+from memstrata.recall.keyed import key_of
 from memstrata.recall.relevance import RelevanceModel, Signals, background, reported
 from memstrata.recall.search import MAX_K, LazyRule, candidates_op
 from memstrata.recall.text import analyse_query, speaker_of
@@ -196,7 +196,7 @@ class RecallTier:
         rejected = [(c, v) for c, v in zip(considered, verdicts, strict=True) if v not in _IN][
             :REPORTED_REJECTED
         ]
-        facts = yield from idx.facts_from(request.scope, [m for m, *_ in chosen])
+        facts = yield from keyed.facts_from(request.scope, [m for m, *_ in chosen])
         items = [
             self._item(request, m, score, evidence, sg, covered_by=facts.get(key_of(m)))
             for m, score, evidence, sg in chosen

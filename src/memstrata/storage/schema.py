@@ -14,6 +14,14 @@ from memstrata.storage.branch_tables import FILL_FORKS, FORK_TABLES
 from memstrata.storage.parent_hops import FILL_PARENT_SEQS, PARENT_SEQ_COLUMN
 from memstrata.storage.positions import FILL_POSITIONS, POSITION_COLUMNS, RAISE_LAST_POSITION
 from memstrata.storage.prefix_tables import PREFIX_TABLES
+from memstrata.storage.recall_tables import (
+    RECALL_KEYWORDS,
+    RECALL_MARKS,
+    RECALL_TABLES,
+    RECALL_TOKEN_COUNT,
+    RECALL_WAITING,
+    RECALL_WAITING_BY_SEQ,
+)
 from memstrata.storage.tables import (
     CORE_TABLES,
     GRAPH_TABLES,
@@ -22,12 +30,6 @@ from memstrata.storage.tables import (
     NODE_TABLES,
     NODE_TURN_TABLES,
     PROVENANCE_TABLES,
-    RECALL_KEYWORDS,
-    RECALL_MARKS,
-    RECALL_TABLES,
-    RECALL_TOKEN_COUNT,
-    RECALL_WAITING,
-    RECALL_WAITING_BY_SEQ,
     RECEIPT_TABLES,
     RETENTION_TABLES,
     STATE_TABLES,
