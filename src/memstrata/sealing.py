@@ -33,6 +33,7 @@ from typing import Any
 from memstrata.errors import ConfigurationError, Corruption
 
 __all__ = [
+    "BYTES_PREFIX",
     "PREFIX",
     "KeyringError",
     "Sealer",
@@ -51,6 +52,8 @@ __all__ = [
 ]
 
 PREFIX = "\x1bms1:"
+#: The same prefix on a binary value (a blob column or a blob store object).
+BYTES_PREFIX = PREFIX.encode()
 _NONCE = 12
 #: Opened texts kept in memory, all keys together (about their size in bytes times this).
 _OPENED_MAX = 20_000
@@ -240,6 +243,9 @@ class using:  # noqa: N801 - a context manager read as a phrase: ``with using(se
 
 
 def is_sealed(value: object) -> bool:
+    """Whether a stored text (or a blob) is sealed."""
+    if isinstance(value, bytes):
+        return value.startswith(BYTES_PREFIX)
     return isinstance(value, str) and value.startswith(PREFIX)
 
 
@@ -274,9 +280,6 @@ def unseal(table: str, row: str, value: str | None) -> str | None:
     return _reader().open(table, row, value)
 
 
-_BYTES_PREFIX = PREFIX.encode()
-
-
 def seal_bytes(table: str, row: str, tenant: str, user: str, data: bytes) -> bytes:
     """:func:`seal` for a binary value (a blob column or a blob store object): the prefix,
     the key id, then the nonce and ciphertext as bytes."""
@@ -288,7 +291,7 @@ def seal_bytes(table: str, row: str, tenant: str, user: str, data: bytes) -> byt
 
 def unseal_bytes(table: str, row: str, value: bytes) -> bytes | None:
     """:func:`unseal` for a binary value: as is when not sealed, None once the key is gone."""
-    if not value.startswith(_BYTES_PREFIX):
+    if not value.startswith(BYTES_PREFIX):
         return value
     return _reader().open_bytes(table, row, value)
 

@@ -41,9 +41,9 @@ def encrypt(
 ) -> None:
     """Seal every text a store holds in clear (messages, facts, titles, metadata, profile,
     summaries, agent state, graph checkpoints and store items, context records, iteration
-    and extraction logs, node memory objects) with its owner's data key (needs MEMSTRATA_ENCRYPT_AT_REST=true and
-    the master key). Resumable: run it again after an interruption; sealed values are
-    skipped. Then VACUUM the database (docs/operations.md)."""
+    and extraction logs, node memory objects) with its owner's data key (needs
+    MEMSTRATA_ENCRYPT_AT_REST=true and the master key). Resumable: run it again after an
+    interruption; sealed values are skipped. Then VACUUM the database (docs/operations.md)."""
     if not all_rows:
         fail("say --all: memstrata encrypt seals the whole store")
     if not settings_for(db).encrypt_at_rest:

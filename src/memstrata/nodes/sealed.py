@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 from memstrata.blobs import Blob, BlobMeta, BlobOp, Get, IfMatch, List, Put, PutMode
 from memstrata.errors import NotFound, PreconditionFailed
 from memstrata.nodes.layout import encode
-from memstrata.sealing import PREFIX, Sealer, seal_bytes, unseal_bytes, using
+from memstrata.sealing import Sealer, is_sealed, seal_bytes, unseal_bytes, using
 
 __all__ = ["seal_clear", "sealed"]
 
@@ -71,7 +71,7 @@ def seal_clear(
             blob: Blob = yield Get(meta.key)
         except NotFound:
             continue
-        if blob.data.startswith(_SEALED):
+        if is_sealed(blob.data):
             continue
         with using(sealer):
             data = seal_bytes(_TABLE, meta.key, tenant, user, blob.data)
@@ -82,6 +82,3 @@ def seal_clear(
             continue
         sealed_n += 1
     return sealed_n
-
-
-_SEALED = PREFIX.encode()

@@ -38,7 +38,9 @@ __all__ = [
 WM_COLUMNS = "conversation_id, format, content, json_schema, template, version, updated_at"
 
 
-def _wm_row(scope: Scope, conversation_id: str | None) -> str:
+def working_row(scope: Scope, conversation_id: str | None) -> str:
+    """What a working-memory document's sealed text is bound to (its agent and
+    conversation); ``memstrata encrypt`` binds the rows it seals the same way."""
     return f"{scope.agent_key}/{conversation_id or ''}"
 
 
@@ -46,7 +48,7 @@ def to_working_memory(row: Row, scope: Scope) -> WorkingMemory | None:
     """A ``working_memory`` row read as :data:`WM_COLUMNS` (None once its owner's data key
     was destroyed: the document reads as deleted)."""
     conversation_id, fmt_text, stored, json_schema, template, version, updated_at = row
-    content = open_doc("working_memory.content", _wm_row(scope, conversation_id), stored)
+    content = open_doc("working_memory.content", working_row(scope, conversation_id), stored)
     if content is None:
         return None
     fmt: Format = "json" if fmt_text == "json" else "markdown"
@@ -92,7 +94,7 @@ def _drop_unreadable(scope: Scope, conversation_id: str | None) -> Op[bool]:
         _wm_key(scope, conversation_id),
         lock="update",
     )
-    row = _wm_row(scope, conversation_id)
+    row = working_row(scope, conversation_id)
     if rows and open_doc("working_memory.content", row, rows[0][0]) is None:
         yield Exec(
             "DELETE FROM working_memory WHERE tenant_id = ? AND user_id = ? AND agent_id = ? "
@@ -154,7 +156,9 @@ def put_working_memory(
         fmt, text, schema_text, tmpl_text = _wm_document(
             content, old, format=format, json_schema=json_schema, template=template
         )
-        stored = seal_doc("working_memory.content", _wm_row(scope, conversation_id), scope, text)
+        stored = seal_doc(
+            "working_memory.content", working_row(scope, conversation_id), scope, text
+        )
         if old is None:
             if expected_version not in (None, 0):
                 raise PreconditionFailed(
@@ -241,9 +245,3 @@ def delete_working_memory(scope: Scope, conversation_id: str | None = None) -> O
     )
     if not n:
         raise NotFound("no working memory in this scope", kind="working_memory")
-
-
-def working_row(scope: Scope, conversation_id: str | None) -> str:
-    """What a working-memory document's sealed text is bound to (its agent and
-    conversation), for passes that seal rows written in clear (``memstrata encrypt``)."""
-    return _wm_row(scope, conversation_id)

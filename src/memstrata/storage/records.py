@@ -20,7 +20,6 @@ __all__ = [
     "dump_json",
     "from_micros",
     "load_json",
-    "open_message_texts",
     "seal_conversation_texts",
     "seal_message_texts",
     "storable_text",
@@ -102,22 +101,6 @@ def seal_message_texts(
 def _opened(column: str, row: Row, value: str | None) -> str | None:
     """One sealed column of a message row opened (None once its key is destroyed)."""
     return unseal(column, f"{row[1]}/{row[0]}", value)
-
-
-def open_message_texts(row: Row) -> Row:
-    """``row`` with its sealed columns opened; a message whose key was destroyed (its user
-    was deleted, and this row came back from an earlier backup) reads as empty."""
-    content, files, calls, meta = row[4], row[5], row[6], row[9]
-    # Most messages seal only their content: the columns left empty skip the codec.
-    if content:
-        content = _opened("messages.content", row, content)
-    if files:
-        files = _opened("messages.files", row, files)
-    if calls:
-        calls = _opened("messages.tool_calls", row, calls)
-    if meta:
-        meta = _opened("messages.metadata", row, meta)
-    return (*row[:4], content or "", files, calls, *row[7:9], meta, *row[10:])
 
 
 class _Unfrozen:

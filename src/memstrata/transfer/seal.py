@@ -27,7 +27,15 @@ from memstrata.longterm.branchfacts import BRANCH_ABANDONED
 from memstrata.longterm.consolidate import marker
 from memstrata.longterm.rows import seal_fact, section_row, stored_key
 from memstrata.recall.text import document_text, owner_token
-from memstrata.sealing import PREFIX, active, index_terms, is_sealed, seal, seal_bytes
+from memstrata.sealing import (
+    BYTES_PREFIX,
+    PREFIX,
+    active,
+    index_terms,
+    is_sealed,
+    seal,
+    seal_bytes,
+)
 from memstrata.state.checkpoints import checkpoint_row, snapshot_row
 from memstrata.state.iterations import iteration_row
 from memstrata.state.working import working_row
@@ -314,7 +322,6 @@ _OWNERS = {
         " JOIN conversations c ON c.id = t.conversation_id",
     ),
 }
-_BYTES_PREFIX = PREFIX.encode()
 
 
 def _clear(value: object) -> bool:
@@ -324,7 +331,7 @@ def _clear(value: object) -> bool:
         return bool(value) and PREFIX not in value
     if isinstance(value, (bytes, bytearray, memoryview)):
         data = bytes(value)
-        return bool(data) and not data.startswith(_BYTES_PREFIX)
+        return bool(data) and not data.startswith(BYTES_PREFIX)
     return False
 
 
@@ -388,7 +395,7 @@ def clear_values() -> Op[dict[str, int]]:
         col = spec.column
         params: tuple[Any, ...]
         if spec.binary:
-            where, params = f"substr({col}, 1, {len(PREFIX)}) <> ?", (_BYTES_PREFIX,)
+            where, params = f"substr({col}, 1, {len(PREFIX)}) <> ?", (BYTES_PREFIX,)
         elif spec.split is not None:
             where, params = f"{col} NOT LIKE ? AND {col} <> ?", (f"%{PREFIX}%", BRANCH_ABANDONED)
         else:
