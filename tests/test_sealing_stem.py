@@ -44,3 +44,37 @@ def test_the_sealed_index_stems_words_as_fts5_porter_does() -> None:
 def test_words_fts5_leaves_alone_are_left_alone() -> None:
     assert sealing.stem("is") == "is"
     assert sealing.stem("x" * 65 + "ing") == "x" * 65 + "ing"
+
+
+def _fts5_words(text: str) -> list[str]:
+    """The words FTS5's ``unicode61 remove_diacritics 2`` tokenizer finds in ``text``, in
+    order (no stemming)."""
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE VIRTUAL TABLE f USING fts5(b, tokenize = 'unicode61 remove_diacritics 2')")
+    db.execute("CREATE VIRTUAL TABLE v USING fts5vocab(f, 'instance')")
+    db.execute("INSERT INTO f (rowid, b) VALUES (1, ?)", (text,))
+    return [t for (t,) in db.execute("SELECT term FROM v ORDER BY offset")]
+
+
+TEXTS = (
+    "Hiking with my dog, Pixel (a Maine Coon? no: a cat!) -- 3 times/week.",
+    "snake_case and kebab-case, e-mail a@b.c; x86_64 v2.0 C++ #tags 100% $5 ~tilde",
+    "Tabs\tand\nnewlines\r\nand   spaces, 'quotes' \"double\" [brackets] {braces} <angle>",
+    "MIXED case WORDS Running RUNS ran",
+    # Not ASCII: the other path. (Case folding makes "ß" "ss", where FTS5 keeps "ß"; the
+    # sealed index folds its queries alike, so it only differs from a plain index there.)
+    "Un café naïve à São Paulo, Ærø and Zoë",
+    "a word too long to index " + "x" * 65 + " and one just short enough " + "y" * 64,
+)
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_the_sealed_index_hashes_the_words_fts5_finds(text: str) -> None:
+    sealer = sealing.Sealer(lambda tenant, user: ("k1", b"\x01" * 32), lambda key_id: None)
+    words = [w for w in _fts5_words(text) if len(w) <= 64]
+    expected = " ".join(sealer.terms("t", "u", words))
+    assert sealer.index_text("t", "u", text) == expected
+    assert sealer.index_text("t", "u", text) == expected  # again, from what it remembers
+    # Another owner's key hashes the same words to other tokens.
+    other = sealing.Sealer(lambda tenant, user: ("k2", b"\x02" * 32), lambda key_id: None)
+    assert not set(other.index_text("t", "v", text).split()) & set(expected.split())
