@@ -57,6 +57,9 @@ BYTES_PREFIX = PREFIX.encode()
 _NONCE = 12
 #: Opened texts kept in memory, all keys together (about their size in bytes times this).
 _OPENED_MAX = 20_000
+#: Texts longer than this (checkpoints, snapshots) are opened each time, never remembered,
+#: so the map stays within about _OPENED_MAX x _REMEMBER_MAX characters plus their keys.
+_REMEMBER_MAX = 4_096
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 #: Bytes of an ASCII text: letters and digits kept, every other byte a space, so that
 #: ``split()`` finds what ``_WORD`` finds in it, five times faster.
@@ -183,6 +186,8 @@ class Sealer:
         return text
 
     def _remember(self, sealed: tuple[str, str, str], text: str) -> None:
+        if len(text) > _REMEMBER_MAX:
+            return
         opened = self._opened
         if len(opened) >= _OPENED_MAX:  # a bound, not an LRU: start afresh
             opened.clear()
