@@ -42,6 +42,7 @@ __all__ = [
     "index_terms",
     "is_sealed",
     "lookup_key",
+    "opener",
     "query_terms",
     "seal",
     "seal_bytes",
@@ -116,11 +117,12 @@ class Sealer:
         self._by_owner: dict[tuple[str, str], _Key] = {}
         self._by_id: dict[str, _Key | None] = {}
         self._term_cache: dict[str, _Terms] = {}
-        # Opened texts by (table, row, stored value): the same rows are read again and again
-        # (a branch's ancestors, every history call), so a value opened once for its table
-        # and row is served from memory. The key names the row, so a value moved elsewhere
-        # is never served from here; it is dropped whole when any key is destroyed.
-        self._opened: dict[tuple[str, str, str], str] = {}
+        # Opened texts: (table, row) -> (stored value, its text). The same rows are read
+        # again and again (a branch's ancestors, every history call), so a value opened
+        # once for its table and row is served from memory while the row holds that very
+        # value (compared, not hashed: cheaper for a long value). A value moved elsewhere is
+        # never served from here; all is dropped when any key is destroyed.
+        self._opened: dict[tuple[str, str], tuple[str, str]] = {}
 
     def _owner_key(self, tenant: str, user: str) -> _Key:
         key = self._by_owner.get((tenant, user))
@@ -163,14 +165,16 @@ class Sealer:
         value = f"{PREFIX}{key.id}:{binascii.b2a_base64(nonce + body, newline=False).decode()}"
         # What is written is often read back soon (the keyword flush reads each new
         # message): remembered as if opened, it is not decrypted again.
-        self._remember((table, row, value), text)
+        self._remember(table, row, value, text)
         return value
 
     def open(self, table: str, row: str, value: str) -> str | None:
-        opened = self._opened
-        text = opened.get((table, row, value))
-        if text is not None:
-            return text
+        """``value``'s text (None once its key is destroyed); a value not sealed, as is."""
+        known = self._opened.get((table, row))
+        if known is not None and known[0] == value:
+            return known[1]
+        if not value.startswith(PREFIX):
+            return value
         key_id, _, data = value[len(PREFIX) :].partition(":")
         key = self._id_key(key_id)
         if key is None:
@@ -184,16 +188,16 @@ class Sealer:
                 "moved from another row",
                 table=table,
             ) from exc
-        self._remember((table, row, value), text)
+        self._remember(table, row, value, text)
         return text
 
-    def _remember(self, sealed: tuple[str, str, str], text: str) -> None:
+    def _remember(self, table: str, row: str, value: str, text: str) -> None:
         if len(text) > _REMEMBER_MAX:
             return
         opened = self._opened
         if len(opened) >= _OPENED_MAX:  # a bound, not an LRU: start afresh
             opened.clear()
-        opened[sealed] = text
+        opened[table, row] = (value, text)
 
     def seal_bytes(self, table: str, row: str, tenant: str, user: str, data: bytes) -> bytes:
         key = self._owner_key(tenant, user)
@@ -330,6 +334,12 @@ def _reader() -> Sealer:
             "MEMSTRATA_MASTER_KEY_FILE to read it"
         )
     return sealer
+
+
+def opener() -> Callable[[str, str, str], str | None]:
+    """The active sealer's :meth:`Sealer.open`, to open the sealed values of one row with
+    one lookup of the sealer; with encryption off, :func:`unseal`'s configuration error."""
+    return _reader().open
 
 
 def unseal(table: str, row: str, value: str | None) -> str | None:

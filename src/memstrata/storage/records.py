@@ -9,7 +9,7 @@ from typing import Any
 from memstrata import strictjson
 from memstrata.errors import InvalidInput
 from memstrata.instants import from_micros, to_micros
-from memstrata.sealing import PREFIX, seal, unseal
+from memstrata.sealing import PREFIX, opener, seal, unseal
 from memstrata.storage.plan import Row
 from memstrata.types import Conversation, FileRef, Message, Role, Status, ToolCall
 
@@ -98,9 +98,17 @@ def seal_message_texts(
     ]
 
 
-def _opened(column: str, row: Row, value: str | None) -> str | None:
-    """One sealed column of a message row opened (None once its key is destroyed)."""
-    return unseal(column, f"{row[1]}/{row[0]}", value)
+def _open_row(row: Row) -> tuple[str, str | None, str | None, str | None]:
+    """A message row's sealed columns opened (content "" and the rest None once its key is
+    destroyed), the sealer looked up once for the row."""
+    open_, at = opener(), f"{row[1]}/{row[0]}"
+    content, files, calls, meta = row[4], row[5], row[6], row[9]
+    return (
+        (content and open_("messages.content", at, content)) or "",
+        files and open_("messages.files", at, files),
+        calls and open_("messages.tool_calls", at, calls),
+        meta and open_("messages.metadata", at, meta),
+    )
 
 
 class _Unfrozen:
@@ -126,14 +134,13 @@ def to_message(row: Row) -> Message:
     # A sealed value starts with ESC (PREFIX), which no text the store writes in clear
     # starts with in practice; first-character tests keep the unsealed path cheap.
     content, files, calls, meta = row[4], row[5], row[6], row[9]
-    if content and content[0] == _SEALED_MARK:
-        content = _opened("messages.content", row, content) or ""
-    if files and files[0] == _SEALED_MARK:
-        files = _opened("messages.files", row, files)
-    if calls and calls[0] == _SEALED_MARK:
-        calls = _opened("messages.tool_calls", row, calls)
-    if meta and meta[0] == _SEALED_MARK:
-        meta = _opened("messages.metadata", row, meta)
+    if (
+        (content and content[0] == _SEALED_MARK)
+        or (files and files[0] == _SEALED_MARK)
+        or (calls and calls[0] == _SEALED_MARK)
+        or (meta and meta[0] == _SEALED_MARK)
+    ):
+        content, files, calls, meta = _open_row(row)
     m: Any = _NEW(_Unfrozen)
     m.id = row[0]
     m.conversation_id = row[1]
