@@ -82,7 +82,8 @@ def load_json(value: str | None, empty: Any) -> Any:
 #: The message columns sealed with the owner's key (encryption at rest): what the user
 #: said and attached, and the metadata a client gave (a speaker's name, say). Role,
 #: status, ids, times and counts stay in clear.
-_SEALED_MESSAGE = ("content", "files", "tool_calls", "metadata")
+_SEALED_MESSAGE = tuple(f"messages.{c}" for c in ("content", "files", "tool_calls", "metadata"))
+_CONTENT, _FILES, _CALLS, _META = _SEALED_MESSAGE
 _SEALED_MARK = PREFIX[0]
 
 
@@ -93,7 +94,7 @@ def seal_message_texts(
     owner, bound to this message (as they are when encryption is off)."""
     row = f"{conversation_id}/{message_id}"
     return [
-        seal(f"messages.{column}", row, tenant, user, value)
+        seal(column, row, tenant, user, value)
         for column, value in zip(_SEALED_MESSAGE, values, strict=True)
     ]
 
@@ -104,10 +105,10 @@ def _open_row(row: Row) -> tuple[str, str | None, str | None, str | None]:
     open_, at = opener(), f"{row[1]}/{row[0]}"
     content, files, calls, meta = row[4], row[5], row[6], row[9]
     return (
-        (content and open_("messages.content", at, content)) or "",
-        files and open_("messages.files", at, files),
-        calls and open_("messages.tool_calls", at, calls),
-        meta and open_("messages.metadata", at, meta),
+        (content and open_(_CONTENT, at, content)) or "",
+        files and open_(_FILES, at, files),
+        calls and open_(_CALLS, at, calls),
+        meta and open_(_META, at, meta),
     )
 
 
