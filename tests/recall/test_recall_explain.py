@@ -39,7 +39,14 @@ def test_every_hit_has_a_relevance_and_min_relevance_filters(mem: Memory) -> Non
     explained = mem.recall.search(scope, "parrot", k=10, explain=True)
     sig = explained[0].signals
     assert sig is not None
-    assert {"keyword_coverage", "cosine", "background", "relevance", "fused_score"} <= set(sig)
+    assert {
+        "keyword_coverage",
+        "cosine",
+        "background",
+        "relevance",
+        "fused_score",
+        "window_rank",
+    } <= set(sig)
     assert sig["relevance"] == explained[0].relevance
 
 

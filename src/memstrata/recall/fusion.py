@@ -12,6 +12,10 @@
    (:func:`memstrata.recall.scoring.session_ranks`); a candidate gains a reciprocal-rank
    share of its session's rank, so a session that holds the question's words across
    several turns lifts its turns.
+5. Windows: a third ranking, of the messages by the query terms held by their window
+   (the message and the two written before and after it in its conversation,
+   :func:`memstrata.recall.scoring.window_ranks`), fused like the other two, so a
+   question whose words are split over a few turns finds each of them.
 
 The defaults were tuned on synthetic conversations and checked on LoCoMo (see
 docs/benchmarks.md); nothing here refers to any data set.
@@ -39,13 +43,16 @@ class FusionParams:
     vector_weight: float = 1.0
     #: Multiplier for time-mentioning candidates of a time question.
     time_boost: float = 0.4
-    #: Share of a neighbour's fused score a candidate receives.
-    neighbour_share: float = 0.4
+    #: Share of a neighbour's fused score a candidate receives (the window ranking
+    #: carries most of what a neighbour says).
+    neighbour_share: float = 0.1
     #: Share of its segment's best fused score a candidate receives.
     segment_share: float = 0.8
     #: Weight and reciprocal-rank k of the session ranking (0: off).
-    session_weight: float = 0.5
+    session_weight: float = 0.25
     session_k: float = 6.0
+    #: Weight of the window ranking in the fusion (0: off, and not computed).
+    window_weight: float = 1.0
 
 
 @dataclass(slots=True)
@@ -59,6 +66,8 @@ class Candidate:
     vector_rank: int | None = None
     #: Rank of the candidate's session among those the query's terms fall in.
     session_rank: int | None = None
+    #: Rank of the candidate by the query terms its window holds.
+    window_rank: int | None = None
     score: float = field(default=0.0)
 
 
@@ -81,6 +90,8 @@ def fuse(
             s += params.keyword_weight / (params.rrf_k + c.keyword_rank)
         if c.vector_rank is not None:
             s += params.vector_weight / (params.rrf_k + c.vector_rank)
+        if c.window_rank is not None and params.window_weight:
+            s += params.window_weight / (params.rrf_k + c.window_rank)
         if temporal and c.mentions_time:
             s *= 1.0 + params.time_boost
         base[(c.conversation_id, c.id)] = s

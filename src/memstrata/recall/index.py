@@ -13,7 +13,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from memstrata.errors import ConfigurationError
-from memstrata.recall.scoring import COVERAGE_CORPUS, DocMatch, idf, score_docs, session_ranks
+from memstrata.recall.scoring import (
+    COVERAGE_CORPUS,
+    DocMatch,
+    TermWindows,
+    idf,
+    score_docs,
+    session_ranks,
+)
 from memstrata.recall.text import INDEXED_ROLES, document_text, owner_token
 from memstrata.sealing import index_terms, query_terms
 from memstrata.storage.plan import Exec, Op, Query, Row
@@ -313,15 +320,22 @@ class KeywordHit:
 
 class KeywordHits(list[KeywordHit]):
     """Keyword matches, best first, and beside them ``sessions``: the rank of each session
-    (conversation id, second) the query's terms fall in (:func:`scoring.session_ranks`)."""
+    (conversation id, second) the query's terms fall in (:func:`scoring.session_ranks`),
+    and ``windows``: the terms each message holds, to score any message by its window's
+    (:class:`scoring.TermWindows`; None unless asked for)."""
 
     sessions: dict[tuple[str, int], int]
+    windows: TermWindows | None
 
     def __init__(
-        self, hits: Sequence[KeywordHit] = (), sessions: dict[tuple[str, int], int] | None = None
+        self,
+        hits: Sequence[KeywordHit] = (),
+        sessions: dict[tuple[str, int], int] | None = None,
+        windows: TermWindows | None = None,
     ) -> None:
         super().__init__(hits)
         self.sessions = sessions or {}
+        self.windows = windows
 
 
 def _term_query(dialect: str, owner: str, term: str) -> str:
@@ -414,13 +428,15 @@ def keyword_search(
     conversation_id: str | None = None,
     cap: int = 1000,
     drop_common: bool = False,
+    windows: bool = False,
 ) -> Op[KeywordHits]:
     """Best ``limit`` keyword matches of ``scope`` (any of ``terms``), best first, scored
     from the scope's own statistics (see :mod:`memstrata.recall.scoring`).
 
     A term held by ``cap`` or more of the scope's messages is read only up to ``cap``
     (newest first), or left out with ``drop_common`` (it costs the most and tells the
-    least); either way the decision depends on the caller's own messages only.
+    least); either way the decision depends on the caller's own messages only. With
+    ``windows``, what is needed to score a message by its window's terms comes too.
     """
     postings: dict[str, list[DocMatch]] = {}
     dropped = 0.0
@@ -439,6 +455,7 @@ def keyword_search(
     return KeywordHits(
         [KeywordHit(d.message_id, d.conversation_id, d.score, d.coverage) for d in scored],
         session_ranks(postings),
+        TermWindows(postings) if windows else None,
     )
 
 

@@ -14,11 +14,21 @@ Chat messages rarely repeat a word, so each matched term counts once.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
-__all__ = ["DocMatch", "ScoredDoc", "idf", "score_docs", "second_of", "session_ranks"]
+__all__ = [
+    "DocMatch",
+    "ScoredDoc",
+    "TermWindows",
+    "idf",
+    "score_docs",
+    "second_of",
+    "session_ranks",
+]
+
+K = TypeVar("K", bound=Hashable)
 
 #: The notional corpus size a score's idf is computed against (a constant, never a shared
 #: count; above every per-term read cap, so idf stays positive and ordered). Chosen with
@@ -86,6 +96,60 @@ def session_ranks(postings: Mapping[str, Sequence[DocMatch]]) -> dict[tuple[str,
     kept = [k for k in score if len(members[k]) >= SESSION_MIN_MESSAGES]
     kept.sort(key=lambda k: (-score[k], k))
     return {k: n for n, k in enumerate(kept, start=1)}
+
+
+#: How far a message's window reaches on each side, in ``seq`` (write order): the two
+#: messages written before it and the two after, when they are of its conversation.
+WINDOW_SPAN = 2
+
+
+class TermWindows:
+    """Which query terms each message holds (from the postings already read), to score a
+    message by the terms its *window* holds: the message and those written up to
+    ``span`` before and after it in the same conversation (by ``seq``), each term counted
+    once, by its idf. A question's words are often split over a few turns (what was
+    asked, what was answered, the name said a line earlier), which a message's own score
+    does not see; a message that holds none of them itself (the answer "He is a beagle"
+    to "What breed is Rex?") still gets its window's. Messages of other conversations
+    written in between only narrow a window (their seqs are skipped, never joined)."""
+
+    __slots__ = ("_held", "_weights", "_worth", "span")
+
+    def __init__(self, postings: Mapping[str, Sequence[DocMatch]], span: int = WINDOW_SPAN) -> None:
+        self.span = span
+        self._weights = [idf(len(docs)) for docs in postings.values()]
+        held: dict[int, tuple[str, int]] = {}  # seq -> (conversation, bit mask of terms)
+        for i, docs in enumerate(postings.values()):
+            bit = 1 << i
+            for d in docs:
+                was = held.get(d.seq)
+                held[d.seq] = (d.conversation_id, bit if was is None else was[1] | bit)
+        self._held = held
+        self._worth: dict[int, float] = {}  # mask -> summed idf (in the terms' order)
+
+    def score(self, seq: int, conversation_id: str) -> float:
+        """The idf mass of the query terms held in the window around ``seq``."""
+        mask = 0
+        held = self._held
+        for other in range(seq - self.span, seq + self.span + 1):
+            near = held.get(other)
+            if near is not None and near[0] == conversation_id:
+                mask |= near[1]
+        if not mask:
+            return 0.0
+        value = self._worth.get(mask)
+        if value is None:
+            value = sum(w for i, w in enumerate(self._weights) if mask >> i & 1)
+            self._worth[mask] = value
+        return value
+
+    def ranks(self, members: Iterable[tuple[K, int, str]]) -> dict[K, int]:
+        """Rank ``members`` (key, seq, conversation) by their window's score, 1 = best
+        (ties: the newer first); those whose window holds no term are not ranked."""
+        scored = [(self.score(seq, conv), seq, key) for key, seq, conv in members]
+        scored = [s for s in scored if s[0] > 0.0]
+        scored.sort(key=lambda s: (-s[0], -s[1]))
+        return {key: n for n, (_, _, key) in enumerate(scored, start=1)}
 
 
 @dataclass(frozen=True, slots=True)

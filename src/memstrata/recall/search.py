@@ -247,6 +247,7 @@ def search_op(
         cap=SEARCH_TERM_CAP,
         created_by=created_by,
         truth=truth,
+        windows=params.window_weight > 0,
     )
     judged = judge(found, model, fuse(found.candidates, temporal=query.temporal, params=params))
     kept = [j for j in judged if j.relevance >= min_relevance]
@@ -335,6 +336,7 @@ class Judged:
     judged: Signals
     keyword_rank: int | None
     vector_rank: int | None
+    window_rank: int | None = None
 
     def signals(self) -> dict[str, Any]:
         s = self.judged
@@ -343,6 +345,7 @@ class Judged:
             "keyword_rank": self.keyword_rank,
             "keyword_coverage": round(s.coverage, 4),
             "vector_rank": self.vector_rank,
+            "window_rank": self.window_rank,
             "cosine": None if s.cosine is None else round(s.cosine, 4),
             "background": round(s.background, 4),
             "standout": None if s.standout is None else round(s.standout, 4),
@@ -357,7 +360,17 @@ def judge(found: Found, model: RelevanceModel, ranked: Sequence[Candidate]) -> l
     for c in ranked:
         key = (c.conversation_id, c.id)
         sig = Signals(found.coverage.get(key, 0.0), found.similarity.get(key), bg)
-        out.append(Judged(key, c.score, reported(model(sig)), sig, c.keyword_rank, c.vector_rank))
+        out.append(
+            Judged(
+                key,
+                c.score,
+                reported(model(sig)),
+                sig,
+                c.keyword_rank,
+                c.vector_rank,
+                c.window_rank,
+            )
+        )
     return out
 
 
@@ -444,10 +457,13 @@ def candidates_op(
     lazy_rule: LazyRule | None = None,
     created_by: int | None = None,
     truth: ActiveBranches | None = None,
+    windows: bool = False,
 ) -> Op[Found]:
     """Keyword and vector candidates of ``scope``, filtered by ``excluded`` and ``rule``
     (and, with ``created_by``, to the messages created at or before that time; with
-    ``truth``, to those on their conversation's active branch)."""
+    ``truth``, to those on their conversation's active branch). With ``windows``, the
+    candidates carry their rank by the terms their window holds too (it ranks them; it
+    brings none)."""
     keyword = yield from idx.keyword_search(
         dialect,
         scope,
@@ -456,6 +472,7 @@ def candidates_op(
         conversation_id=conversation_id,
         cap=cap,
         drop_common=drop_common,
+        windows=windows,
     )
     semantic: list[tuple[MessageKey, float]] = []
     if vectors is not None and query_vector is not None:
@@ -492,6 +509,11 @@ def candidates_op(
     kw_keys = [(h.conversation_id, h.message_id) for h in keyword]
     kw_rank = ranks([key for key in kw_keys if key in messages])
     vec_rank = ranks([key for key, _ in semantic if key in messages])
+    win_rank: dict[MessageKey, int] = {}
+    if keyword.windows is not None:
+        win_rank = keyword.windows.ranks(
+            (key, m.seq, m.conversation_id) for key, m in messages.items()
+        )
     cands = [
         Candidate(
             id=m.id,
@@ -502,6 +524,7 @@ def candidates_op(
             keyword_rank=kw_rank.get(key),
             vector_rank=vec_rank.get(key),
             session_rank=keyword.sessions.get(segment),
+            window_rank=win_rank.get(key),
         )
         for key, m in messages.items()
         for segment in [(m.conversation_id, second_of(to_micros(m.occurred_at)))]

@@ -54,6 +54,7 @@ TIER_FUSION = FusionParams(
     neighbour_share=0.4,
     segment_share=0.4,
     session_weight=0.0,
+    window_weight=0.0,
 )
 MAX_TERMS = 12
 MAX_DF = 200
@@ -151,6 +152,7 @@ class RecallTier:
             created_by=request.as_of,
             # The other conversations by their active branch (this one: by the rule).
             truth=ActiveBranches(skip=None if rule is None else request.conversation_id),
+            windows=self.fusion.window_weight > 0,
         )
         ranked = fuse(found.candidates, temporal=info.temporal, params=self.fusion)
         bg = background(list(found.similarity.values()))
