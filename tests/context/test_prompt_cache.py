@@ -3,6 +3,7 @@ the tiers, ``report.cache`` (Python and REST) and the Anthropic rendering's cach
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 from memstrata import Memory
 from memstrata.bench.prompt_cache import cacheable_prefix
 from memstrata.context.layout import render
-from memstrata.context.prefix import common_prefix, fingerprint
+from memstrata.context.prefix import canonical, common_prefix, fingerprint
 from memstrata.context.tiers import TierItem
 from memstrata.context.windows import step_size, step_start
 from memstrata.conversation.history import HistoryPlanner
@@ -183,6 +184,41 @@ def test_fingerprints_share_the_prefix_of_equal_leading_messages() -> None:
     assert common_prefix(fa.chain, fb.chain) == 7 == cacheable_prefix(a, b, [3, 4, 5])
     assert common_prefix(fa.chain, fc.chain) == 3 == cacheable_prefix(a, c, [3, 4])
     assert common_prefix((), fb.chain) == 0
+
+
+_TEXTS = st.text(alphabet=st.characters(codec="utf-8"), max_size=40)
+_PART = st.one_of(
+    st.fixed_dictionaries({"type": st.just("text"), "text": _TEXTS}),
+    st.fixed_dictionaries({"type": st.just("image_url"), "image_url": st.just({"url": "u"})}),
+    st.fixed_dictionaries({"type": _TEXTS, "text": _TEXTS}),
+)
+_RENDERED = st.one_of(
+    st.fixed_dictionaries({"role": _TEXTS, "content": _TEXTS}),
+    st.fixed_dictionaries({"role": _TEXTS, "content": st.lists(_PART, max_size=3)}),
+    st.fixed_dictionaries(
+        {"role": st.just("assistant"), "content": st.none(), "tool_calls": st.just([{"id": "c"}])}
+    ),
+    st.fixed_dictionaries({"role": st.just("tool"), "content": _TEXTS, "tool_call_id": _TEXTS}),
+    st.dictionaries(_TEXTS, st.one_of(_TEXTS, st.integers(), st.none()), max_size=3),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_RENDERED)
+def test_the_fingerprint_hashes_the_canonical_json_of_each_message(message: Any) -> None:
+    # The direct path for the common shapes writes what json.dumps writes, so a stored
+    # fingerprint still matches after the change.
+    assert canonical(message) == json.dumps(message, ensure_ascii=False, sort_keys=True)
+
+
+def test_canonical_text_keeps_escapes_and_non_ascii() -> None:
+    for text in ['a "quoted" \\ line\nbreak\ttab \x00 \u2028', "déjà vu 😀"]:
+        for message in (
+            {"role": "assistant", "content": text},
+            {"role": "user", "content": [{"type": "text", "text": text}]},
+            {"content": [{"text": text, "type": "text"}], "role": "user"},
+        ):
+            assert canonical(message) == json.dumps(message, ensure_ascii=False, sort_keys=True)
 
 
 def test_to_anthropic_marks_the_last_stable_block() -> None:

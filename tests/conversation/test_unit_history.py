@@ -9,13 +9,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from memstrata.conversation.history import HistoryPlanner
 from memstrata.conversation.tree import place
 from memstrata.domain.render import to_openai, to_text
 from memstrata.errors import InvalidInput
 from memstrata.ids import new_id, parse_id
-from memstrata.types import FileRef, Message, Role, Scope, Status, ToolCall
+from memstrata.instants import to_micros
+from memstrata.storage.records import to_message
+from memstrata.types import FileRef, Message, Role, Scope, Status, ToolCall, occurred_micros
 
 _T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -196,3 +200,22 @@ def test_generated_sync_facade_is_current() -> None:
         text=True,
     )
     assert result.returncode == 0, result.stderr
+
+
+# Stored instants from year 1 to 9999, with the whole seconds and their neighbours weighted in.
+_STORED_MICROS = st.one_of(
+    st.integers(-62_135_596_800_000_000, 253_402_300_799_999_999),
+    st.integers(-62_135_596_799, 253_402_300_799).map(lambda s: s * 1_000_000),
+    st.integers(-62_135_596_799, 253_402_300_799).map(lambda s: s * 1_000_000 - 1),
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(_STORED_MICROS)
+def test_occurred_micros_is_to_micros_of_the_datetime_without_building_it(micros: int) -> None:
+    row = ("m", "c", None, "user", "hi", None, None, None, "complete", None, micros, micros)
+    stored = to_message((*row, 1, 0, 1, 1, None, 0))
+    assert occurred_micros(stored) == to_micros(stored.occurred_at)  # read as stored, then built
+    assert occurred_micros(stored) == to_micros(stored.occurred_at)  # and once it is a datetime
+    given_dt = msg(0, "user")
+    assert occurred_micros(given_dt) == to_micros(_T0)

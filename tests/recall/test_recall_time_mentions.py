@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from memstrata.recall.text import _TIME_MENTION, mentions_time
+from memstrata.recall.text import _TIME_MENTION, _mentions_time_kept, mentions_time
 
 SAMPLES = [
     "We met LAST SUMMER in Lisbon.",
@@ -35,3 +35,14 @@ def test_upper_and_lower_case_alike() -> None:
     assert mentions_time("next weekend")
     assert not mentions_time("NOTHING HERE")
     assert not mentions_time("nothing here")
+
+
+def test_a_kept_answer_is_the_searched_one_and_long_texts_are_not_kept() -> None:
+    for text in SAMPLES:
+        first, again = mentions_time(text), mentions_time(text)
+        assert first is again is (_TIME_MENTION.search(text) is not None)
+    long = "word " * 300 + "yesterday"
+    before = _mentions_time_kept.cache_info().currsize
+    assert mentions_time(long) is True
+    assert mentions_time(long[:-9]) is False
+    assert _mentions_time_kept.cache_info().currsize == before

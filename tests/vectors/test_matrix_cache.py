@@ -218,6 +218,16 @@ def test_the_cache_keeps_to_its_budget() -> None:
     assert cache.stats()["bytes"] <= one * 3 // 2
 
 
+def test_rows_names_each_picked_row_as_row_does() -> None:
+    dim = 2
+    vec = np.ones(dim, "<f4").tobytes()
+    rows = [(f"v{i}", f"m{i}", f"c{i % 3}", "", vec) for i in range(10)]
+    entry = MatrixCache(dim, max_bytes=1 << 20).load(("t", "u"), ("e", 1, 0), rows)
+    picked = [7, 0, 4, 4, 9]
+    assert entry.rows(picked) == [entry.row(i) for i in picked]
+    assert entry.rows([]) == []
+
+
 def test_two_extensions_of_one_entry_do_not_share_rows() -> None:
     """Two searches extending the same entry at once (different new rows): the second
     copies instead of writing over rows the first published."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
+from json.encoder import encode_basestring
 from typing import Any
 
 from memstrata.domain.context import Fingerprint
@@ -28,12 +29,47 @@ from memstrata.types import Scope
 
 __all__ = [
     "Fingerprint",
+    "canonical",
     "common_prefix",
     "fingerprint",
     "forget_conversations",
     "forget_messages",
     "remember",
 ]
+
+
+#: ``json.dumps(value, ensure_ascii=False, sort_keys=True)`` without building an encoder
+#: per call (that was most of a fingerprint's cost); and the encoder of one string in it.
+_ENCODE = json.JSONEncoder(ensure_ascii=False, sort_keys=True).encode
+_STRING = encode_basestring
+
+
+def canonical(message: dict[str, Any]) -> str:
+    """A rendered message as the fingerprint hashes it: ``json.dumps(message,
+    ensure_ascii=False, sort_keys=True)``, the same text, written directly for the two
+    shapes nearly every message has (a text, or a user's one text part)."""
+    if len(message) == 2:
+        role, content = message.get("role"), message.get("content")
+        if type(role) is str:
+            if type(content) is str:
+                return '{"content": ' + _STRING(content) + ', "role": ' + _STRING(role) + "}"
+            if type(content) is list and len(content) == 1:
+                part = content[0]
+                if (
+                    type(part) is dict
+                    and len(part) == 2
+                    and type(kind := part.get("type")) is str
+                    and kind == "text"
+                    and type(part.get("text")) is str
+                ):
+                    return (
+                        '{"content": [{"text": '
+                        + _STRING(part["text"])
+                        + ', "type": "text"}], "role": '
+                        + _STRING(role)
+                        + "}"
+                    )
+    return _ENCODE(message)
 
 
 def fingerprint(
@@ -43,7 +79,7 @@ def fingerprint(
     h = hashlib.sha256()
     total = 0
     for message, n in zip(messages, tokens, strict=True):
-        h.update(json.dumps(message, ensure_ascii=False, sort_keys=True).encode())
+        h.update(canonical(message).encode())
         h.update(b"\x1e")  # a message boundary, so two splits of one text differ
         total += n
         chain.append((total, h.copy().hexdigest()[:16]))

@@ -81,9 +81,10 @@ def labelled_messages(
         wanted = set(batch)
         for r in rows:
             m = to_message(r[:-1])
+            key = (m.conversation_id, m.id)
             # Nothing to show (a message whose data key was destroyed reads empty): no hit.
-            if key_of(m) in wanted and (m.content or m.tool_calls):
-                out[key_of(m)] = (m, r[-1])
+            if key in wanted and (m.content or m.tool_calls):
+                out[key] = (m, r[-1])
     return out
 
 

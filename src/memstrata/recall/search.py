@@ -25,7 +25,7 @@ from memstrata.recall.scoring import second_of
 from memstrata.recall.text import QueryInfo, mentions_time
 from memstrata.storage.plan import Op
 from memstrata.storage.records import to_micros
-from memstrata.types import Message, Scope
+from memstrata.types import Message, Scope, occurred_micros
 
 if TYPE_CHECKING:
     from memstrata.vectors.port import PlannedIndex
@@ -527,7 +527,7 @@ def candidates_op(
             window_rank=win_rank.get(key),
         )
         for key, m in messages.items()
-        for segment in [(m.conversation_id, second_of(to_micros(m.occurred_at)))]
+        for segment in [(m.conversation_id, second_of(occurred_micros(m)))]
     ]
     return Found(
         cands,

@@ -6,6 +6,7 @@ expressions and a speaker name a client may put in a message's metadata.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from dataclasses import dataclass
@@ -236,10 +237,28 @@ def owner_token(tenant: str, user: str) -> str:
 _TIME_MENTION_LOWER = re.compile(_TIME_MENTION.pattern)
 
 
+#: Texts up to this long have their answer kept (:func:`mentions_time`), the most recent
+#: :data:`_MENTIONS_KEPT` of them: a time question's candidates are mostly the same messages
+#: of the same user from one question to the next, and the search costs more than the
+#: lookup; a longer text is searched every time, so the cache stays small.
+_MENTIONS_CACHED_CHARS = 1000
+_MENTIONS_KEPT = 4096
+
+
 def mentions_time(text: str) -> bool:
+    """Whether ``text`` places something in time (a date, a weekday, a relative phrase)."""
+    if len(text) > _MENTIONS_CACHED_CHARS:
+        return _mentions_time(text)
+    return _mentions_time_kept(text)
+
+
+def _mentions_time(text: str) -> bool:
     if text.isascii():
         return _TIME_MENTION_LOWER.search(text.lower()) is not None
     return _TIME_MENTION.search(text) is not None
+
+
+_mentions_time_kept = functools.lru_cache(maxsize=_MENTIONS_KEPT)(_mentions_time)
 
 
 @dataclass(frozen=True, slots=True)

@@ -171,8 +171,9 @@ class RecallTier:
                 if family in siblings:
                     continue
                 siblings.add(family)
-            sim = found.similarity.get(key_of(m))
-            coverage = found.coverage.get(key_of(m), 0.0)
+            key = (c.conversation_id, c.id)
+            sim = found.similarity.get(key)
+            coverage = found.coverage.get(key, 0.0)
             best_coverage = max(best_coverage, coverage)
             if sim is not None:
                 best_similarity = sim if best_similarity is None else max(best_similarity, sim)

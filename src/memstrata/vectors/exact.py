@@ -170,12 +170,13 @@ def _top(
     else:
         chosen = range(len(scores))
     picked = list(chosen)
-    hits = []
     # One conversion of the chosen scores to floats (exact: float32 to float64), not two
-    # numpy scalar reads per row.
-    for i, score in zip(picked, scores[picked].tolist(), strict=True):
-        if score == -math.inf:
-            continue  # filtered out
-        vid, mid, cid = matrix.row(i)
-        hits.append(VectorHit(vid, mid, cid, clip(score)))
+    # numpy scalar reads per row; rows a filter turned away score -inf.
+    values = scores[picked].tolist()
+    kept = [(i, s) for i, s in zip(picked, values, strict=True) if s != -math.inf]
+    names = matrix.rows([i for i, _ in kept])
+    hits = [
+        VectorHit(vid, mid, cid, clip(s))
+        for (vid, mid, cid), (_, s) in zip(names, kept, strict=True)
+    ]
     return rank(hits, k)

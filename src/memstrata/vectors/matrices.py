@@ -106,6 +106,14 @@ class OwnerMatrix:
         conv = shared.conversation_names[int(shared.conversations[i])]
         return shared.ids[i], shared.message_ids[i], conv
 
+    def rows(self, picked: Sequence[int]) -> list[tuple[str, str, str]]:
+        """:meth:`row` of each of ``picked`` (a search's hits: one numpy read for all their
+        conversations, not one per row)."""
+        shared = self.shared
+        ids, mids, names = shared.ids, shared.message_ids, shared.conversation_names
+        codes: list[int] = shared.conversations[list(picked)].tolist()
+        return [(ids[i], mids[i], names[c]) for i, c in zip(picked, codes, strict=True)]
+
 
 Row = Sequence[Any]  # (id, message_id, conversation_id, agent_id, vector bytes)
 
