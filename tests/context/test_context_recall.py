@@ -290,6 +290,31 @@ def test_common_terms_are_probed_within_a_bound(memory: Memory) -> None:
     assert len(kept) == 4  # 3 apples < a cap of 4: read, not dropped
 
 
+def test_session_and_window_rankings_are_computed_only_when_asked(memory: Memory) -> None:
+    from datetime import UTC, datetime
+
+    from memstrata.recall.catchup import CatchUp
+    from memstrata.recall.index import keyword_search
+    from memstrata.storage.plan import read
+
+    scope = fresh_scope()
+    conv = memory.conversations.create(scope)
+    when = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)  # one session: said at the same time
+    for text in ("apple pie", "what about a pear", "apple tart"):
+        memory.messages.append(scope, conv.id, role="user", content=text, occurred_at=when)
+    dialect = memory.core.engine.dialect
+    run = memory.core.engine.run
+    CatchUp(memory.core).keywords()
+    terms = ["apple", "pear"]
+    full = run(read(lambda: keyword_search(dialect, scope, terms, 10, windows=True)))
+    bare = run(read(lambda: keyword_search(dialect, scope, terms, 10, sessions=False)))
+    assert list(full) == list(bare)  # the same hits and scores either way
+    assert full.sessions == {(conv.id, int(when.timestamp())): 1}
+    assert bare.sessions == {}
+    assert full.windows is not None
+    assert bare.windows is None
+
+
 def test_the_tier_still_finds_a_fact_when_its_other_words_are_everywhere(mem: Memory) -> None:
     scope = fresh_scope()
     _old_fact(mem, scope)

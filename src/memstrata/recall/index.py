@@ -429,6 +429,7 @@ def keyword_search(
     cap: int = 1000,
     drop_common: bool = False,
     windows: bool = False,
+    sessions: bool = True,
 ) -> Op[KeywordHits]:
     """Best ``limit`` keyword matches of ``scope`` (any of ``terms``), best first, scored
     from the scope's own statistics (see :mod:`memstrata.recall.scoring`).
@@ -436,7 +437,9 @@ def keyword_search(
     A term held by ``cap`` or more of the scope's messages is read only up to ``cap``
     (newest first), or left out with ``drop_common`` (it costs the most and tells the
     least); either way the decision depends on the caller's own messages only. With
-    ``windows``, what is needed to score a message by its window's terms comes too.
+    ``windows``, what is needed to score a message by its window's terms comes too;
+    without ``sessions``, no session is ranked (a fusion that gives them no weight: the
+    ranking costs about as much as scoring the messages).
     """
     postings: dict[str, list[DocMatch]] = {}
     dropped = 0.0
@@ -454,7 +457,7 @@ def keyword_search(
     scored = score_docs(postings, dropped, limit)
     return KeywordHits(
         [KeywordHit(d.message_id, d.conversation_id, d.score, d.coverage) for d in scored],
-        session_ranks(postings),
+        session_ranks(postings) if sessions else None,
         TermWindows(postings) if windows else None,
     )
 

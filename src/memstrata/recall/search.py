@@ -248,6 +248,7 @@ def search_op(
         created_by=created_by,
         truth=truth,
         windows=params.window_weight > 0,
+        sessions=params.session_weight > 0,
     )
     judged = judge(found, model, fuse(found.candidates, temporal=query.temporal, params=params))
     kept = [j for j in judged if j.relevance >= min_relevance]
@@ -458,12 +459,13 @@ def candidates_op(
     created_by: int | None = None,
     truth: ActiveBranches | None = None,
     windows: bool = False,
+    sessions: bool = True,
 ) -> Op[Found]:
     """Keyword and vector candidates of ``scope``, filtered by ``excluded`` and ``rule``
     (and, with ``created_by``, to the messages created at or before that time; with
     ``truth``, to those on their conversation's active branch). With ``windows``, the
     candidates carry their rank by the terms their window holds too (it ranks them; it
-    brings none)."""
+    brings none); without ``sessions``, no session rank."""
     keyword = yield from idx.keyword_search(
         dialect,
         scope,
@@ -473,6 +475,7 @@ def candidates_op(
         cap=cap,
         drop_common=drop_common,
         windows=windows,
+        sessions=sessions,
     )
     semantic: list[tuple[MessageKey, float]] = []
     if vectors is not None and query_vector is not None:
