@@ -14,7 +14,7 @@
    several turns lifts its turns.
 5. Windows: a third ranking, of the messages by the query terms held by their window
    (the message and the two written before and after it in its conversation,
-   :func:`memstrata.recall.scoring.window_ranks`), fused like the other two, so a
+   :class:`memstrata.recall.scoring.TermWindows`), fused like the other two, so a
    question whose words are split over a few turns finds each of them.
 
 The defaults were tuned on synthetic conversations and checked on LoCoMo (see
