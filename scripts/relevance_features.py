@@ -99,7 +99,7 @@ class Searcher:
                     excluded=frozenset(),
                     rule=None,
                     cap=SEARCH_TERM_CAP,
-                    windows=self.recall.params.window_weight > 0,
+                    fusion=self.recall.params,
                 )
             )
         )

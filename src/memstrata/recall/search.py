@@ -247,8 +247,7 @@ def search_op(
         cap=SEARCH_TERM_CAP,
         created_by=created_by,
         truth=truth,
-        windows=params.window_weight > 0,
-        sessions=params.session_weight > 0,
+        fusion=params,
     )
     judged = judge(found, model, fuse(found.candidates, temporal=query.temporal, params=params))
     kept = [j for j in judged if j.relevance >= min_relevance]
@@ -458,14 +457,13 @@ def candidates_op(
     lazy_rule: LazyRule | None = None,
     created_by: int | None = None,
     truth: ActiveBranches | None = None,
-    windows: bool = False,
-    sessions: bool = True,
+    fusion: FusionParams,
 ) -> Op[Found]:
     """Keyword and vector candidates of ``scope``, filtered by ``excluded`` and ``rule``
     (and, with ``created_by``, to the messages created at or before that time; with
-    ``truth``, to those on their conversation's active branch). With ``windows``, the
-    candidates carry their rank by the terms their window holds too (it ranks them; it
-    brings none); without ``sessions``, no session rank."""
+    ``truth``, to those on their conversation's active branch), ranked for ``fusion``:
+    the session and window rankings only where it weighs them (the window ranking ranks
+    candidates; it brings none)."""
     keyword = yield from idx.keyword_search(
         dialect,
         scope,
@@ -474,8 +472,8 @@ def candidates_op(
         conversation_id=conversation_id,
         cap=cap,
         drop_common=drop_common,
-        windows=windows,
-        sessions=sessions,
+        windows=fusion.window_weight > 0,
+        sessions=fusion.session_weight > 0,
     )
     semantic: list[tuple[MessageKey, float]] = []
     if vectors is not None and query_vector is not None:

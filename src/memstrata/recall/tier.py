@@ -152,8 +152,7 @@ class RecallTier:
             created_by=request.as_of,
             # The other conversations by their active branch (this one: by the rule).
             truth=ActiveBranches(skip=None if rule is None else request.conversation_id),
-            windows=self.fusion.window_weight > 0,
-            sessions=self.fusion.session_weight > 0,
+            fusion=self.fusion,
         )
         ranked = fuse(found.candidates, temporal=info.temporal, params=self.fusion)
         bg = background(list(found.similarity.values()))
