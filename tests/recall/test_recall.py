@@ -249,7 +249,7 @@ def test_fusion_prefers_agreement_and_context() -> None:
 
 
 def test_sessions_ranked_by_the_terms_they_hold() -> None:
-    from memstrata.recall.scoring import DocMatch, session_ranks
+    from memstrata.recall.scoring import DocMatch, Matches, session_ranks
 
     def doc(seq: int, second: int) -> DocMatch:
         return DocMatch(seq, f"m{seq}", "c", 10, second)
@@ -260,7 +260,7 @@ def test_sessions_ranked_by_the_terms_they_hold() -> None:
         "kayak": [doc(1, 100), doc(5, 200), doc(6, 200), doc(9, 300)],
         "river": [doc(2, 100), doc(9, 300)],
     }
-    assert session_ranks(postings) == {("c", 100): 1, ("c", 200): 2}
+    assert session_ranks(Matches.of(postings)) == {("c", 100): 1, ("c", 200): 2}
     # A candidate in the best session outranks an equal one outside any session.
     a = Candidate("a", "c", None, ("c", 100), keyword_rank=3, session_rank=1)
     b = Candidate("b", "c", None, ("c", 900), keyword_rank=2)

@@ -8,15 +8,19 @@ Everything else is the shared SQL subset.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from memstrata.errors import ConfigurationError
 from memstrata.recall.scoring import (
     COVERAGE_CORPUS,
     DocMatch,
+    Matches,
     TermWindows,
+    bits,
     idf,
     score_docs,
     session_ranks,
@@ -58,17 +62,6 @@ _SQL: dict[str, dict[str, str]] = {
             "SELECT d.seq, d.message_id, d.conversation_id, d.token_count, d.occurred_at "
             "FROM recall_fts JOIN recall_docs d ON d.seq = recall_fts.rowid "
             "WHERE recall_fts MATCH ? AND {scope} ORDER BY recall_fts.rowid DESC LIMIT ?"
-        ),
-        # The postings of a term unless the owner holds it ``cap`` times or more, in one
-        # statement: the full-text index is searched once (materialized), counted, and
-        # joined only when under the cap; over it, one row of NULLs says so. Only where
-        # the owner token alone is the scope (no agent, no conversation to keep to).
-        "postings_unless_common": (
-            "WITH f(rowid) AS MATERIALIZED (SELECT rowid FROM recall_fts "
-            "WHERE recall_fts MATCH ? ORDER BY rowid DESC LIMIT ?), n(c) AS (SELECT count(*) FROM f) "
-            "SELECT d.seq, d.message_id, d.conversation_id, d.token_count, d.occurred_at "
-            "FROM n, f JOIN recall_docs d ON d.seq = f.rowid WHERE n.c < ? AND {scope} "
-            "UNION ALL SELECT NULL, NULL, NULL, NULL, NULL FROM n WHERE n.c >= ?"
         ),
         # How many of the owner's messages hold a term, up to a cap: the full-text index
         # alone (its owner token is the tenant and user), no row of another table read.
@@ -383,30 +376,6 @@ def _matches(rows: Sequence[Row]) -> list[DocMatch]:
     return [DocMatch(int(s), m, c, int(t), int(at) // 1_000_000) for s, m, c, t, at in rows]
 
 
-def _postings_unless_common(
-    dialect: str, scope: Scope, term: str, cap: int, conversation_id: str | None
-) -> Op[list[DocMatch] | None]:
-    """``term``'s postings in ``scope``, or None when the scope holds it ``cap`` times or
-    more (read up to ``cap`` otherwise, as :func:`term_postings`). On SQLite, where the
-    full-text index alone can count the owner's matches, that is one statement; elsewhere
-    (or with an agent or a conversation to keep to) the count comes first."""
-    if dialect != "sqlite" or scope.agent is not None or conversation_id is not None:
-        held = yield from _held(dialect, scope, term, cap, conversation_id)
-        if held is not None and held >= cap:  # common: known without reading its rows
-            return None
-        docs = yield from term_postings(dialect, scope, term, cap, conversation_id=conversation_id)
-        return None if len(docs) >= cap else docs
-    where, params = _scope_sql(scope)
-    sql = _sql(dialect, "postings_unless_common")
-    assert sql is not None
-    (hashed,) = query_terms(scope.tenant, scope.user, (term,))
-    query = _term_query(dialect, owner_token(scope.tenant, scope.user), hashed)
-    rows: list[Row] = yield Query(sql.format(scope=where), (query, cap, cap, *params, cap))
-    if rows and rows[0][0] is None:
-        return None
-    return _matches(rows)
-
-
 def _held(
     dialect: str, scope: Scope, term: str, cap: int, conversation_id: str | None
 ) -> Op[int | None]:
@@ -441,25 +410,146 @@ def keyword_search(
     without ``sessions``, no session is ranked (a fusion that gives them no weight: the
     ranking costs about as much as scoring the messages).
     """
-    postings: dict[str, list[DocMatch]] = {}
-    dropped = 0.0
-    for term in terms:
-        if not drop_common:
-            postings[term] = yield from term_postings(
-                dialect, scope, term, cap, conversation_id=conversation_id
-            )
-            continue
-        docs = yield from _postings_unless_common(dialect, scope, term, cap, conversation_id)
-        if docs is None:
-            dropped += idf(cap, COVERAGE_CORPUS)
-        else:
-            postings[term] = docs
-    scored = score_docs(postings, dropped, limit)
+    unique = list(dict.fromkeys(terms))
+    if dialect == "sqlite":
+        matches = yield from _sqlite_matches(scope, unique, cap, drop_common, conversation_id)
+    else:
+        matches = yield from _matches_by_term(
+            dialect, scope, unique, cap, drop_common, conversation_id
+        )
+    dropped = sum(idf(cap, COVERAGE_CORPUS) for df in matches.df if df is None)
+    scored = score_docs(matches, dropped, limit)
     return KeywordHits(
         [KeywordHit(d.message_id, d.conversation_id, d.score, d.coverage) for d in scored],
-        session_ranks(postings) if sessions else None,
-        TermWindows(postings) if windows else None,
+        session_ranks(matches) if sessions else None,
+        TermWindows(matches) if windows else None,
     )
+
+
+def _matches_by_term(
+    dialect: str,
+    scope: Scope,
+    terms: Sequence[str],
+    cap: int,
+    drop_common: bool,
+    conversation_id: str | None,
+) -> Op[Matches]:
+    """:class:`Matches` from one posting list per term (after its count, when common
+    terms are dropped and the index alone can count them)."""
+    postings: dict[str, list[DocMatch]] = {}
+    unread: set[str] = set()
+    for term in terms:
+        if drop_common:
+            held = yield from _held(dialect, scope, term, cap, conversation_id)
+            if held is not None and held >= cap:  # common: known without reading its rows
+                postings[term] = []
+                unread.add(term)
+                continue
+        docs = yield from term_postings(dialect, scope, term, cap, conversation_id=conversation_id)
+        if drop_common and len(docs) >= cap:
+            docs = []
+            unread.add(term)
+        postings[term] = docs
+    return Matches.of(postings, unread)
+
+
+#: Terms per full-text statement: their bit masks must fit SQLite's 64-bit integers.
+_TERMS_PER_STATEMENT = 60
+
+
+def _sqlite_matches(
+    scope: Scope, terms: Sequence[str], cap: int, drop_common: bool, conversation_id: str | None
+) -> Op[Matches]:
+    """:class:`Matches` from SQLite in one statement (per 60 terms): each term's newest
+    ``cap`` rows of the full-text index, the messages that hold any of them once each,
+    with the bit mask of the terms they hold (a sum: a row holds a term once), and a
+    marker row (seq NULL) for each term too common to read (``drop_common``)."""
+    docs: list[DocMatch] = []
+    unread: set[int] = set()
+    owner = owner_token(scope.tenant, scope.user)
+    hashed = query_terms(scope.tenant, scope.user, terms)
+    for start in range(0, len(terms), _TERMS_PER_STATEMENT):
+        chunk = hashed[start : start + _TERMS_PER_STATEMENT]
+        queries = [_term_query("sqlite", owner, t) for t in chunk]
+        sql, params = _matches_sql(scope, queries, cap, drop_common, conversation_id)
+        rows: list[Row] = yield Query(sql, params)
+        # Rows come in DocMatch's field order; a NULL seq marks a term too common to read.
+        unread.update(start + r[5] for r in rows if r[0] is None)
+        found = [r for r in rows if r[0] is not None]
+        if start:
+            found = [(*r[:5], r[5] << start) for r in found]
+        docs.extend(map(_as_doc, found))
+    if len(terms) > _TERMS_PER_STATEMENT:  # a message may come once per statement
+        merged: dict[int, DocMatch] = {}
+        for d in docs:
+            was = merged.get(d.seq)
+            merged[d.seq] = d if was is None else was._replace(terms=was.terms | d.terms)
+        docs = list(merged.values())
+    held = [0] * len(terms)
+    for mask, n in Counter(d.terms for d in docs).items():
+        for i in bits(mask):
+            held[i] += n
+    return Matches(docs, [None if i in unread else n for i, n in enumerate(held)])
+
+
+#: A row of the statement below as a :class:`DocMatch` (no Python-level call per row).
+_as_doc = partial(tuple.__new__, DocMatch)
+
+
+#: A message's whole second (:func:`scoring.second_of`: floored, also before 1970).
+_SECOND = (
+    "CASE WHEN d.occurred_at >= 0 THEN d.occurred_at / 1000000 "
+    "ELSE -((999999 - d.occurred_at) / 1000000) END"
+)
+
+
+def _matches_sql(
+    scope: Scope,
+    queries: Sequence[str],
+    cap: int,
+    drop_common: bool,
+    conversation_id: str | None,
+) -> tuple[str, list[Any]]:
+    where, scope_params = _scope_sql(scope)
+    if conversation_id is not None:
+        where += " AND d.conversation_id = ?"
+        scope_params.append(conversation_id)
+    # The owner token alone is the scope when no agent or conversation narrows it: each
+    # term's rows then come from the full-text index alone (counted there too).
+    owner_only = scope.agent is None and conversation_id is None
+    if owner_only:
+        each = "SELECT rowid FROM recall_fts WHERE recall_fts MATCH ? ORDER BY rowid DESC LIMIT ?"
+    else:
+        each = (
+            "SELECT recall_fts.rowid FROM recall_fts JOIN recall_docs d ON d.seq = recall_fts.rowid "
+            f"WHERE recall_fts MATCH ? AND {where} ORDER BY recall_fts.rowid DESC LIMIT ?"
+        )
+    params: list[Any] = []
+    ctes: list[str] = []
+    for i, query in enumerate(queries):
+        ctes.append(f"f{i}(rowid) AS MATERIALIZED ({each})")
+        params += [query, *([] if owner_only else scope_params), cap]
+    keep = " WHERE (SELECT count(*) FROM f{i}) < ?" if drop_common else ""
+    union = " UNION ALL ".join(
+        f"SELECT rowid, {1 << i} FROM f{i}" + keep.format(i=i) for i in range(len(queries))
+    )
+    if drop_common:
+        params += [cap] * len(queries)
+    sql = (
+        f"WITH {', '.join(ctes)}, u(seq, bit) AS ({union}), "
+        "g(seq, mask) AS (SELECT seq, sum(bit) FROM u GROUP BY seq) "
+        f"SELECT d.seq, d.message_id, d.conversation_id, d.token_count, {_SECOND}, g.mask "
+        f"FROM g JOIN recall_docs d ON d.seq = g.seq WHERE {where}"
+    )
+    params += scope_params
+    if drop_common:
+        sql += "".join(
+            f" UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, {i} FROM "
+            f"(SELECT count(*) AS c FROM f{i}) WHERE c >= ?"
+            for i in range(len(queries))
+        )
+        params += [cap] * len(queries)
+    return sql, params
 
 
 # -- deletion cascade ----------------------------------------------------------------------

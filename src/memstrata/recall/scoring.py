@@ -14,14 +14,16 @@ Chat messages rarely repeat a word, so each matched term counts once.
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, TypeVar
 
 __all__ = [
     "DocMatch",
+    "Matches",
     "ScoredDoc",
     "TermWindows",
+    "bits",
     "idf",
     "score_docs",
     "second_of",
@@ -49,7 +51,7 @@ def idf(df: int, corpus: int = CORPUS) -> float:
 
 
 class DocMatch(NamedTuple):
-    """One message that holds a term (a tuple: a posting list holds hundreds of them)."""
+    """One message that holds a query term (a tuple: a search reads hundreds of them)."""
 
     seq: int
     message_id: str
@@ -58,6 +60,55 @@ class DocMatch(NamedTuple):
     #: When it was said, in whole seconds (:func:`second_of`): messages of one
     #: conversation said at the same second form one session (a fusion segment).
     second: int = 0
+    #: Which of the query's terms it holds: bit ``i`` for the ``i``-th term.
+    terms: int = 0
+
+
+class Matches:
+    """The scope's messages holding any of a query's terms, each once with the terms it
+    holds (:attr:`DocMatch.terms`), and each term's document frequency among them
+    (``df[i]``; None for a term left unread, too common to tell anything)."""
+
+    __slots__ = ("df", "docs")
+
+    def __init__(self, docs: Sequence[DocMatch], df: Sequence[int | None]) -> None:
+        self.docs = docs
+        self.df = df
+
+    @classmethod
+    def of(
+        cls, postings: Mapping[str, Sequence[DocMatch]], unread: Collection[str] = ()
+    ) -> Matches:
+        """From posting lists (term -> the messages holding it; bits in the terms' order);
+        the ``unread`` terms among them hold no message and have no frequency."""
+        merged: dict[int, DocMatch] = {}
+        for i, docs in enumerate(postings.values()):
+            bit = 1 << i
+            for d in docs:
+                was = merged.get(d.seq)
+                merged[d.seq] = d._replace(terms=bit if was is None else was.terms | bit)
+        df = [None if t in unread else len(docs) for t, docs in postings.items()]
+        return cls(list(merged.values()), df)
+
+    def postings(self) -> list[list[DocMatch]]:
+        """The messages holding each term (in the terms' order; none for an unread one)."""
+        out: list[list[DocMatch]] = [[] for _ in self.df]
+        for d in self.docs:
+            for i in bits(d.terms):
+                out[i].append(d)
+        return out
+
+
+def bits(mask: int) -> list[int]:
+    """The indices of the bits set in ``mask``, lowest first."""
+    out = []
+    i = 0
+    while mask:
+        if mask & 1:
+            out.append(i)
+        mask >>= 1
+        i += 1
+    return out
 
 
 def second_of(occurred_at_micros: int) -> int:
@@ -69,7 +120,7 @@ def second_of(occurred_at_micros: int) -> int:
 SESSION_MIN_MESSAGES = 2
 
 
-def session_ranks(postings: Mapping[str, Sequence[DocMatch]]) -> dict[tuple[str, int], int]:
+def session_ranks(matches: Matches) -> dict[tuple[str, int], int]:
     """Rank the sessions the query's terms fall in (1 = best): a session scores each term
     it holds anywhere, by idf, counted with saturation (two of its messages holding a
     term weigh more than one, ten not much more than two). Evidence is often spread over
@@ -77,7 +128,7 @@ def session_ranks(postings: Mapping[str, Sequence[DocMatch]]) -> dict[tuple[str,
     scores alone do not see. A session of one matching message is left to them."""
     score: dict[tuple[str, int], float] = {}
     members: dict[tuple[str, int], set[int]] = {}
-    for docs in postings.values():
+    for docs in matches.postings():
         w = idf(len(docs))
         held: dict[tuple[str, int], int] = {}
         for d in docs:
@@ -115,16 +166,12 @@ class TermWindows:
 
     __slots__ = ("_held", "_weights", "_worth", "span")
 
-    def __init__(self, postings: Mapping[str, Sequence[DocMatch]], span: int = WINDOW_SPAN) -> None:
+    def __init__(self, matches: Matches, span: int = WINDOW_SPAN) -> None:
         self.span = span
-        self._weights = [idf(len(docs)) for docs in postings.values()]
-        held: dict[int, tuple[str, int]] = {}  # seq -> (conversation, bit mask of terms)
-        for i, docs in enumerate(postings.values()):
-            bit = 1 << i
-            for d in docs:
-                was = held.get(d.seq)
-                held[d.seq] = (d.conversation_id, bit if was is None else was[1] | bit)
-        self._held = held
+        # An unread term is in no message's mask: its weight is never summed.
+        self._weights = [0.0 if df is None else idf(df) for df in matches.df]
+        # seq -> (conversation, bit mask of terms)
+        self._held = {d.seq: (d.conversation_id, d.terms) for d in matches.docs}
         self._worth: dict[int, float] = {}  # mask -> summed idf (in the terms' order)
 
     def score(self, seq: int, conversation_id: str) -> float:
@@ -164,44 +211,41 @@ class ScoredDoc:
 
 
 def score_docs(
-    postings: Mapping[str, Sequence[DocMatch]], dropped_mass: float = 0.0, limit: int | None = None
+    matches: Matches, dropped_mass: float = 0.0, limit: int | None = None
 ) -> list[ScoredDoc]:
-    """Score every message in ``postings`` (term -> the scope's messages holding it),
-    best first (ties: newest first), the best ``limit`` of them (None: all).
-    ``dropped_mass`` is the idf of query terms too common to read: they still count in the
-    query's mass, so coverage stays honest."""
-    weights = {t: idf(len(docs)) for t, docs in postings.items()}
-    mass = {t: idf(len(docs), COVERAGE_CORPUS) for t, docs in postings.items()}
-    total = sum(mass.values()) + dropped_mass
-    acc: dict[int, list[float]] = {}
-    meta: dict[int, DocMatch] = {}
+    """Score every message of ``matches``, best first (ties: newest first), the best
+    ``limit`` of them (None: all). ``dropped_mass`` is the idf of query terms too common
+    to read: they still count in the query's mass, so coverage stays honest."""
+    weights = [0.0 if df is None else idf(df) for df in matches.df]
+    mass = [0.0 if df is None else idf(df, COVERAGE_CORPUS) for df in matches.df]
+    total = sum(m for m, df in zip(mass, matches.df, strict=True) if df is not None)
+    total += dropped_mass
+    # Per set of terms held: their weights (summed term by term, in the terms' order, as
+    # each message's score always was) and their coverage mass.
+    held: dict[int, tuple[list[float], float]] = {}
     norms: dict[int, float] = {}  # by token count: the same length normalises alike
-    for term, docs in postings.items():
-        w, m = weights[term], mass[term]
-        for d in docs:
-            norm = norms.get(d.tokens)
-            if norm is None:
-                norm = norms[d.tokens] = (K1 + 1.0) / (
-                    1.0 + K1 * (1.0 - B + B * max(d.tokens, 1) / AVG_LEN)
-                )
-            entry = acc.get(d.seq)
-            if entry is None:
-                acc[d.seq] = [w * norm, m]
-                meta[d.seq] = d
-            else:
-                entry[0] += w * norm
-                entry[1] += m
-    # Rank first (score, then the newer seq), build only what is returned.
-    ranked = sorted(acc.items(), key=lambda kv: (-kv[1][0], -kv[0]))
+    ranked: list[tuple[float, int, float, DocMatch]] = []
+    for d in matches.docs:
+        wm = held.get(d.terms)
+        if wm is None:
+            which = bits(d.terms)
+            m = 0.0
+            for i in which:
+                m += mass[i]
+            wm = held[d.terms] = ([weights[i] for i in which], m)
+        norm = norms.get(d.tokens)
+        if norm is None:
+            norm = norms[d.tokens] = (K1 + 1.0) / (
+                1.0 + K1 * (1.0 - B + B * max(d.tokens, 1) / AVG_LEN)
+            )
+        s = 0.0
+        for w in wm[0]:
+            s += w * norm
+        ranked.append((-s, -d.seq, wm[1], d))
+    ranked.sort()  # score, then the newer seq: never a tie past them (seqs are unique)
     if limit is not None:
         ranked = ranked[:limit]
     return [
-        ScoredDoc(
-            meta[seq].message_id,
-            meta[seq].conversation_id,
-            s,
-            (m / total) if total > 0 else 0.0,
-            seq,
-        )
-        for seq, (s, m) in ranked
+        ScoredDoc(d.message_id, d.conversation_id, -s, (m / total) if total > 0 else 0.0, d.seq)
+        for s, _, m, d in ranked
     ]
