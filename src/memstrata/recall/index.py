@@ -518,8 +518,14 @@ def _matches_sql(
     # term's rows then come from the full-text index alone (counted there too).
     owner_only = scope.agent is None and conversation_id is None
     if owner_only:
-        each = "SELECT rowid FROM recall_fts WHERE recall_fts MATCH ? ORDER BY rowid DESC LIMIT ?"
+        # Newest first when a term is read up to the cap. When a term that reaches it is
+        # dropped instead, the rows kept are all of the term's, and the index's own
+        # order (ascending: no reversal of its posting list) reads the same rows for less.
+        order = "" if drop_common else " ORDER BY rowid DESC"
+        each = f"SELECT rowid FROM recall_fts WHERE recall_fts MATCH ?{order} LIMIT ?"
     else:
+        # Ordered by the index's rowid, so the planner starts from the index (left to
+        # itself it scans the owner's messages and matches each).
         each = (
             "SELECT recall_fts.rowid FROM recall_fts JOIN recall_docs d ON d.seq = recall_fts.rowid "
             f"WHERE recall_fts MATCH ? AND {where} ORDER BY recall_fts.rowid DESC LIMIT ?"
