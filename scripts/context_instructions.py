@@ -1,0 +1,133 @@
+"""CPU instructions of one ``mem.context`` call, counted by valgrind (noise-free).
+
+``python scripts/context_instructions.py [--size 1000] [--calls 40]`` builds the store
+``memstrata bench context`` builds (a branched conversation of ``--size`` messages,
+working memory, a plan, one compaction, every message embedded), then runs the same
+process twice under ``valgrind --tool=cachegrind``: once with 10 warm-up context calls
+and once with ``--calls`` more, each on a leaf picked with a fixed seed. The difference
+over ``--calls`` is the instructions one call costs. Wall-clock rounds on a shared
+machine drift by up to two times; an instruction count of the same calls on the same
+store does not, so two trees can be compared with it one after the other (run the
+script from each, with ``--db`` naming one store for both).
+
+Needs valgrind (Debian: ``apt-get install valgrind``); about two minutes a run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+WARMUP = 10
+SEED = 1729
+BUDGET = 8000
+
+
+def build(directory: Path, size: int) -> None:
+    from memstrata.api import Memory
+    from memstrata.bench.history import TextGenerator, build_tree
+    from memstrata.config import Settings
+    from memstrata.types import Scope
+
+    rng = random.Random(f"{SEED}:{size}")
+    gen = TextGenerator(rng)
+    texts = [gen.message() for _ in range(size)]
+    scope = Scope("bench", "user")
+    mem = Memory.open(f"sqlite:///{directory / 'm.db'}", settings=Settings(worker="off"))
+    try:
+        mem.compaction.kit.auto_compact = False
+        conv = mem.conversations.create(scope, title="context instructions")
+        build_tree(mem, scope, conv.id, size, texts, rng)
+        mem.working.put(scope, "# User\n- name: bench\n- prefers concise answers")
+        mem.plans.put(scope, conv.id, {"steps": ["read", "answer", "check"]})
+        mem.compact(scope, conv.id)
+        mem.recall.flush(scope)
+        (directory / "conversation").write_text(conv.id)
+    finally:
+        mem.close()
+
+
+def calls(directory: Path, n: int) -> None:
+    from memstrata.api import Memory
+    from memstrata.bench.history import all_leaves
+    from memstrata.config import Settings
+    from memstrata.types import Scope
+
+    scope = Scope("bench", "user")
+    cid = (directory / "conversation").read_text()
+    mem = Memory.open(f"sqlite:///{directory / 'm.db'}", settings=Settings(worker="off"))
+    try:
+        mem.compaction.kit.auto_compact = False
+        leaves = all_leaves(mem, scope, cid)
+        pick = random.Random(f"{SEED}:leaves")
+        for leaf in [pick.choice(leaves) for _ in range(WARMUP + n)]:
+            mem.context(scope, cid, leaf_id=leaf.id, budget=BUDGET)
+    finally:
+        mem.close()
+
+
+def counted(directory: Path, n: int) -> int:
+    # On a copy: a context call writes (its prefix fingerprint), and each count starts
+    # from the store as built.
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / "store"
+        shutil.copytree(directory, copy)
+        return _valgrind(copy, n)
+
+
+def _valgrind(directory: Path, n: int) -> int:
+    out = subprocess.run(
+        [
+            "valgrind",
+            "--tool=cachegrind",
+            "--cache-sim=no",
+            "--cachegrind-out-file=/dev/null",
+            sys.executable,
+            __file__,
+            "--db",
+            str(directory),
+            "--run",
+            str(n),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONHASHSEED": "0"},
+    )
+    found = re.search(r"I\s+refs:\s+([\d,]+)", out.stderr)
+    if found is None:
+        raise SystemExit(f"valgrind printed no instruction count:\n{out.stderr[-2000:]}")
+    return int(found.group(1).replace(",", ""))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", type=int, default=1000)
+    parser.add_argument("--calls", type=int, default=40)
+    parser.add_argument("--db", type=Path, help="a store built before (kept when given)")
+    parser.add_argument("--run", type=int, help=argparse.SUPPRESS)  # the measured process
+    args = parser.parse_args()
+    if args.run is not None:
+        calls(args.db, args.run)
+        return
+    if args.calls < 1 or args.size < 10:
+        parser.error("--calls must be >= 1 and --size >= 10")
+    with tempfile.TemporaryDirectory() as tmp:
+        directory = args.db or Path(tmp)
+        if not (directory / "conversation").exists():
+            directory.mkdir(parents=True, exist_ok=True)
+            build(directory, args.size)
+        base, more = counted(directory, 0), counted(directory, args.calls)
+    per_call = (more - base) / args.calls
+    print(f"{per_call / 1e6:.2f} M instructions per context call ({args.size:,} messages)")
+
+
+if __name__ == "__main__":
+    main()
