@@ -1,0 +1,42 @@
+"""scripts/context_instructions.py builds the context benchmark's store and runs the
+calls it counts (valgrind itself is not needed here: the counted process is run bare)."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "context_instructions.py"
+
+
+def _load() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("context_instructions", SCRIPT)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_store_is_built_and_the_counted_calls_run(tmp_path: Path) -> None:
+    script = _load()
+    script.build(tmp_path, 40)
+    assert (tmp_path / "conversation").read_text()
+    # what valgrind runs: the warm-up and the counted calls on a copy of the store
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--db", str(tmp_path), "--run", "2"],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def test_bad_arguments_are_refused() -> None:
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--calls", "0"], capture_output=True, text=True
+    )
+    assert done.returncode == 2
+    assert "--calls must be >= 1" in done.stderr
