@@ -8,7 +8,6 @@ Everything else is the shared SQL subset.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -20,7 +19,6 @@ from memstrata.recall.scoring import (
     DocMatch,
     Matches,
     TermWindows,
-    bits,
     idf,
     score_docs,
     session_ranks,
@@ -479,17 +477,8 @@ def _sqlite_matches(
         if start:
             found = [(*r[:5], r[5] << start) for r in found]
         docs.extend(map(_as_doc, found))
-    if len(terms) > _TERMS_PER_STATEMENT:  # a message may come once per statement
-        merged: dict[int, DocMatch] = {}
-        for d in docs:
-            was = merged.get(d.seq)
-            merged[d.seq] = d if was is None else was._replace(terms=was.terms | d.terms)
-        docs = list(merged.values())
-    held = [0] * len(terms)
-    for mask, n in Counter(d.terms for d in docs).items():
-        for i in bits(mask):
-            held[i] += n
-    return Matches(docs, [None if i in unread else n for i, n in enumerate(held)])
+    # A message comes once per statement: more than one statement may repeat it.
+    return Matches.counted(docs, len(terms), unread, merge=len(terms) > _TERMS_PER_STATEMENT)
 
 
 #: A row of the statement below as a :class:`DocMatch` (no Python-level call per row).

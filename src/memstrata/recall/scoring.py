@@ -14,6 +14,7 @@ Chat messages rarely repeat a word, so each matched term counts once.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, TypeVar
@@ -89,6 +90,30 @@ class Matches:
                 merged[d.seq] = d._replace(terms=bit if was is None else was.terms | bit)
         df = [None if t in unread else len(docs) for t, docs in postings.items()]
         return cls(list(merged.values()), df)
+
+    @classmethod
+    def counted(
+        cls,
+        docs: list[DocMatch],
+        n_terms: int,
+        unread: Collection[int] = (),
+        *,
+        merge: bool = False,
+    ) -> Matches:
+        """From messages with their terms' masks (with ``merge``, a message may come more
+        than once: its masks are joined), each term's frequency counted from the masks;
+        ``unread`` terms (by index) have none."""
+        if merge:
+            merged: dict[int, DocMatch] = {}
+            for d in docs:
+                was = merged.get(d.seq)
+                merged[d.seq] = d if was is None else was._replace(terms=was.terms | d.terms)
+            docs = list(merged.values())
+        held = [0] * n_terms
+        for mask, n in Counter(d.terms for d in docs).items():
+            for i in bits(mask):
+                held[i] += n
+        return cls(docs, [None if i in unread else n for i, n in enumerate(held)])
 
     def postings(self) -> list[list[DocMatch]]:
         """The messages holding each term (in the terms' order; none for an unread one)."""
