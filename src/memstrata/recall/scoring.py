@@ -82,14 +82,11 @@ class Matches:
     ) -> Matches:
         """From posting lists (term -> the messages holding it; bits in the terms' order);
         the ``unread`` terms among them hold no message and have no frequency."""
-        merged: dict[int, DocMatch] = {}
-        for i, docs in enumerate(postings.values()):
-            bit = 1 << i
-            for d in docs:
-                was = merged.get(d.seq)
-                merged[d.seq] = d._replace(terms=bit if was is None else was.terms | bit)
-        df = [None if t in unread else len(docs) for t, docs in postings.items()]
-        return cls(list(merged.values()), df)
+        tagged = [
+            d._replace(terms=1 << i) for i, docs in enumerate(postings.values()) for d in docs
+        ]
+        skipped = [i for i, t in enumerate(postings) if t in unread]
+        return cls.counted(tagged, len(postings), skipped, merge=True)
 
     @classmethod
     def counted(
