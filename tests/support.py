@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib.util
 import os
 import secrets
 import signal
@@ -22,6 +23,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any, TypeVar
 
 import pytest
@@ -48,6 +50,22 @@ NEEDS_REDIS = (
     "needs a Redis server at MEMSTRATA_TEST_REDIS: start it with "
     "'redis-server --daemonize yes --port 6379 --save \"\"'"
 )
+
+#: The repository's ``scripts`` folder (its scripts are files, not an importable package).
+SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
+
+
+def load_script(name: str) -> ModuleType:
+    """``scripts/<name>.py`` as a module (registered under ``name``, so that its dataclasses
+    and the like can find their module)."""
+    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault(name, module)
+    spec.loader.exec_module(module)
+    return module
+
 
 #: The ``models`` fixture of conftest: ``models(memory, facts_llm=..., ...)``.
 Models = Callable[..., None]

@@ -3,8 +3,6 @@ OpenAPI documents correctly (checked on small hand-made inputs)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal
@@ -15,17 +13,13 @@ from hypothesis import strategies as st
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from support import load_script
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gen_docs", ROOT / "scripts" / "gen_docs.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("gen_docs", module)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("gen_docs")
 
 
 gen = _load()

@@ -3,22 +3,18 @@ calls it counts (valgrind itself is not needed here: the counted process is run 
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
 
+from support import load_script
+
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "context_instructions.py"
 
 
 def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("context_instructions", SCRIPT)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("context_instructions")
 
 
 def test_the_store_is_built_and_the_counted_calls_run(tmp_path: Path) -> None:

@@ -163,7 +163,14 @@ def run(
     db: str | None = None,
     progress: Callable[[str], None] = lambda _: None,
     budgets: Sequence[int] = BUDGETS,
+    layouts: Sequence[str] = LAYOUTS,
+    low_water: float | None = None,
+    volatile_room: float | None = None,
 ) -> dict[str, Any]:
+    """Replay the chats at each budget under each layout. ``low_water`` and
+    ``volatile_room`` replace the memory's defaults (the window's low-water mark and the
+    share of the budget the per-turn tiers keep; 0 leaves them out), for finding what a
+    layout can reach at most (``scripts/prompt_cache_ceiling.py``)."""
     from memstrata import Memory, Scope
     from memstrata.config import Settings
 
@@ -173,10 +180,15 @@ def run(
     with tempfile.TemporaryDirectory() as tmp:
         settings = Settings(home=Path(tmp), worker="off", recall_embed="search")
         mem = Memory.open(db or f"sqlite:///{Path(tmp) / 'cache.db'}", settings=settings)
-        mem.compaction.kit.debounce_s = mem.compaction.kit.max_wait_s = 0.0  # ready at once
+        kit = mem.compaction.kit
+        kit.debounce_s = kit.max_wait_s = 0.0  # ready at once
+        if low_water is not None:
+            kit.low_water = low_water
+        if volatile_room is not None:
+            kit.volatile_room = volatile_room
         try:
             for budget in budgets:
-                for layout in LAYOUTS:
+                for layout in layouts:
                     turns: list[dict[str, Any]] = []
                     for i, (earlier, chat) in enumerate(chats):
                         scope = Scope("prompt-cache", f"{layout}-{budget}-{i}")
@@ -201,7 +213,9 @@ def run(
             "conversations": len(chats),
             "turns_per_conversation": max((len(c) for _, c in chats), default=0),
             "budgets": list(budgets),
-            "layouts": list(LAYOUTS),
+            "layouts": list(layouts),
+            "low_water": kit.low_water,
+            "volatile_room": kit.volatile_room,
             "share": "longest common prefix with the previous turn's prompt (whole messages, "
             "in tokens) over the prompt's tokens",
             "price_ratios": {
