@@ -1,8 +1,10 @@
 """CPU instructions of one ``mem.context`` call, counted by valgrind (noise-free).
 
-``python scripts/context_instructions.py [--size 1000] [--calls 40]`` builds the store
-``memstrata bench context`` builds (a branched conversation of ``--size`` messages,
-working memory, a plan, one compaction, every message embedded), then runs the same
+``python scripts/context_instructions.py [--size 1000] [--calls 40] [--neighbours 0]``
+builds the store ``memstrata bench context`` builds (a branched conversation of
+``--size`` messages, working memory, a plan, one compaction, every message embedded;
+with ``--neighbours N``, N other users of the same store with a conversation of
+``--size`` messages each, which the counted calls never read), then runs the same
 process twice under ``valgrind --tool=cachegrind``: once with 10 warm-up context calls
 and once with ``--calls`` more, each on a leaf picked with a fixed seed. The difference
 over ``--calls`` is the instructions one call costs. Wall-clock rounds on a shared
@@ -30,7 +32,7 @@ SEED = 1729
 BUDGET = 8000
 
 
-def build(directory: Path, size: int) -> None:
+def build(directory: Path, size: int, neighbours: int = 0) -> None:
     from memstrata.api import Memory
     from memstrata.bench.history import TextGenerator, build_tree
     from memstrata.config import Settings
@@ -49,6 +51,13 @@ def build(directory: Path, size: int) -> None:
         mem.plans.put(scope, conv.id, {"steps": ["read", "answer", "check"]})
         mem.compact(scope, conv.id)
         mem.recall.flush(scope)
+        for i in range(neighbours):
+            other = Scope("bench", f"neighbour-{i}")
+            cid = mem.conversations.create(other, title="a neighbour").id
+            for n in range(size):
+                role = "user" if n % 2 == 0 else "assistant"
+                mem.messages.append(other, cid, role=role, content=gen.message())
+            mem.recall.flush(other)
         (directory / "conversation").write_text(conv.id)
     finally:
         mem.close()
@@ -111,22 +120,24 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=1000)
     parser.add_argument("--calls", type=int, default=40)
+    parser.add_argument("--neighbours", type=int, default=0, help="other users in the store")
     parser.add_argument("--db", type=Path, help="a store built before (kept when given)")
     parser.add_argument("--run", type=int, help=argparse.SUPPRESS)  # the measured process
     args = parser.parse_args()
     if args.run is not None:
         calls(args.db, args.run)
         return
-    if args.calls < 1 or args.size < 10:
-        parser.error("--calls must be >= 1 and --size >= 10")
+    if args.calls < 1 or args.size < 10 or args.neighbours < 0:
+        parser.error("--calls must be >= 1, --size >= 10 and --neighbours >= 0")
     with tempfile.TemporaryDirectory() as tmp:
         directory = args.db or Path(tmp)
         if not (directory / "conversation").exists():
             directory.mkdir(parents=True, exist_ok=True)
-            build(directory, args.size)
+            build(directory, args.size, args.neighbours)
         base, more = counted(directory, 0), counted(directory, args.calls)
     per_call = (more - base) / args.calls
-    print(f"{per_call / 1e6:.2f} M instructions per context call ({args.size:,} messages)")
+    others = f", {args.neighbours} other users alike" if args.neighbours else ""
+    print(f"{per_call / 1e6:.2f} M instructions per context call ({args.size:,} messages{others})")
 
 
 if __name__ == "__main__":
