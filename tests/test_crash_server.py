@@ -213,15 +213,17 @@ def check_sqlite_file(path: Path) -> None:
         assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
         assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
         # Raises if the full-text index disagrees with itself.
-        conn.execute("INSERT INTO recall_fts(recall_fts) VALUES ('integrity-check')")
+        conn.execute("INSERT INTO recall_terms(recall_terms) VALUES ('integrity-check')")
         # Recall rows are written in batches (recall/keywords.py): at or below the mark the
         # full-text index holds exactly the docs; above it, none.
         mark = conn.execute("SELECT seq FROM recall_marks").fetchone()[0]
         docs = conn.execute("SELECT count(*) FROM recall_docs WHERE seq <= ?", (mark,))
-        assert conn.execute("SELECT count(*) FROM recall_fts").fetchone()[0] == docs.fetchone()[0]
-        orphans = "SELECT count(*) FROM recall_fts WHERE rowid NOT IN (SELECT seq FROM recall_docs)"
+        assert conn.execute("SELECT count(*) FROM recall_terms").fetchone()[0] == docs.fetchone()[0]
+        orphans = (
+            "SELECT count(*) FROM recall_terms WHERE rowid NOT IN (SELECT seq FROM recall_docs)"
+        )
         assert conn.execute(orphans).fetchone()[0] == 0
-        above = "SELECT count(*) FROM recall_fts WHERE rowid > ?"
+        above = "SELECT count(*) FROM recall_terms WHERE rowid > ?"
         assert conn.execute(above, (mark,)).fetchone()[0] == 0
     finally:
         conn.close()

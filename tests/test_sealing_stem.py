@@ -1,6 +1,8 @@
-"""The sealed keyword index stems as the plain one does: the sealer hashes Porter stems, the
-same algorithm SQLite's FTS5 ``porter`` tokenizer applies, so turning encryption on does
-not change which messages a query's words match."""
+"""The keyword index's tokens: the words SQLite's FTS5 ``unicode61 remove_diacritics 2``
+tokenizer finds, stemmed by Porter (the algorithm of FTS5's ``porter``), behind their
+owner's prefix, or hashed with the owner's term key when sealing. Both are made from the
+same words and stems, so turning encryption on does not change which messages a query's
+words match."""
 
 from __future__ import annotations
 
@@ -9,8 +11,6 @@ import sqlite3
 import pytest
 
 from memstrata import sealing
-
-pytest.importorskip("snowballstemmer")
 
 WORDS = tuple(
     " ".join(
@@ -78,3 +78,29 @@ def test_the_sealed_index_hashes_the_words_fts5_finds(text: str) -> None:
     # Another owner's key hashes the same words to other tokens.
     other = sealing.Sealer(lambda tenant, user: ("k2", b"\x02" * 32), lambda key_id: None)
     assert not set(other.index_text("t", "v", text).split()) & set(expected.split())
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_the_plain_index_stems_the_words_fts5_finds_behind_the_owner(text: str) -> None:
+    prefix = sealing.owner_prefix("t", "u")
+    words = [w for w in _fts5_words(text) if len(w) <= 64]
+    expected = [prefix + sealing.stem(w) for w in words]
+    assert sealing.plain_index_terms("t", "u", text).split() == expected
+    assert sealing.plain_index_terms("t", "u", text).split() == expected  # remembered
+    # A query's words meet them; another owner's tokens are others.
+    assert set(sealing.query_terms("t", "u", words)) <= set(expected)
+    assert not set(sealing.plain_index_terms("t", "v", text).split()) & set(expected)
+
+
+def test_a_folded_word_never_splits_its_token() -> None:
+    # "⑴" folds to "(1)": the token keeps letters and digits alone, one token still.
+    (token,) = sealing.plain_index_terms("t", "u", "⑴").split()
+    assert token.isalnum()
+    assert sealing.query_terms("t", "u", ["⑴"]) == [token]
+
+
+def test_the_owner_prefix_is_fixed_length_letters_and_digits() -> None:
+    prefixes = {sealing.owner_prefix("t", f"user {i}") for i in range(500)}
+    assert len(prefixes) == 500
+    assert {len(p) for p in prefixes} == {13}
+    assert all(p.isalnum() and p.isascii() and p == p.lower() for p in prefixes)

@@ -2,7 +2,11 @@
 
 One codec for every feature: a row codec calls :func:`seal` as it writes a user's text and
 :func:`unseal` as it reads it back, and the keyword index calls :func:`index_terms` and
-:func:`query_terms`. With encryption off (no sealer active) each returns its input.
+:func:`query_terms`. With encryption off (no sealer active) the codecs return their input,
+and the keyword index gets each word's Porter stem behind its owner's prefix
+(:func:`owner_prefix`); with encryption on, the stem hashed with the owner's term key.
+Either way one token names one word of one owner, so the index finds an owner's messages
+holding a word without reading the owner's other messages.
 
 A sealed value is text (every backend stores it in the same column)::
 
@@ -20,6 +24,7 @@ threaded through every operation.
 
 from __future__ import annotations
 
+import base64
 import binascii
 import hashlib
 import os
@@ -27,7 +32,7 @@ import re
 import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from contextvars import ContextVar
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any
 
 from memstrata.errors import ConfigurationError, Corruption
@@ -43,6 +48,8 @@ __all__ = [
     "is_sealed",
     "lookup_key",
     "opener",
+    "owner_prefix",
+    "plain_index_terms",
     "query_terms",
     "seal",
     "seal_bytes",
@@ -223,51 +230,41 @@ class Sealer:
     def terms(self, tenant: str, user: str, words: Iterable[str]) -> list[str]:
         """``words`` (case-folded) stemmed and hashed with the owner's term key."""
         terms = self._owner_terms(tenant, user)
-        get = terms.hashed.get
-        return [get(word) or terms.hash(word) for word in words]
+        get = terms.made.get
+        return [get(word) or terms.make(word) for word in words]
 
     def index_text(self, tenant: str, user: str, text: str) -> str:
-        """What the keyword index stores for ``text``: its words as FTS5's ``unicode61
-        remove_diacritics 2`` and ``porter`` would make them, hashed with the owner's term
-        key, joined by spaces. Words longer than 64 characters are left out."""
-        terms = self._owner_terms(tenant, user)
-        words: Sequence[str | bytes]
-        if text.isascii():  # the common case, split in C: the same words, as bytes
-            words = text.encode().translate(_ASCII_WORDS).split()
-        else:
-            words = _WORD.findall(text.casefold())
-        try:
-            return " ".join(map(terms.found.__getitem__, words))
-        except KeyError:  # a word not met before (or one too long to index)
-            return " ".join(filter(None, map(terms.index, words)))
+        """What the keyword index stores for ``text``: its words hashed with the owner's
+        term key (see :meth:`_Terms.text`)."""
+        return self._owner_terms(tenant, user).text(text)
 
     def _owner_terms(self, tenant: str, user: str) -> _Terms:
         key = self._owner_key(tenant, user)
         terms = self._term_cache.get(key.id)
         if terms is None or terms.full():
-            terms = self._term_cache[key.id] = _Terms(key.terms)
+            terms = self._term_cache[key.id] = _Terms(partial(_hashed, key.terms))
         return terms
 
 
 class _Terms:
-    """One owner's hashed terms, remembered: words repeat a lot, so a word met before costs
-    one lookup (no folding, stemming or hashing)."""
+    """One owner's index tokens, remembered: words repeat a lot, so a word met before costs
+    one lookup (no folding, stemming or hashing). ``make`` turns a folded word into its
+    token."""
 
-    __slots__ = ("_key", "found", "hashed")
+    __slots__ = ("found", "made", "make_token")
 
-    def __init__(self, key: bytes) -> None:
-        self._key = key
-        self.hashed: dict[str, str] = {}  # a folded word -> its token
+    def __init__(self, make: Callable[[str], str]) -> None:
+        self.make_token = make
+        self.made: dict[str, str] = {}  # a folded word -> its token
         # A word as found in a text (bytes when the text is ASCII) -> its token; a word
         # too long to index is never kept, so a text holding one takes the slow way.
         self.found: dict[str | bytes, str] = {}
 
     def full(self) -> bool:
-        return len(self.hashed) + len(self.found) > 100_000  # a bound, not an LRU
+        return len(self.made) + len(self.found) > 100_000  # a bound, not an LRU
 
-    def hash(self, word: str) -> str:
-        digest = hashlib.blake2b(stem(word).encode(), digest_size=10, key=self._key)
-        token = self.hashed[word] = "h" + digest.hexdigest()
+    def make(self, word: str) -> str:
+        token = self.made[word] = self.make_token(word)
         return token
 
     def index(self, word: str | bytes) -> str:
@@ -277,8 +274,67 @@ class _Terms:
             folded = word.decode() if isinstance(word, bytes) else fold(word)
             if len(folded) > _STEM_MAX:
                 return ""
-            token = self.found[word] = self.hashed.get(folded) or self.hash(folded)
+            token = self.found[word] = self.made.get(folded) or self.make(folded)
         return token
+
+    def text(self, text: str) -> str:
+        """The tokens of ``text``'s words, joined by spaces: its words as FTS5's
+        ``unicode61 remove_diacritics 2`` tokenizer finds them, case-folded. Words longer
+        than 64 characters are left out."""
+        words: Sequence[str | bytes]
+        if text.isascii():  # the common case, split in C: the same words, as bytes
+            words = text.encode().translate(_ASCII_WORDS).split()
+        else:
+            words = _WORD.findall(text.casefold())
+        try:
+            return " ".join(map(self.found.__getitem__, words))
+        except KeyError:  # a word not met before (or one too long to index)
+            return " ".join(filter(None, map(self.index, words)))
+
+
+def _hashed(key: bytes, word: str) -> str:
+    """A sealed index token: the word's stem hashed with the owner's term key."""
+    return "h" + hashlib.blake2b(stem(word).encode(), digest_size=10, key=key).hexdigest()
+
+
+#: ASCII bytes other than letters and digits: a folded word may hold one ("⑴" folds to
+#: "(1)"), which FTS5's ``ascii`` tokenizer would split the token at.
+_NOT_ALNUM = re.compile(r"[\x00-\x2f\x3a-\x40\x5b-\x60\x7b-\x7f]")
+
+
+def _prefixed(prefix: str, word: str) -> str:
+    """A plain index token: the word's stem behind its owner's prefix."""
+    if not word.isalnum():
+        word = _NOT_ALNUM.sub("", word)
+    return prefix + stem(word)
+
+
+def owner_prefix(tenant: str, user: str) -> str:
+    """The 13 characters every plain index token of one owner starts with (a 64-bit digest
+    of the owner, in lowercase base32: letters and digits, a fixed length, so a token
+    splits into its owner and its stem one way only)."""
+    digest = hashlib.blake2b(f"{tenant}\x00{user}".encode(), digest_size=8).digest()
+    return base64.b32encode(digest).decode().rstrip("=").lower()
+
+
+#: Plain index tokens per owner, for the owners met most recently (a bound, not an LRU).
+_PLAIN: dict[tuple[str, str], _Terms] = {}
+_PLAIN_OWNERS = 1_024
+
+
+def _plain_terms(tenant: str, user: str) -> _Terms:
+    terms = _PLAIN.get((tenant, user))
+    if terms is None or terms.full():
+        if len(_PLAIN) >= _PLAIN_OWNERS:
+            _PLAIN.clear()
+        terms = _PLAIN[(tenant, user)] = _Terms(partial(_prefixed, owner_prefix(tenant, user)))
+    return terms
+
+
+def plain_index_terms(tenant: str, user: str, text: str) -> str:
+    """What the keyword index stores for ``text`` with encryption off: each word's Porter
+    stem behind the owner's prefix, joined by spaces."""
+    return _plain_terms(tenant, user).text(text)
 
 
 def _ad(table: str, row: str, key_id: str) -> bytes:
@@ -375,19 +431,20 @@ _STEM_MIN, _STEM_MAX = 3, 64
 
 @lru_cache(maxsize=1)
 def _porter() -> Any:
-    # The Snowball project's Porter stemmer: the algorithm SQLite's FTS5 applies to the plain
-    # index, so a sealed store ranks what a plain one does (7,748 of 7,773 distinct words of a
-    # chat corpus stem identically; the rest are rare -logy/-ly words). snowballstemmer hands
-    # out PyStemmer's C build of the same algorithm when it is installed (the ``encryption``
-    # extra brings it; about 20x faster). Imported on first use: only a sealed store needs it.
+    # The Snowball project's Porter stemmer: the algorithm of SQLite's FTS5 ``porter``
+    # tokenizer, which the keyword index used before it made its tokens in Python (7,748 of
+    # 7,773 distinct words of a chat corpus stem identically; the rest are rare -logy/-ly
+    # words). snowballstemmer hands out PyStemmer's C build of the same algorithm (both are
+    # dependencies; about 20x faster than the pure-Python one). Imported on first use.
     import snowballstemmer
 
     return snowballstemmer.stemmer("porter")
 
 
+@lru_cache(maxsize=1 << 16)
 def stem(word: str) -> str:
-    """``word``'s Porter stem, as the plain keyword index stems it (hashing hides the word
-    from the database's own stemmer, so the sealer stems before it hashes)."""
+    """``word``'s Porter stem, as the keyword index stores it (behind the owner's prefix,
+    or hashed with the owner's key when sealing)."""
     if not _STEM_MIN <= len(word) <= _STEM_MAX:
         return word
     return str(_porter().stemWord(word))
@@ -401,20 +458,23 @@ def fold(word: str) -> str:
 
 
 def index_terms(tenant: str, user: str, text: str) -> str:
-    """What the keyword index stores for ``text``: its words stemmed and hashed with the
-    owner's term key (the text itself when encryption is off)."""
+    """What the keyword index stores for ``text``: its words stemmed, behind the owner's
+    prefix (hashed with the owner's term key when sealing)."""
     sealer = _current.get()
     if sealer is None:
-        return text
+        return plain_index_terms(tenant, user, text)
     return sealer.index_text(tenant, user, text)
 
 
 def query_terms(tenant: str, user: str, terms: Iterable[str]) -> list[str]:
-    """A query's terms as the index holds them (hashed for the owner when sealing)."""
+    """A query's terms as the index holds them for the owner, one token each."""
+    folded = [fold(t.casefold()) for t in terms]
     sealer = _current.get()
     if sealer is None:
-        return list(terms)
-    return sealer.terms(tenant, user, [fold(t.casefold()) for t in terms])
+        plain = _plain_terms(tenant, user)
+        get = plain.made.get
+        return [get(word) or plain.make(word) for word in folded]
+    return sealer.terms(tenant, user, folded)
 
 
 def lookup_key(tenant: str, user: str, text: str) -> str:

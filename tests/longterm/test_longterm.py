@@ -540,8 +540,8 @@ def _tables_mentioning(memory: Memory, needle: str) -> list[str]:
 
     found = []
     for table in engine.run(read(tables)):
-        if table.startswith(("recall_fts_", "sqlite_")):
-            continue  # FTS5 shadow tables hold tokens, read through recall_fts itself
+        if table.startswith(("recall_terms_", "sqlite_")):
+            continue  # FTS5 shadow tables hold tokens, read through recall_terms itself
 
         def rows(t: str = table) -> Any:
             return (yield Query(f"SELECT * FROM {t}"))

@@ -152,7 +152,7 @@ def test_cascade_removes_index_rows(mem: Memory) -> None:
     assert scalar(mem, "SELECT count(*) FROM recall_docs") == 0
     assert scalar(mem, "SELECT count(*) FROM vectors") == 0
     if mem.core.engine.dialect == "sqlite":
-        assert scalar(mem, "SELECT count(*) FROM recall_fts") == 0
+        assert scalar(mem, "SELECT count(*) FROM recall_terms") == 0
 
 
 def test_reindex_moves_to_the_new_space(mem: Memory) -> None:

@@ -293,6 +293,7 @@ def test_the_migration_labels_stored_messages_like_appends_do(memory: Memory) ->
     def relabel() -> Any:
         yield Exec("UPDATE messages SET chain_id = NULL", ())
         for statement in migration.statements[1:]:  # all but the ALTER TABLE
+            assert isinstance(statement, str)
             yield Exec(statement, ())
 
     run(write(relabel))
@@ -329,7 +330,9 @@ def test_the_fork_migration_writes_the_rows_appends_do(memory: Memory) -> None:
 
     def refill() -> Any:
         yield Exec("DELETE FROM message_forks WHERE conversation_id = ?", (conv.id,))
-        yield Exec(migration.statements[-1], ())
+        statement = migration.statements[-1]
+        assert isinstance(statement, str)
+        yield Exec(statement, ())
 
     memory.core.engine.run(write(refill))
     assert _fork_rows(memory, conv.id) == before

@@ -73,7 +73,7 @@ def test_appends_write_the_full_text_rows_in_batches(mem: Memory) -> None:
         # PostgreSQL writes each tsvector in its append's transaction: all found at once.
         assert len(mem.recall.search(scope, "walnuts", k=200)) == len(ids)
         return
-    fts = _scalar(mem, "SELECT count(*) FROM recall_fts")
+    fts = _scalar(mem, "SELECT count(*) FROM recall_terms")
     # The append FLUSH_EVERY seqs past the (empty) index wrote the batch; what waits
     # stays under one batch.
     assert 0 < fts < len(ids)
@@ -81,7 +81,7 @@ def test_appends_write_the_full_text_rows_in_batches(mem: Memory) -> None:
     assert mem.core.engine.run(read(kw.waiting))
     assert len(mem.recall.search(scope, "walnuts", k=200)) == len(ids)
     assert not mem.core.engine.run(read(kw.waiting))
-    assert _scalar(mem, "SELECT count(*) FROM recall_fts") == len(ids)
+    assert _scalar(mem, "SELECT count(*) FROM recall_terms") == len(ids)
     assert CatchUp(mem.core).keywords() == 0  # nothing left to write
 
 
@@ -111,7 +111,7 @@ def test_deleting_waiting_messages_leaves_no_index_rows(mem: Memory) -> None:
     assert _ids(mem, scope, "ferries") == []
     if mem.core.engine.dialect == "sqlite":
         docs = _scalar(mem, "SELECT count(*) FROM recall_docs")
-        assert _scalar(mem, "SELECT count(*) FROM recall_fts") == docs
+        assert _scalar(mem, "SELECT count(*) FROM recall_terms") == docs
 
 
 @pytest.fixture
@@ -166,7 +166,7 @@ def test_backfill_flushes_what_waits_below_the_messages_it_indexes(
 
     # Older, and indexed by nobody: below the mark, as a store made before recall.
     def drop(seq: int):  # type: ignore[no-untyped-def]
-        yield Exec("DELETE FROM recall_fts WHERE rowid = ?", (seq,))
+        yield Exec("DELETE FROM recall_terms WHERE rowid = ?", (seq,))
         yield Exec("DELETE FROM recall_docs WHERE seq = ?", (seq,))
 
     on.core.engine.run(write(lambda: drop(first.seq)))
@@ -177,7 +177,7 @@ def test_backfill_flushes_what_waits_below_the_messages_it_indexes(
         assert [h.message.id for h in on.recall.search(scope, query, k=3)] == [message.id]
     assert not on.core.engine.run(read(kw.waiting))
     docs = _scalar(on, "SELECT count(*) FROM recall_docs")
-    assert _scalar(on, "SELECT count(*) FROM recall_fts") == docs == 3
+    assert _scalar(on, "SELECT count(*) FROM recall_terms") == docs == 3
 
 
 def test_messages_stored_without_the_index_wait_for_a_backfill(
@@ -196,4 +196,4 @@ def test_messages_stored_without_the_index_wait_for_a_backfill(
     assert _scalar(on, "SELECT count(*) FROM recall_docs") == kw.LOOKBACK
     assert on.recall.backfill() == 51
     assert _scalar(on, "SELECT count(*) FROM recall_docs") == kw.LOOKBACK + 51
-    assert _scalar(on, "SELECT count(*) FROM recall_fts") == kw.LOOKBACK + 51
+    assert _scalar(on, "SELECT count(*) FROM recall_terms") == kw.LOOKBACK + 51

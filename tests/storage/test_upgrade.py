@@ -9,6 +9,7 @@ gets a fixture of its own beside it.
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import sqlite3
 from collections.abc import Iterator
@@ -101,7 +102,7 @@ _AFTER_13 = {"provenance", "usage"}  # features whose tables arrive after migrat
 # Later migrations the code of today cannot run without (message forks, vector versions,
 # context prefixes, which a message delete clears, message positions, parent seqs, the
 # token counts and the flush mark of recall's rows), applied to the old store first.
-_EARLY = (19, 20, 23, 24, 26, 31, 32)
+_EARLY = (19, 20, 23, 24, 26, 31, 32, 33)
 
 
 @pytest.fixture(
@@ -136,6 +137,23 @@ def store_at_13(
         with schema_on(url) as schema:
             sep = "&" if "?" in url else "?"
             yield f"{url}{sep}options=-csearch_path%3D{schema}", monkeypatch, True
+
+
+def owner_token(tenant: str, user: str) -> str:
+    """The token the keyword index named an owner with before migration 33."""
+    digest = hashlib.blake2b(f"{tenant}\x00{user}".encode(), digest_size=10).hexdigest()
+    return f"o{digest}"
+
+
+#: Migration 33 undone on SQLite: the old keyword index, filled as it was written then.
+_OLD_KEYWORD_INDEX = (
+    "DROP TABLE recall_terms",
+    "CREATE VIRTUAL TABLE recall_fts USING fts5(owner, body, "
+    "tokenize = 'porter unicode61 remove_diacritics 2')",
+    "INSERT INTO recall_fts (rowid, owner, body) SELECT d.seq, "
+    f"'{owner_token(ALICE.tenant, ALICE.user)}', m.content FROM recall_docs d "
+    "JOIN messages m ON m.conversation_id = d.conversation_id AND m.id = d.message_id",
+)
 
 
 def _write_rows(mem: Memory, *statements: str) -> None:
@@ -201,9 +219,11 @@ def test_finding12_a_store_at_migration_13_upgrades(
         old.recall.search(ALICE, "Oslo")  # opening the index copies the rows back
         bare = sorted(m.id for m in stored)
         assert _vector_ids(old) == (bare, bare if derived else [])
-        # Positions (24), parent seqs (26), recall's token counts (31) and flush mark (32)
-        # came early only for today's append to run: take them away, so the upgrade adds
-        # them after 14 (whose table rebuilds they would not survive).
+        # Positions (24), parent seqs (26), recall's token counts (31), flush mark (32) and
+        # keyword index by owner and word (33) came early only for today's append to run:
+        # take them away, so the upgrade adds them after 14 (whose table rebuilds they
+        # would not survive). On SQLite the old keyword index gets its rows back as they
+        # were written then (the owner's token beside the text), for 33 to carry over.
         _write_rows(
             old,
             "DROP INDEX messages_position",
@@ -212,7 +232,8 @@ def test_finding12_a_store_at_migration_13_upgrades(
             "ALTER TABLE messages DROP COLUMN parent_seq",
             "ALTER TABLE recall_docs DROP COLUMN token_count",
             "DROP TABLE IF EXISTS recall_marks",
-            "DELETE FROM schema_migrations WHERE version IN (24, 26, 31, 32)",
+            *(_OLD_KEYWORD_INDEX if url.startswith("sqlite") else ()),
+            "DELETE FROM schema_migrations WHERE version IN (24, 26, 31, 32, 33)",
         )
     finally:
         old.close()

@@ -168,7 +168,7 @@ def test_every_table_is_exported_or_named_derived(tmp_path: Path) -> None:
         tables = {
             t
             for t in mem.core.engine.run(read(names))
-            if not t.startswith(("sqlite_", "recall_fts_"))
+            if not t.startswith(("sqlite_", "recall_terms_"))
         }
         exported = {t.name for t in TABLES}
         assert tables == exported | set(DERIVED)

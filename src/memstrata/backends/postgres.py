@@ -412,7 +412,10 @@ class PostgresEngine:
                     if m.version in done:
                         continue
                     for statement in m.statements:
-                        cur.execute(statement)
+                        if isinstance(statement, str):
+                            cur.execute(statement)
+                        else:
+                            drive(statement(), lambda r: self._execute(cur, r), self.translate)
                     cur.execute(
                         "INSERT INTO schema_migrations (version, name, applied_at) VALUES (%s, %s, now())",
                         (m.version, m.name),

@@ -278,7 +278,10 @@ class SqliteEngine:
                 if m.version in done:
                     continue
                 for statement in m.statements:
-                    conn.execute(statement)
+                    if isinstance(statement, str):
+                        conn.execute(statement)
+                    else:
+                        drive(statement(), lambda r: self._execute(conn, r), translate)
                 conn.execute(
                     "INSERT INTO schema_migrations (version, name, applied_at) "
                     "VALUES (?, ?, datetime('now'))",

@@ -23,7 +23,7 @@ from memstrata.recall.scoring import (
     score_docs,
     session_ranks,
 )
-from memstrata.recall.text import INDEXED_ROLES, document_text, owner_token
+from memstrata.recall.text import INDEXED_ROLES, document_text
 from memstrata.sealing import index_terms, query_terms
 from memstrata.storage.plan import Exec, Op, Query, Row
 from memstrata.storage.records import MESSAGE_COLUMNS, to_message
@@ -52,30 +52,31 @@ _BATCH = 500
 
 _SQL: dict[str, dict[str, str]] = {
     "sqlite": {
-        "insert_keywords": "INSERT INTO recall_fts (rowid, owner, body) VALUES (?, ?, ?)",
-        # bm25() is lower-is-better; the owner column gets weight 0 so only the body ranks.
+        # A token is one word of one owner (see memstrata.sealing), so a term's rows are
+        # its owner's messages holding it, and nothing else.
+        "insert_keywords": "INSERT INTO recall_terms (rowid, body) VALUES (?, ?)",
         # Which of the scope's messages hold a term, newest first: no bm25(), whose
         # statistics span the whole store (see recall/scoring.py).
         "postings": (
             "SELECT d.seq, d.message_id, d.conversation_id, d.token_count, d.occurred_at "
-            "FROM recall_fts JOIN recall_docs d ON d.seq = recall_fts.rowid "
-            "WHERE recall_fts MATCH ? AND {scope} ORDER BY recall_fts.rowid DESC LIMIT ?"
+            "FROM recall_terms JOIN recall_docs d ON d.seq = recall_terms.rowid "
+            "WHERE recall_terms MATCH ? AND {scope} ORDER BY recall_terms.rowid DESC LIMIT ?"
         ),
         # How many of the owner's messages hold a term, up to a cap: the full-text index
-        # alone (its owner token is the tenant and user), no row of another table read.
+        # alone, no row of another table read.
         "probe": (
-            "SELECT count(*) FROM (SELECT 1 FROM recall_fts WHERE recall_fts MATCH ? LIMIT ?)"
+            "SELECT count(*) FROM (SELECT 1 FROM recall_terms WHERE recall_terms MATCH ? LIMIT ?)"
         ),
         "delete_conversations": (
-            "DELETE FROM recall_fts WHERE rowid IN "
+            "DELETE FROM recall_terms WHERE rowid IN "
             "(SELECT seq FROM recall_docs WHERE conversation_id IN ({ids}))"
         ),
         "delete_user": (
-            "DELETE FROM recall_fts WHERE rowid IN "
+            "DELETE FROM recall_terms WHERE rowid IN "
             "(SELECT seq FROM recall_docs WHERE tenant_id = ? AND user_id = ?)"
         ),
         "delete_messages": (
-            "DELETE FROM recall_fts WHERE rowid IN "
+            "DELETE FROM recall_terms WHERE rowid IN "
             "(SELECT seq FROM recall_docs WHERE conversation_id = ? AND message_id IN ({ids}))"
         ),
     },
@@ -174,7 +175,7 @@ def index_message(dialect: str, owner: Scope, message: Message) -> Op[bool]:
     assert insert is not None
     body = index_terms(owner.tenant, owner.user, text)  # keyed hashes when sealing
     if dialect == "sqlite":
-        yield Exec(insert, (message.seq, owner_token(owner.tenant, owner.user), body))
+        yield Exec(insert, (message.seq, body))
     else:
         yield Exec(insert, (body, message.seq))
     return True
@@ -329,10 +330,10 @@ class KeywordHits(list[KeywordHit]):
         self.windows = windows
 
 
-def _term_query(dialect: str, owner: str, term: str) -> str:
+def _term_query(dialect: str, term: str) -> str:
     if dialect == "sqlite":
-        # A quoted string is a plain token to FTS5 (no operators), then stemmed by porter.
-        return f'owner : "{owner}" AND body : "' + term.replace('"', '""') + '"'
+        # A quoted string is a plain token to FTS5 (no operators): the owner's word.
+        return '"' + term.replace('"', '""') + '"'
     # to_tsquery syntax; terms are word characters only (see text.analyse_query).
     return "'" + term.replace("'", "''").replace("\\", "") + "'"
 
@@ -351,7 +352,7 @@ def _term_rows(
     sql = _sql(dialect, name)
     assert sql is not None
     (term,) = query_terms(scope.tenant, scope.user, (term,))
-    query = _term_query(dialect, owner_token(scope.tenant, scope.user), term)
+    query = _term_query(dialect, term)
     rows: list[Row] = yield Query(sql.format(scope=where), (query, *params, cap))
     return rows
 
@@ -464,11 +465,10 @@ def _sqlite_matches(
     marker row (seq NULL) for each term too common to read (``drop_common``)."""
     docs: list[DocMatch] = []
     unread: set[int] = set()
-    owner = owner_token(scope.tenant, scope.user)
-    hashed = query_terms(scope.tenant, scope.user, terms)
+    tokens = query_terms(scope.tenant, scope.user, terms)
     for start in range(0, len(terms), _TERMS_PER_STATEMENT):
-        chunk = hashed[start : start + _TERMS_PER_STATEMENT]
-        queries = [_term_query("sqlite", owner, t) for t in chunk]
+        chunk = tokens[start : start + _TERMS_PER_STATEMENT]
+        queries = [_term_query("sqlite", t) for t in chunk]
         sql, params = _matches_sql(scope, queries, cap, drop_common, conversation_id)
         rows: list[Row] = yield Query(sql, params)
         # Rows come in DocMatch's field order; a NULL seq marks a term too common to read.
@@ -503,21 +503,23 @@ def _matches_sql(
     if conversation_id is not None:
         where += " AND d.conversation_id = ?"
         scope_params.append(conversation_id)
-    # The owner token alone is the scope when no agent or conversation narrows it: each
-    # term's rows then come from the full-text index alone (counted there too).
+    # The owner alone is the scope when no agent or conversation narrows it: each term's
+    # rows (its tokens name the owner) then come from the full-text index alone (counted
+    # there too).
     owner_only = scope.agent is None and conversation_id is None
     if owner_only:
         # Newest first when a term is read up to the cap. When a term that reaches it is
         # dropped instead, the rows kept are all of the term's, and the index's own
         # order (ascending: no reversal of its posting list) reads the same rows for less.
         order = "" if drop_common else " ORDER BY rowid DESC"
-        each = f"SELECT rowid FROM recall_fts WHERE recall_fts MATCH ?{order} LIMIT ?"
+        each = f"SELECT rowid FROM recall_terms WHERE recall_terms MATCH ?{order} LIMIT ?"
     else:
         # Ordered by the index's rowid, so the planner starts from the index (left to
         # itself it scans the owner's messages and matches each).
         each = (
-            "SELECT recall_fts.rowid FROM recall_fts JOIN recall_docs d ON d.seq = recall_fts.rowid "
-            f"WHERE recall_fts MATCH ? AND {where} ORDER BY recall_fts.rowid DESC LIMIT ?"
+            "SELECT recall_terms.rowid FROM recall_terms "
+            "JOIN recall_docs d ON d.seq = recall_terms.rowid "
+            f"WHERE recall_terms MATCH ? AND {where} ORDER BY recall_terms.rowid DESC LIMIT ?"
         )
     params: list[Any] = []
     ctes: list[str] = []

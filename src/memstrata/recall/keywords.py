@@ -35,7 +35,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from memstrata.recall import index as idx
-from memstrata.recall.text import owner_token
 from memstrata.sealing import index_terms
 from memstrata.storage.plan import Exec, Op, Query
 from memstrata.storage.records import MESSAGE_COLUMNS, to_message
@@ -62,7 +61,7 @@ FLUSH_EVERY = 128
 #: LOOKBACK when an indexing process flushes are indexed by it), and no append or read
 #: has to index a whole store's worth of them in its transaction.
 LOOKBACK = 2 * FLUSH_EVERY
-#: Rows per multi-row INSERT (8 parameters each for recall_docs, 3 for the full-text rows).
+#: Rows per multi-row INSERT (8 parameters each for recall_docs, 2 for the full-text rows).
 _ROWS_PER_INSERT = 100
 
 
@@ -109,20 +108,16 @@ def flush(after: int | None = None) -> Op[int]:
             continue
         row, text = doc
         docs += row
-        # Hashed when sealing.
-        terms += (
-            message.seq,
-            owner_token(owner.tenant, owner.user),
-            index_terms(owner.tenant, owner.user, text),
-        )
+        # The owner's words (hashed when sealing).
+        terms += (message.seq, index_terms(owner.tenant, owner.user, text))
     # A row may exist already (written ahead by an inline embedding, or before migration
     # 32 by an append): kept as it is.
     yield from _insert(
         f"INSERT INTO recall_docs ({idx.DOC_COLUMNS}) VALUES ", 8, docs, " ON CONFLICT DO NOTHING"
     )
-    yield from _insert("INSERT INTO recall_fts (rowid, owner, body) VALUES ", 3, terms)
+    yield from _insert("INSERT INTO recall_terms (rowid, body) VALUES ", 2, terms)
     yield Exec("UPDATE recall_marks SET seq = ? WHERE id = 1", (int(top),))
-    return len(terms) // 3
+    return len(terms) // 2
 
 
 def docs_ahead(docs: Sequence[tuple[Scope, Message]]) -> Op[None]:

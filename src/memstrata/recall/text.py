@@ -7,7 +7,6 @@ expressions and a speaker name a client may put in a message's metadata.
 from __future__ import annotations
 
 import functools
-import hashlib
 import re
 from dataclasses import dataclass
 
@@ -19,7 +18,6 @@ __all__ = [
     "analyse_query",
     "document_text",
     "mentions_time",
-    "owner_token",
     "speaker_of",
 ]
 
@@ -224,12 +222,6 @@ def document_text(message: Message) -> str:
     body = " ".join(p for p in parts if p).strip()
     speaker = speaker_of(message)
     return f"{speaker}: {body}" if speaker and body else body
-
-
-def owner_token(tenant: str, user: str) -> str:
-    """A token naming one user inside the keyword index (hex: one token to every tokenizer)."""
-    digest = hashlib.blake2b(f"{tenant}\x00{user}".encode(), digest_size=10).hexdigest()
-    return f"o{digest}"
 
 
 #: The same expressions, case-sensitive, for lowercased ASCII text: the same answer there

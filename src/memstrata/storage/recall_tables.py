@@ -1,13 +1,20 @@
-"""The DDL of recall's tables (migrations 5, 25, 30, 31 and 32): the indexed messages, the
-keyword index per dialect, and the keyword flush's mark. Rendered like every table of
+"""The DDL of recall's tables (migrations 5, 25, 30, 31, 32 and 33): the indexed messages,
+the keyword index per dialect, and the keyword flush's mark. Rendered like every table of
 :mod:`memstrata.storage.tables`."""
 
 from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from memstrata.sealing import plain_index_terms
+from memstrata.storage.plan import Exec, Op, Query
 
 __all__ = [
     "RECALL_KEYWORDS",
     "RECALL_MARKS",
     "RECALL_TABLES",
+    "RECALL_TERMS",
     "RECALL_TOKEN_COUNT",
     "RECALL_WAITING",
     "RECALL_WAITING_BY_SEQ",
@@ -79,4 +86,48 @@ RECALL_KEYWORDS = {
         "ALTER TABLE recall_docs ADD COLUMN tsv tsvector",
         "CREATE INDEX recall_docs_tsv ON recall_docs USING GIN (tsv)",
     ),
+}
+
+
+# Migration 33 (SQLite): the keyword index keyed by owner and word. Each token is one word
+# of one owner (its stem behind the owner's prefix, or hashed with the owner's term key
+# when sealing: see memstrata.sealing), so a search for a word reads that owner's rows
+# holding it and nothing else, where the old index matched the owner's token beside each
+# word (reading the owner's whole row list for every word). The tokens are made in Python,
+# so the index splits them at spaces alone ('ascii'), and it keeps no positions (none is
+# read: no phrase, no bm25). The old index's rows are carried over from its stored text.
+_TERMS_PER_INSERT = 2_000
+#: A sealed row of the old index: hashed tokens alone (see sealing._hashed).
+_SEALED_BODY = re.compile(r"h[0-9a-f]{20}(?: h[0-9a-f]{20})*")
+
+
+def _carry_terms() -> Op[None]:
+    after = 0
+    while True:
+        rows = yield Query(
+            "SELECT f.rowid, d.tenant_id, d.user_id, f.body FROM recall_fts f "
+            "JOIN recall_docs d ON d.seq = f.rowid WHERE f.rowid > ? ORDER BY f.rowid LIMIT ?",
+            (after, _TERMS_PER_INSERT),
+        )
+        if not rows:
+            return
+        values: list[object] = []
+        for seq, tenant, user, body in rows:
+            # A sealed row's tokens are its owner's already; a plain row holds the text.
+            sealed = _SEALED_BODY.fullmatch(body) is not None
+            values += (seq, body if sealed else plain_index_terms(tenant, user, body))
+        yield Exec(
+            "INSERT INTO recall_terms (rowid, body) VALUES " + ", ".join(["(?, ?)"] * len(rows)),
+            values,
+        )
+        after = int(rows[-1][0])
+
+
+RECALL_TERMS: dict[str, tuple[str | Callable[[], Op[None]], ...]] = {
+    "sqlite": (
+        "CREATE VIRTUAL TABLE recall_terms USING fts5(body, tokenize = 'ascii', detail = none)",
+        _carry_terms,
+        "DROP TABLE recall_fts",
+    ),
+    "postgres": (),
 }

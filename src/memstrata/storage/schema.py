@@ -8,16 +8,19 @@ dialects compare and index them the same way.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from memstrata.storage.branch_tables import FILL_FORKS, FORK_TABLES
 from memstrata.storage.parent_hops import FILL_PARENT_SEQS, PARENT_SEQ_COLUMN
+from memstrata.storage.plan import Op
 from memstrata.storage.positions import FILL_POSITIONS, POSITION_COLUMNS, RAISE_LAST_POSITION
 from memstrata.storage.prefix_tables import PREFIX_TABLES
 from memstrata.storage.recall_tables import (
     RECALL_KEYWORDS,
     RECALL_MARKS,
     RECALL_TABLES,
+    RECALL_TERMS,
     RECALL_TOKEN_COUNT,
     RECALL_WAITING,
     RECALL_WAITING_BY_SEQ,
@@ -43,14 +46,19 @@ from memstrata.storage.usage_tables import USAGE_TABLES
 from memstrata.storage.vector_versions import VECTOR_VERSIONS
 from memstrata.storage.version_tables import FACT_VERSIONS, PROFILE_VERSIONS
 
-__all__ = ["MIGRATIONS", "Migration"]
+__all__ = ["MIGRATIONS", "Migration", "Step"]
+
+
+#: A migration's step: an SQL statement, or an operation that moves data SQL alone cannot
+#: (run in the migration's transaction, like the statements around it).
+Step = str | Callable[[], Op[None]]
 
 
 @dataclass(frozen=True, slots=True)
 class Migration:
     version: int
     name: str
-    statements: tuple[str, ...]
+    statements: tuple[Step, ...]
 
 
 # Ancestry labels (migration 10): a message continues its parent's chain when it is the
@@ -375,6 +383,12 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
             "recall: a mark of the messages a keyword flush has looked at, so an append on "
             "SQLite writes no recall row (a flush writes them in batches)",
             RECALL_MARKS[dialect],
+        ),
+        Migration(
+            33,
+            "recall: a keyword index whose tokens name their owner and word, so a search "
+            "reads no other owner's rows and none of the owner's rows without the word",
+            RECALL_TERMS[dialect],
         ),
     )
     for dialect in TYPES

@@ -26,7 +26,7 @@ from memstrata.graph.items import TENANT_OWNER, item_row
 from memstrata.longterm.branchfacts import BRANCH_ABANDONED
 from memstrata.longterm.consolidate import marker
 from memstrata.longterm.rows import seal_fact, section_row, stored_key
-from memstrata.recall.text import document_text, owner_token
+from memstrata.recall.text import document_text
 from memstrata.sealing import (
     BYTES_PREFIX,
     PREFIX,
@@ -88,12 +88,9 @@ def seal_messages(dialect: str, after_seq: int, limit: int) -> Op[tuple[int, int
         if dialect == "sqlite":
             # Only a row the full-text index already holds is rewritten (one still waiting
             # is flushed later, hashed, by the index itself).
-            gone = yield Exec("DELETE FROM recall_fts WHERE rowid = ?", (seq,))
+            gone = yield Exec("DELETE FROM recall_terms WHERE rowid = ?", (seq,))
             if gone:
-                yield Exec(
-                    "INSERT INTO recall_fts (rowid, owner, body) VALUES (?, ?, ?)",
-                    (seq, owner_token(tenant, user), body),
-                )
+                yield Exec("INSERT INTO recall_terms (rowid, body) VALUES (?, ?)", (seq, body))
         else:
             yield Exec(
                 "UPDATE recall_docs SET tsv = to_tsvector('english', ?) "
@@ -152,7 +149,7 @@ def merge_keyword_index(dialect: str) -> Op[None]:
     """Merge SQLite's full-text segments into one, so the plain terms of rewritten rows
     leave the index (a deleted FTS5 row's terms stay in its segment until a merge)."""
     if dialect == "sqlite":
-        yield Exec("INSERT INTO recall_fts (recall_fts) VALUES ('optimize')")
+        yield Exec("INSERT INTO recall_terms (recall_terms) VALUES ('optimize')")
 
 
 Bind = Callable[[dict[str, Any]], str]

@@ -374,7 +374,7 @@ DERIVED: dict[str, str] = {
     "store_keyring": "the importing store's own keyring (encryption at rest)",
     "jobs": "background work is re-queued by the features (reindex, extraction) after import",
     "recall_docs": "rebuilt by the import (keyword index) and by recall (embeddings)",
-    "recall_fts": "rebuilt with recall_docs",
+    "recall_terms": "rebuilt with recall_docs",
     "recall_marks": "rebuilt with recall_docs",
     "message_forks": "rebuilt by the import from the messages' ancestry labels",
     "vectors": "embeddings are remade from the messages by the importing store's embedder",
