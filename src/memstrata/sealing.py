@@ -457,24 +457,30 @@ def fold(word: str) -> str:
     return "".join(c for c in unicodedata.normalize("NFKD", word) if not unicodedata.combining(c))
 
 
-def index_terms(tenant: str, user: str, text: str) -> str:
-    """What the keyword index stores for ``text``: its words stemmed, behind the owner's
-    prefix (hashed with the owner's term key when sealing)."""
+def index_terms(tenant: str, user: str, text: str, *, owner_tokens: bool = False) -> str:
+    """What the keyword index stores for ``text``: with ``owner_tokens`` (SQLite's index by
+    owner and word), each word's stem behind the owner's prefix; without (PostgreSQL's
+    full-text column, which tokenizes and stems itself), the text as is. Either way, when
+    sealing, the stems hashed with the owner's term key."""
     sealer = _current.get()
-    if sealer is None:
-        return plain_index_terms(tenant, user, text)
-    return sealer.index_text(tenant, user, text)
+    if sealer is not None:
+        return sealer.index_text(tenant, user, text)
+    return plain_index_terms(tenant, user, text) if owner_tokens else text
 
 
-def query_terms(tenant: str, user: str, terms: Iterable[str]) -> list[str]:
-    """A query's terms as the index holds them for the owner, one token each."""
+def query_terms(
+    tenant: str, user: str, terms: Iterable[str], *, owner_tokens: bool = False
+) -> list[str]:
+    """A query's terms as the index holds them for the owner (see :func:`index_terms`)."""
+    sealer = _current.get()
+    if sealer is None and not owner_tokens:
+        return list(terms)
     folded = [fold(t.casefold()) for t in terms]
-    sealer = _current.get()
-    if sealer is None:
-        plain = _plain_terms(tenant, user)
-        get = plain.made.get
-        return [get(word) or plain.make(word) for word in folded]
-    return sealer.terms(tenant, user, folded)
+    if sealer is not None:
+        return sealer.terms(tenant, user, folded)
+    plain = _plain_terms(tenant, user)
+    get = plain.made.get
+    return [get(word) or plain.make(word) for word in folded]
 
 
 def lookup_key(tenant: str, user: str, text: str) -> str:

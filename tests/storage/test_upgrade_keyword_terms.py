@@ -1,7 +1,8 @@
 """Migration 33 (SQLite): the keyword index whose tokens name their owner and word. A store
 made before it gets its old index's rows carried over (a plain row's text stemmed behind its
 owner's prefix, a sealed row's hashed tokens as they are), the old index goes, and every
-search finds what it found before; one owner's words never match another's messages."""
+search finds what it found before; one owner's words never match another's messages.
+PostgreSQL's full-text column is left as it was: it still holds the words themselves."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from memstrata.keyring import create_master_key
 from memstrata.sealing import owner_prefix
 from memstrata.storage.plan import Exec, Query, read, write
 from memstrata.storage.schema import MIGRATIONS
+from support import postgres_schema, postgres_url_for
 
 ALICE = Scope("acme", "alice")
 BOB = Scope("acme", "bob")
@@ -163,3 +165,19 @@ def test_a_sealed_store_keeps_its_hashed_tokens(tmp_path: Path) -> None:
         assert _keyword_hits(mem, BOB, "heron") == {"The heron left at dawn."}
     finally:
         mem.close()
+
+
+def test_postgres_keeps_its_full_text_column_as_it_was(tmp_path: Path) -> None:
+    with postgres_schema() as schema:
+        mem = Memory.open(postgres_url_for(schema), settings=Settings(home=tmp_path, worker="off"))
+        try:
+            _chat(mem)
+            vectors = " ".join(t for (t,) in _rows(mem, "SELECT tsv::text FROM recall_docs"))
+            assert "'heron'" in vectors  # the English stem of the word itself, no prefix
+            assert _keyword_hits(mem, ALICE, "herons") == {
+                "My heron is called Pim.",
+                "Herons fish at dawn by the lake.",
+            }
+            assert _keyword_hits(mem, BOB, "heron") == {"The heron left at dawn."}
+        finally:
+            mem.close()

@@ -173,11 +173,9 @@ def index_message(dialect: str, owner: Scope, message: Message) -> Op[bool]:
         return False
     insert = _sql(dialect, "insert_keywords")
     assert insert is not None
-    body = index_terms(owner.tenant, owner.user, text)  # keyed hashes when sealing
-    if dialect == "sqlite":
-        yield Exec(insert, (message.seq, body))
-    else:
-        yield Exec(insert, (body, message.seq))
+    sqlite = dialect == "sqlite"
+    body = index_terms(owner.tenant, owner.user, text, owner_tokens=sqlite)
+    yield Exec(insert, (message.seq, body) if sqlite else (body, message.seq))
     return True
 
 
@@ -351,7 +349,7 @@ def _term_rows(
         params = []
     sql = _sql(dialect, name)
     assert sql is not None
-    (term,) = query_terms(scope.tenant, scope.user, (term,))
+    (term,) = query_terms(scope.tenant, scope.user, (term,), owner_tokens=dialect == "sqlite")
     query = _term_query(dialect, term)
     rows: list[Row] = yield Query(sql.format(scope=where), (query, *params, cap))
     return rows
@@ -465,7 +463,7 @@ def _sqlite_matches(
     marker row (seq NULL) for each term too common to read (``drop_common``)."""
     docs: list[DocMatch] = []
     unread: set[int] = set()
-    tokens = query_terms(scope.tenant, scope.user, terms)
+    tokens = query_terms(scope.tenant, scope.user, terms, owner_tokens=True)
     for start in range(0, len(terms), _TERMS_PER_STATEMENT):
         chunk = tokens[start : start + _TERMS_PER_STATEMENT]
         queries = [_term_query("sqlite", t) for t in chunk]

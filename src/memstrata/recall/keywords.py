@@ -109,7 +109,7 @@ def flush(after: int | None = None) -> Op[int]:
         row, text = doc
         docs += row
         # The owner's words (hashed when sealing).
-        terms += (message.seq, index_terms(owner.tenant, owner.user, text))
+        terms += (message.seq, index_terms(owner.tenant, owner.user, text, owner_tokens=True))
     # A row may exist already (written ahead by an inline embedding, or before migration
     # 32 by an append): kept as it is.
     yield from _insert(

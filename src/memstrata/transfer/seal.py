@@ -84,7 +84,8 @@ def seal_messages(dialect: str, after_seq: int, limit: int) -> Op[tuple[int, int
         if is_sealed(row[4]):
             sealed += 1  # only its metadata was in clear: the index holds hashes already
             continue
-        body = index_terms(tenant, user, document_text(to_message(row)))
+        text = document_text(to_message(row))
+        body = index_terms(tenant, user, text, owner_tokens=dialect == "sqlite")
         if dialect == "sqlite":
             # Only a row the full-text index already holds is rewritten (one still waiting
             # is flushed later, hashed, by the index itself).
