@@ -92,6 +92,11 @@ def counted(directory: Path, n: int) -> int:
 
 
 def _valgrind(directory: Path, n: int) -> int:
+    return instructions([__file__, "--db", str(directory), "--run", str(n)])
+
+
+def instructions(argv: list[str]) -> int:
+    """The CPU instructions of ``python argv...`` (a fixed hash seed), counted by valgrind."""
     out = subprocess.run(
         [
             "valgrind",
@@ -99,11 +104,7 @@ def _valgrind(directory: Path, n: int) -> int:
             "--cache-sim=no",
             "--cachegrind-out-file=/dev/null",
             sys.executable,
-            __file__,
-            "--db",
-            str(directory),
-            "--run",
-            str(n),
+            *argv,
         ],
         capture_output=True,
         text=True,
