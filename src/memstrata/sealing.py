@@ -229,9 +229,7 @@ class Sealer:
 
     def terms(self, tenant: str, user: str, words: Iterable[str]) -> list[str]:
         """``words`` (case-folded) stemmed and hashed with the owner's term key."""
-        terms = self._owner_terms(tenant, user)
-        get = terms.made.get
-        return [get(word) or terms.make(word) for word in words]
+        return self._owner_terms(tenant, user).words(words)
 
     def index_text(self, tenant: str, user: str, text: str) -> str:
         """What the keyword index stores for ``text``: its words hashed with the owner's
@@ -266,6 +264,11 @@ class _Terms:
     def make(self, word: str) -> str:
         token = self.made[word] = self.make_token(word)
         return token
+
+    def words(self, words: Iterable[str]) -> list[str]:
+        """The tokens of ``words`` (case-folded and folded, as a query's are)."""
+        get = self.made.get
+        return [get(word) or self.make(word) for word in words]
 
     def index(self, word: str | bytes) -> str:
         """``word``'s token, remembered ("" for a word too long to index, not remembered)."""
@@ -478,9 +481,7 @@ def query_terms(
     folded = [fold(t.casefold()) for t in terms]
     if sealer is not None:
         return sealer.terms(tenant, user, folded)
-    plain = _plain_terms(tenant, user)
-    get = plain.made.get
-    return [get(word) or plain.make(word) for word in folded]
+    return _plain_terms(tenant, user).words(folded)
 
 
 def lookup_key(tenant: str, user: str, text: str) -> str:
