@@ -51,6 +51,13 @@ NEEDS_REDIS = (
     "'redis-server --daemonize yes --port 6379 --save \"\"'"
 )
 
+
+def old_owner_token(tenant: str, user: str) -> str:
+    """The token SQLite's keyword index named an owner with before migration 33."""
+    digest = hashlib.blake2b(f"{tenant}\x00{user}".encode(), digest_size=10).hexdigest()
+    return f"o{digest}"
+
+
 #: The repository's ``scripts`` folder (its scripts are files, not an importable package).
 SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
 

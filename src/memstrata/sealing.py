@@ -44,6 +44,7 @@ __all__ = [
     "Sealer",
     "active",
     "fold",
+    "hashed_terms",
     "index_terms",
     "is_sealed",
     "lookup_key",
@@ -298,6 +299,14 @@ class _Terms:
 def _hashed(key: bytes, word: str) -> str:
     """A sealed index token: the word's stem hashed with the owner's term key."""
     return "h" + hashlib.blake2b(stem(word).encode(), digest_size=10, key=key).hexdigest()
+
+
+_HASHED_TERMS = re.compile(r"h[0-9a-f]{20}(?: h[0-9a-f]{20})*")
+
+
+def hashed_terms(body: str) -> bool:
+    """Whether ``body`` is sealed index tokens alone (what :meth:`Sealer.index_text` makes)."""
+    return _HASHED_TERMS.fullmatch(body) is not None
 
 
 #: ASCII bytes other than letters and digits: a folded word may hold one ("⑴" folds to

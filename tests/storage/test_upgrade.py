@@ -9,7 +9,6 @@ gets a fixture of its own beside it.
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 import sqlite3
 from collections.abc import Iterator
@@ -25,10 +24,11 @@ from memstrata.config import Settings
 from memstrata.conversation.messages import delete_message
 from memstrata.errors import Conflict
 from memstrata.storage.plan import Exec, Query, read, write
+from memstrata.storage.recall_tables import RECALL_KEYWORDS
 from memstrata.storage.schema import MIGRATIONS
 from memstrata.testing import FakeEmbedder
 from memstrata.testing.conformance import BackendConformance
-from support import postgres_schema, postgres_url_for, schema_on
+from support import old_owner_token, postgres_schema, postgres_url_for, schema_on
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "memstrata-v6.db"
 # The key the fixture's maker printed (a test-only tenant; it guards nothing).
@@ -139,19 +139,12 @@ def store_at_13(
             yield f"{url}{sep}options=-csearch_path%3D{schema}", monkeypatch, True
 
 
-def owner_token(tenant: str, user: str) -> str:
-    """The token the keyword index named an owner with before migration 33."""
-    digest = hashlib.blake2b(f"{tenant}\x00{user}".encode(), digest_size=10).hexdigest()
-    return f"o{digest}"
-
-
 #: Migration 33 undone on SQLite: the old keyword index, filled as it was written then.
 _OLD_KEYWORD_INDEX = (
     "DROP TABLE recall_terms",
-    "CREATE VIRTUAL TABLE recall_fts USING fts5(owner, body, "
-    "tokenize = 'porter unicode61 remove_diacritics 2')",
+    *RECALL_KEYWORDS["sqlite"],
     "INSERT INTO recall_fts (rowid, owner, body) SELECT d.seq, "
-    f"'{owner_token(ALICE.tenant, ALICE.user)}', m.content FROM recall_docs d "
+    f"'{old_owner_token(ALICE.tenant, ALICE.user)}', m.content FROM recall_docs d "
     "JOIN messages m ON m.conversation_id = d.conversation_id AND m.id = d.message_id",
 )
 

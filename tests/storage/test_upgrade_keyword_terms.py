@@ -6,7 +6,6 @@ PostgreSQL's full-text column is left as it was: it still holds the words themse
 
 from __future__ import annotations
 
-import hashlib
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -16,22 +15,13 @@ from memstrata.config import Settings
 from memstrata.keyring import create_master_key
 from memstrata.sealing import owner_prefix
 from memstrata.storage.plan import Exec, Query, read, write
+from memstrata.storage.recall_tables import RECALL_KEYWORDS
 from memstrata.storage.schema import MIGRATIONS
-from support import postgres_schema, postgres_url_for
+from support import old_owner_token, postgres_schema, postgres_url_for
 
 ALICE = Scope("acme", "alice")
 BOB = Scope("acme", "bob")
 QUERIES = ("heron", "Pim the heron", "lake dawn", "café", "Herons fishing", "otter")
-_OLD_FTS = (
-    "CREATE VIRTUAL TABLE recall_fts USING fts5(owner, body, "
-    "tokenize = 'porter unicode61 remove_diacritics 2')"
-)
-
-
-def _owner_token(scope: Scope) -> str:
-    """The token the keyword index named an owner with before migration 33."""
-    digest = hashlib.blake2b(f"{scope.tenant}\x00{scope.user}".encode(), digest_size=10)
-    return "o" + digest.hexdigest()
 
 
 def _rows(mem: Memory, sql: str) -> list[Any]:
@@ -46,9 +36,10 @@ def _undo_33(mem: Memory, fill: str) -> None:
     name their owner with the old token), no ``recall_terms``, no record of 33."""
 
     def op() -> Any:
-        yield Exec(_OLD_FTS, ())
+        for statement in RECALL_KEYWORDS["sqlite"]:
+            yield Exec(statement, ())
         for scope in (ALICE, BOB):
-            yield Exec(fill.format(owner=_owner_token(scope)), (scope.user,))
+            yield Exec(fill.format(owner=old_owner_token(scope.tenant, scope.user)), (scope.user,))
         yield Exec("DROP TABLE recall_terms", ())
         yield Exec("DELETE FROM schema_migrations WHERE version = 33", ())
 

@@ -4,10 +4,9 @@ the keyword index per dialect, and the keyword flush's mark. Rendered like every
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 
-from memstrata.sealing import plain_index_terms
+from memstrata.sealing import hashed_terms, plain_index_terms
 from memstrata.storage.plan import Exec, Op, Query
 
 __all__ = [
@@ -97,8 +96,6 @@ RECALL_KEYWORDS = {
 # so the index splits them at spaces alone ('ascii'), and it keeps no positions (none is
 # read: no phrase, no bm25). The old index's rows are carried over from its stored text.
 _TERMS_PER_INSERT = 2_000
-#: A sealed row of the old index: hashed tokens alone (see sealing._hashed).
-_SEALED_BODY = re.compile(r"h[0-9a-f]{20}(?: h[0-9a-f]{20})*")
 
 
 def _carry_terms() -> Op[None]:
@@ -114,7 +111,7 @@ def _carry_terms() -> Op[None]:
         values: list[object] = []
         for seq, tenant, user, body in rows:
             # A sealed row's tokens are its owner's already; a plain row holds the text.
-            sealed = _SEALED_BODY.fullmatch(body) is not None
+            sealed = hashed_terms(body)
             values += (seq, body if sealed else plain_index_terms(tenant, user, body))
         yield Exec(
             "INSERT INTO recall_terms (rowid, body) VALUES " + ", ".join(["(?, ?)"] * len(rows)),
