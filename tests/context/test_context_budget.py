@@ -18,15 +18,9 @@ from memstrata.context.tiers import TierItem, TierPolicy
 from memstrata.errors import InvalidInput
 from memstrata.tokens import Tokenizer
 from memstrata.types import Message, Role, Status
+from support import Words
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
-
-
-class Words:
-    name = "words"
-
-    def count(self, text: str) -> int:
-        return len(text.split())
 
 
 TOK = Tokenizer(Words())

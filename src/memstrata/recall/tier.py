@@ -10,12 +10,13 @@ conversations. Each item is one message, rendered as ``speaker: content`` under 
 heading with its date (``[2023-05-08]``, written once per run of messages of that day:
 the date of every line at a fraction of its cost). The tier fills the room it is
 offered itself, best first, then hands the chosen messages over in time order (oldest
-first), followed by the rest of its candidates.
+first), followed by the best few of the admitted candidates that did not fit
+(:data:`REPORTED_OVER`; the report names them). Items past those are never made.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from memstrata.context.budget import block, heading_cost
@@ -62,6 +63,11 @@ MAX_DF = 200
 MAX_QUERY_CHARS = 10_000
 #: Candidates turned away that the report names (the best ranked of them).
 REPORTED_REJECTED = 5
+#: Admitted candidates past the tier's room that it offers all the same (the best ranked
+#: of them): the budget reports them, and takes them when an item ahead of them is left
+#: out (carried by an injected fact). Past these the tier makes no items at all: at 8k
+#: tokens a context's recall room holds a few lines of the ~60 the gate may admit.
+REPORTED_OVER = 5
 #: Verdicts that let a candidate in.
 _IN = frozenset({ADMITTED, STANDS_OUT, PERSONAL})
 #: The verdict on a message whose facts were all superseded (see longterm.currency).
@@ -86,7 +92,8 @@ class RecallTier:
     """Tier provider ``recall`` (registered by :meth:`RecallEngine.install`).
 
     ``k`` is how many messages it offers at most (those that fit its room in time
-    order, then the rest best first); the budget may grant fewer, whole messages only. Only candidates that clear ``gate`` are offered;
+    order, then at most :data:`REPORTED_OVER` more, best first); the budget may grant
+    fewer, whole messages only. Only candidates that clear ``gate`` are offered;
     within the conversation being answered only ancestors of its leaf outside the
     window and the summary in use; of regeneration siblings only the best. Each item
     names the active facts that came from its message (``covered_by``), so the
@@ -200,11 +207,14 @@ class RecallTier:
             :REPORTED_REJECTED
         ]
         facts = yield from keyed.facts_from(request.scope, [m for m, *_ in chosen])
-        items = [
-            self._item(request, m, score, evidence, sg, covered_by=facts.get(key_of(m)))
-            for m, score, evidence, sg in chosen
-        ]
-        items = in_time_order(items, [m for m, *_ in chosen], request)
+        items = in_time_order(
+            (
+                (m, self._item(request, m, score, evidence, sg, covered_by=facts.get(key_of(m))))
+                for m, score, evidence, sg in chosen
+            ),
+            request,
+            over=REPORTED_OVER,
+        )
         # Candidates turned away: the assembler reports them (ids and reasons), never
         # injects them.
         return items + [
@@ -242,16 +252,18 @@ class RecallTier:
 
 
 def in_time_order(
-    items: Sequence[TierItem], messages: Sequence[Message], request: TierRequest
+    offered: Iterable[tuple[Message, TierItem]], request: TierRequest, over: int | None = None
 ) -> list[TierItem]:
     """The items that fit the room the tier is offered (best first, each date's heading
-    counted once), in time order, then the rest best first (the budget reports them)."""
+    counted once), in time order, then the rest best first (the budget reports them), at
+    most ``over`` of them (None: all). ``offered`` is read only until that many did not
+    fit: the items past them are never made."""
     tok = request.tokenizer
     used = tok.count_message(block("recall", []))
     fits: list[tuple[Message, TierItem]] = []
     rest: list[TierItem] = []
     days: set[object] = set()
-    for m, item in zip(messages, items, strict=True):
+    for m, item in offered:
         heading = item.provenance["heading"]
         cost = item.tokens + (0 if heading in days else heading_cost(item, None, tok))
         if used + cost <= request.allowance:
@@ -260,5 +272,7 @@ def in_time_order(
             fits.append((m, item))
         else:
             rest.append(item)
+            if over is not None and len(rest) >= over:
+                break
     fits.sort(key=lambda pair: (pair[0].occurred_at, pair[0].seq))
     return [item for _, item in fits] + rest
