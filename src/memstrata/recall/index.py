@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 from memstrata.errors import ConfigurationError
 from memstrata.recall.scoring import (
@@ -299,8 +299,9 @@ def mark_embedded(seqs: Sequence[int], embedder: str) -> Op[None]:
 # -- reading -------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class KeywordHit:
+class KeywordHit(NamedTuple):
+    """One keyword match (a tuple, like :class:`scoring.ScoredDoc`: a few hundred a search)."""
+
     message_id: str
     conversation_id: str
     score: float

@@ -16,7 +16,6 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import NamedTuple, TypeVar
 
 __all__ = [
@@ -221,8 +220,10 @@ class TermWindows:
         return {key: n for n, (_, _, key) in enumerate(scored, start=1)}
 
 
-@dataclass(frozen=True, slots=True)
-class ScoredDoc:
+class ScoredDoc(NamedTuple):
+    """One scored message (a tuple: a search makes a few hundred, and a frozen
+    dataclass's field-by-field ``__init__`` cost five times as much)."""
+
     message_id: str
     conversation_id: str
     score: float
