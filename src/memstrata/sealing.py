@@ -26,11 +26,14 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import hashlib
 import os
 import re
+import threading
 import unicodedata
-from collections.abc import Callable, Iterable, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from contextvars import ContextVar
 from functools import lru_cache, partial
 from typing import Any
@@ -69,6 +72,8 @@ _OPENED_MAX = 20_000
 #: Texts longer than this (checkpoints, snapshots) are opened each time, never remembered,
 #: so the map stays within about _OPENED_MAX x _REMEMBER_MAX characters plus their keys.
 _REMEMBER_MAX = 4_096
+#: Words one owner's token cache remembers before it starts afresh.
+_OWNER_WORDS = 100_000
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 #: Bytes of an ASCII text: letters lowered, digits kept, every other byte a space, so that
 #: ``split()`` finds what ``_WORD`` finds in its case-folded text, five times faster.
@@ -124,7 +129,7 @@ class Sealer:
         self._destroy = destroy
         self._by_owner: dict[tuple[str, str], _Key] = {}
         self._by_id: dict[str, _Key | None] = {}
-        self._term_cache: dict[str, _Terms] = {}
+        self._term_cache = TermCaches()
         # Opened texts: (table, row) -> (stored value, its text). The same rows are read
         # again and again (a branch's ancestors, every history call), so a value opened
         # once for its table and row is served from memory while the row holds that very
@@ -155,7 +160,7 @@ class Sealer:
         key = self._by_owner.pop((tenant, user), None)
         if key is not None:
             self._by_id.pop(key.id, None)
-            self._term_cache.pop(key.id, None)
+            self._term_cache.discard(key.id)
             self._opened.clear()  # rare (a user deleted): simpler than an index by key
 
     def destroy(self, tenant: str, user: str) -> bool:
@@ -239,10 +244,7 @@ class Sealer:
 
     def _owner_terms(self, tenant: str, user: str) -> _Terms:
         key = self._owner_key(tenant, user)
-        terms = self._term_cache.get(key.id)
-        if terms is None or terms.full():
-            terms = self._term_cache[key.id] = _Terms(partial(_hashed, key.terms))
-        return terms
+        return self._term_cache.get(key.id, lambda: _Terms(partial(_hashed, key.terms)))
 
 
 class _Terms:
@@ -259,8 +261,11 @@ class _Terms:
         # too long to index is never kept, so a text holding one takes the slow way.
         self.found: dict[str | bytes, str] = {}
 
+    def size(self) -> int:
+        return len(self.made) + len(self.found)
+
     def full(self) -> bool:
-        return len(self.made) + len(self.found) > 100_000  # a bound, not an LRU
+        return self.size() > _OWNER_WORDS
 
     def make(self, word: str) -> str:
         token = self.made[word] = self.make_token(word)
@@ -329,18 +334,58 @@ def owner_prefix(tenant: str, user: str) -> str:
     return base64.b32encode(digest).decode().rstrip("=").lower()
 
 
-#: Plain index tokens per owner, for the owners met most recently (a bound, not an LRU).
-_PLAIN: dict[tuple[str, str], _Terms] = {}
-_PLAIN_OWNERS = 1_024
+class TermCaches:
+    """Owners' :class:`_Terms`, the most recently used first out of memory's way: at most
+    ``owners`` of them, and about ``words`` remembered words in all (checked every
+    ``check_every`` uses; one owner's cache starts afresh past :data:`_OWNER_WORDS`). A
+    server meets many owners, and each cache grows with the words its owner wrote."""
+
+    def __init__(self, owners: int = 1_024, words: int = 250_000, check_every: int = 256) -> None:
+        self.owners, self.words, self.check_every = owners, words, check_every
+        self._by_owner: OrderedDict[Hashable, _Terms] = OrderedDict()
+        self._lock = threading.Lock()
+        self._uses = 0
+
+    def __len__(self) -> int:
+        return len(self._by_owner)
+
+    def size(self) -> int:
+        """The words remembered, all owners together."""
+        return sum(t.size() for t in list(self._by_owner.values()))
+
+    def get(self, owner: Hashable, make: Callable[[], _Terms]) -> _Terms:
+        self._uses += 1
+        terms = self._by_owner.get(owner)
+        if terms is not None and not terms.full() and self._uses % self.check_every:
+            with contextlib.suppress(KeyError):  # another thread may have evicted it
+                self._by_owner.move_to_end(owner)
+            return terms
+        with self._lock:
+            terms = self._by_owner.pop(owner, None)
+            if terms is None or terms.full():
+                terms = make()
+            self._by_owner[owner] = terms
+            total = self.size()
+            while len(self._by_owner) > 1 and (
+                len(self._by_owner) > self.owners or total > self.words
+            ):
+                _, gone = self._by_owner.popitem(last=False)
+                total -= gone.size()
+        return terms
+
+    def discard(self, owner: Hashable) -> None:
+        with self._lock:
+            self._by_owner.pop(owner, None)
+
+
+#: Plain index tokens, for the owners met most recently.
+_PLAIN = TermCaches()
 
 
 def _plain_terms(tenant: str, user: str) -> _Terms:
-    terms = _PLAIN.get((tenant, user))
-    if terms is None or terms.full():
-        if len(_PLAIN) >= _PLAIN_OWNERS:
-            _PLAIN.clear()
-        terms = _PLAIN[(tenant, user)] = _Terms(partial(_prefixed, owner_prefix(tenant, user)))
-    return terms
+    return _PLAIN.get(
+        (tenant, user), lambda: _Terms(partial(_prefixed, owner_prefix(tenant, user)))
+    )
 
 
 def plain_index_terms(tenant: str, user: str, text: str) -> str:
