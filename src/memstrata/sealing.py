@@ -335,10 +335,11 @@ def owner_prefix(tenant: str, user: str) -> str:
 
 
 class TermCaches:
-    """Owners' :class:`_Terms`, the most recently used first out of memory's way: at most
-    ``owners`` of them, and about ``words`` remembered words in all (checked every
-    ``check_every`` uses; one owner's cache starts afresh past :data:`_OWNER_WORDS`). A
-    server meets many owners, and each cache grows with the words its owner wrote."""
+    """Owners' :class:`_Terms`: at most ``owners`` of them and about ``words`` remembered
+    words in all (checked on every new owner and every ``check_every`` uses), the least
+    recently used owner leaving first; one owner's cache starts afresh past
+    :data:`_OWNER_WORDS`. A server meets many owners, and each cache grows with the words
+    its owner wrote."""
 
     def __init__(self, owners: int = 1_024, words: int = 250_000, check_every: int = 256) -> None:
         self.owners, self.words, self.check_every = owners, words, check_every
