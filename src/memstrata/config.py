@@ -84,6 +84,15 @@ class Settings(BaseSettings):
         description="With MEMSTRATA_RECALL_EMBED=inline: the longest message (its indexed "
         "text, in characters) an append embeds itself; longer ones go to the background job.",
     )
+    recall_embed_inline_burst_ms: float = Field(
+        default=250.0,
+        ge=0,
+        description="With MEMSTRATA_RECALL_EMBED=inline: an append that comes this soon after "
+        "the previous append this process made to the same conversation is part of a burst "
+        "(a bulk import, a replayed chat) and leaves its message to the background job, "
+        "which embeds in batches at a fraction of the cost per message (0: every small "
+        "append embeds its message itself).",
+    )
     recall_read_embed_max: int = Field(
         default=256,
         ge=0,

@@ -61,7 +61,7 @@ def test_a_completed_reply_is_embedded_at_completion(memory: Memory) -> None:
     mem = _inline(memory, emb)
     scope = fresh_scope()
     conv = mem.conversations.create(scope)
-    mem.core.recall.inline_burst_us = 0
+    mem.core.settings.recall_embed_inline_burst_ms = 0
     draft = mem.messages.append(scope, conv.id, role="assistant", content="", status="pending")
     assert emb.calls == []  # nothing to embed yet
     mem.messages.complete(scope, conv.id, draft.id, content="Tomatoes like full sun.")
@@ -72,7 +72,7 @@ def test_a_completed_reply_is_embedded_at_completion(memory: Memory) -> None:
 def test_a_burst_of_appends_is_left_to_the_batched_job(memory: Memory) -> None:
     emb = FakeEmbedder(64)
     mem = _inline(memory, emb)
-    mem.core.recall.inline_burst_us = 600_000_000  # every append below is part of a burst
+    mem.core.settings.recall_embed_inline_burst_ms = 600_000  # every append below is a burst
     scope = fresh_scope()
     conv = mem.conversations.create(scope)
     for i in range(4):
@@ -85,7 +85,7 @@ def test_a_burst_of_appends_is_left_to_the_batched_job(memory: Memory) -> None:
     assert emb.calls[-1] == ["note 1 on roses", "note 2 on roses", "note 3 on roses"]
     assert mem.recall.pending(scope) == 0
     # Appends spaced out are each embedded (here: no gap counts as a burst).
-    mem.core.recall.inline_burst_us = 0
+    mem.core.settings.recall_embed_inline_burst_ms = 0
     mem.messages.append(scope, conv.id, role="user", content="note 4 on roses")
     mem.messages.append(scope, conv.id, role="assistant", content="noted, roses")
     assert mem.recall.pending(scope) == 0
@@ -132,3 +132,16 @@ def test_an_embedder_failure_leaves_the_append_standing(
     assert mem.messages.get(scope, conv.id, stored.id).content == "roses need water"
     assert mem.recall.pending(scope) == 1
     assert "left for the embedding job" in caplog.text
+
+
+def test_the_burst_gap_is_a_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pydantic import ValidationError
+
+    from memstrata.config import Settings
+
+    assert Settings().recall_embed_inline_burst_ms == 250.0
+    monkeypatch.setenv("MEMSTRATA_RECALL_EMBED_INLINE_BURST_MS", "0")
+    assert Settings().recall_embed_inline_burst_ms == 0.0
+    monkeypatch.setenv("MEMSTRATA_RECALL_EMBED_INLINE_BURST_MS", "-1")
+    with pytest.raises(ValidationError, match="recall_embed_inline_burst_ms"):
+        Settings()

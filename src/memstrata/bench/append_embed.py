@@ -33,7 +33,6 @@ from memstrata.bench.report import envelope, machine_line, ms, percentile, print
 from memstrata.config import Settings
 from memstrata.errors import InvalidInput
 from memstrata.ids import new_id
-from memstrata.recall.service import INLINE_BURST_US
 from memstrata.types import Scope
 
 __all__ = ["DEFAULT_SIZES", "print_result", "run"]
@@ -49,8 +48,6 @@ TARGET_INLINE_P50_MS = 8.0
 
 def _singles(mem: Memory, scope: Scope, texts: Sequence[str], warmup: int) -> list[int]:
     conv = mem.conversations.create(scope, title="append-embed singles")
-    # Timed as a chat's appends, seconds apart: none of them is part of a burst.
-    mem.core.recall.inline_burst_us = 0
     times: list[int] = []
     for i, text in enumerate(texts):
         role = "user" if i % 2 == 0 else "assistant"
@@ -63,7 +60,6 @@ def _singles(mem: Memory, scope: Scope, texts: Sequence[str], warmup: int) -> li
 
 def _bulk(mem: Memory, scope: Scope, texts: Sequence[str]) -> tuple[float, int]:
     conv = mem.conversations.create(scope, title="append-embed bulk")
-    mem.core.recall.inline_burst_us = INLINE_BURST_US
     t0 = time.perf_counter()
     for i, text in enumerate(texts):
         role = "user" if i % 2 == 0 else "assistant"
@@ -87,13 +83,20 @@ def _one(
     rng = random.Random(f"{seed}:{size}")
     gen = TextGenerator(rng)
     texts = [gen.message() for _ in range(warmup + singles + size)]
-    mem = Memory.open(url, settings=Settings(worker="off", recall_embed=mode))
+    single_scope = Scope(scope.tenant, f"{scope.user}-singles")
+    # The singles are timed as a chat's appends, seconds apart: no gap counts as a burst.
+    chat = Settings(worker="off", recall_embed=mode, recall_embed_inline_burst_ms=0)
+    mem = Memory.open(url, settings=chat)
     try:
         if mem.recall.embedder is None:
             raise InvalidInput("bench append-embed needs an embedder (MEMSTRATA_EMBEDDER)")
-        single_scope = Scope(scope.tenant, f"{scope.user}-singles")
         times = _singles(mem, single_scope, texts[: warmup + singles], warmup)
         pending = mem.recall.pending(single_scope)
+    finally:
+        mem.close()
+    # The bulk ingest with the default burst gap, as a user's import runs.
+    mem = Memory.open(url, settings=Settings(worker="off", recall_embed=mode))
+    try:
         wall, waiting = _bulk(mem, scope, texts[warmup + singles :])
         embedder = mem.recall.embedder
         assert embedder is not None

@@ -54,10 +54,6 @@ FLUSH_BATCH = 256
 _QUEUED_MARGIN_US = 200_000
 #: Conversations whose queued job a process remembers (then it forgets them all).
 _QUEUED_REMEMBERED = 10_000
-#: ``MEMSTRATA_RECALL_EMBED=inline``: an append this soon after the previous append this
-#: process made to the same conversation is part of a burst (a bulk ingest), whose
-#: messages the background job embeds in batches (several times cheaper per message).
-INLINE_BURST_US = 250_000
 
 log = logging.getLogger("memstrata.recall")
 _announced: set[str] = set()  # keyword-only reasons already logged by this process
@@ -102,9 +98,8 @@ class RecallEngine:
         #: When the embedding job this process last queued per conversation is due (µs).
         self._queued: dict[str, int] = {}
         #: When this process last appended to each conversation (µs; the inline mode's
-        #: burst test) and the gap below which appends count as a burst.
+        #: burst test, ``MEMSTRATA_RECALL_EMBED_INLINE_BURST_MS``).
         self._appended: dict[str, int] = {}
-        self.inline_burst_us = INLINE_BURST_US
 
         #: The recall tier of ``mem.context`` (``k`` = 0 switches it off).
         self.tier = RecallTier(self)
@@ -214,7 +209,8 @@ class RecallEngine:
         if not text.strip() or self.embedder is None:
             return None
         small = len(text) <= self._core.settings.recall_embed_inline_max_chars
-        return small and (last is None or now - last >= self.inline_burst_us)
+        burst_us = self._core.settings.recall_embed_inline_burst_ms * 1000
+        return small and (last is None or now - last >= burst_us)
 
     def queued(self, owner: Scope, conversation_id: str) -> bool:
         """Whether the embedding job this process queued for the conversation is not due
