@@ -45,6 +45,7 @@ __all__ = [
     "PREFIX",
     "KeyringError",
     "Sealer",
+    "TermCaches",
     "active",
     "fold",
     "hashed_terms",
