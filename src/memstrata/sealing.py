@@ -47,6 +47,8 @@ __all__ = [
     "Sealer",
     "TermCaches",
     "active",
+    "content_hash",
+    "digest_key",
     "fold",
     "hashed_terms",
     "index_terms",
@@ -96,7 +98,7 @@ KeyForOwner = Callable[[str, str], tuple[str, bytes]]
 
 
 class _Key:
-    __slots__ = ("aead", "id", "invalid", "terms")
+    __slots__ = ("aead", "digests", "id", "invalid", "terms")
 
     def __init__(self, key_id: str, secret: bytes) -> None:
         from cryptography.exceptions import InvalidTag
@@ -107,6 +109,9 @@ class _Key:
         self.aead = AESGCM(secret)
         # The term key is derived, so the index never holds a key that opens content.
         self.terms = hashlib.blake2b(secret, digest_size=32, person=b"memstrata-terms").digest()
+        # Digests of content kept beside sealed text (a context's prefix chain, a node
+        # turn's): keyed, or a guessed text could be checked against them.
+        self.digests = hashlib.blake2b(secret, digest_size=32, person=b"memstrata-digest").digest()
 
 
 class Sealer:
@@ -242,6 +247,10 @@ class Sealer:
         """What the keyword index stores for ``text``: its words hashed with the owner's
         term key (see :meth:`_Terms.text`)."""
         return self._owner_terms(tenant, user).text(text)
+
+    def digest_key(self, tenant: str, user: str) -> bytes:
+        """The owner's key for digests of their content (see :func:`content_hash`)."""
+        return self._owner_key(tenant, user).digests
 
     def _owner_terms(self, tenant: str, user: str) -> _Terms:
         key = self._owner_key(tenant, user)
@@ -538,6 +547,19 @@ def query_terms(
     if sealer is not None:
         return sealer.terms(tenant, user, folded)
     return _plain_terms(tenant, user).words(folded)
+
+
+def digest_key(tenant: str, user: str) -> bytes | None:
+    """The owner's key for digests of their content when sealing (None when off)."""
+    sealer = _current.get()
+    return None if sealer is None else sealer.digest_key(tenant, user)
+
+
+def content_hash(key: bytes | None) -> Any:
+    """A hash for a digest of content that is stored: SHA-256 when encryption is off; with
+    the owner's :func:`digest_key`, BLAKE2b keyed with it (32 bytes, the same length), so
+    the stored digest neither confirms a guessed text without the key nor outlives it."""
+    return hashlib.sha256() if key is None else hashlib.blake2b(key=key, digest_size=32)
 
 
 def lookup_key(tenant: str, user: str, text: str) -> str:

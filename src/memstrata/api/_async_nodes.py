@@ -121,7 +121,10 @@ class AsyncNodeMemory(AsyncSubAPI):
             return []
         turns = list(self._buffer)
         core, rt, scope, key = self._core, self._core.rt, self._scope, self.key
-        wanted = turn_ids.digests(turns)
+        sealer = core.sealer
+        wanted = turn_ids.digests(
+            turns, None if sealer is None else sealer.digest_key(key.tenant, scope.user)
+        )
         replayed, replaced = await self._read(nodes_ops.compare, scope, key, wanted)
         if replaced:
             revision = rt.make_id()
@@ -136,7 +139,7 @@ class AsyncNodeMemory(AsyncSubAPI):
         gen, pending = await self._write(nodes_ops.touch, rt, scope, key, 1)
         writing = log.write_segment(key.prefix(gen), fresh)
         await blobs_for(core).arun(owned(core, writing, key.tenant, scope.user))
-        ids = {mid: d for mid, d in wanted.items() if mid not in replayed}
+        ids = {mid: d.now for mid, d in wanted.items() if mid not in replayed}
         now = rt.clock()
         await self._write(nodes_ops.record_turns, key, gen, ids, now)
         del self._buffer[: len(turns)]

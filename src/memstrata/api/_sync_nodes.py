@@ -118,7 +118,10 @@ class NodeMemory(SubAPI):
             return []
         turns = list(self._buffer)
         core, rt, scope, key = self._core, self._core.rt, self._scope, self.key
-        wanted = turn_ids.digests(turns)
+        sealer = core.sealer
+        wanted = turn_ids.digests(
+            turns, None if sealer is None else sealer.digest_key(key.tenant, scope.user)
+        )
         replayed, replaced = self._read(nodes_ops.compare, scope, key, wanted)
         if replaced:
             revision = rt.make_id()
@@ -133,7 +136,7 @@ class NodeMemory(SubAPI):
         gen, pending = self._write(nodes_ops.touch, rt, scope, key, 1)
         writing = log.write_segment(key.prefix(gen), fresh)
         blobs_for(core).run(owned(core, writing, key.tenant, scope.user))
-        ids = {mid: d for mid, d in wanted.items() if mid not in replayed}
+        ids = {mid: d.now for mid, d in wanted.items() if mid not in replayed}
         now = rt.clock()
         self._write(nodes_ops.record_turns, key, gen, ids, now)
         del self._buffer[: len(turns)]

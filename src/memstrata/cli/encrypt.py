@@ -7,6 +7,7 @@ from typing import Annotated, Any
 import typer
 
 from memstrata.cli._common import Db, errors, fail, note, open_memory, settings_for
+from memstrata.context import prefix
 from memstrata.transfer.seal import (
     COLUMNS,
     SealedColumn,
@@ -68,9 +69,11 @@ def encrypt(
             note(f"{facts_read} fact(s) read, {facts_sealed} sealed")
         others = [_seal_column(admin, spec, batch) for spec in COLUMNS]
         objects = admin.seal_node_objects()
+        chains = admin.write(prefix.forget_all)
     typer.echo(f"sealed {sealed} of {read_n} message(s); the rest were sealed already")
     typer.echo(f"sealed {facts_sealed} of {facts_read} fact(s); the rest were sealed already")
     for name, rows_read, values_sealed in others:
         if rows_read:
             typer.echo(f"sealed {values_sealed} value(s) of {name} in {rows_read} row(s)")
     typer.echo(f"sealed {objects} node memory object(s) of the blob store")
+    typer.echo(f"forgot {chains} context prefix chain(s): each is kept again keyed")

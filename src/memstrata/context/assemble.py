@@ -50,6 +50,7 @@ from memstrata.conversation.history import HistoryPlanner
 from memstrata.domain.context import Context
 from memstrata.errors import InvalidInput
 from memstrata.runtime import Runtime
+from memstrata.sealing import digest_key
 from memstrata.storage.plan import Op
 from memstrata.storage.records import to_message
 from memstrata.tokens import Tokenizer
@@ -406,7 +407,8 @@ def assemble(
                 br.leaf, br.summary, settings.threshold, settings.window, context_window(model)
             )
         )
-        fp = fingerprint(br.leaf.id, tok.name, out.messages, out.tokens)
+        key = digest_key(scope.tenant, scope.user)
+        fp = fingerprint(br.leaf.id, tok.name, out.messages, out.tokens, key)
     return Context(
         out.messages,
         report,

@@ -11,11 +11,14 @@ or with any of its messages.
 "The previous context of the same branch" is the stored one when its leaf is on the
 branch as far as the new context shows it (the system run, the window, the leaf);
 otherwise there is none and ``prefix_tokens`` is 0.
+
+With encryption at rest the chain's hash is keyed with the owner's digest key (a chain
+stored before it was keyed matches nothing: that conversation's next context reports 0
+and stores a keyed one).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Sequence
 from json.encoder import encode_basestring
@@ -23,6 +26,7 @@ from typing import Any
 
 from memstrata.domain.context import Fingerprint
 from memstrata.runtime import Runtime
+from memstrata.sealing import content_hash
 from memstrata.storage.plan import Exec, Op, Query
 from memstrata.storage.sql import placeholders
 from memstrata.types import Scope
@@ -32,6 +36,7 @@ __all__ = [
     "canonical",
     "common_prefix",
     "fingerprint",
+    "forget_all",
     "forget_conversations",
     "forget_messages",
     "remember",
@@ -73,10 +78,17 @@ def canonical(message: dict[str, Any]) -> str:
 
 
 def fingerprint(
-    leaf_id: str, encoding: str, messages: Sequence[dict[str, Any]], tokens: Sequence[int]
+    leaf_id: str,
+    encoding: str,
+    messages: Sequence[dict[str, Any]],
+    tokens: Sequence[int],
+    key: bytes | None = None,
 ) -> Fingerprint:
+    """The hash chain of ``messages``; with encryption at rest, ``key`` is the owner's
+    digest key (:func:`memstrata.sealing.digest_key`): the chain is stored beside sealed
+    text, and an unkeyed hash of a conversation's opening would confirm a guess of it."""
     chain: list[tuple[int, str]] = []
-    h = hashlib.sha256()
+    h = content_hash(key)
     total = 0
     for message, n in zip(messages, tokens, strict=True):
         h.update(canonical(message).encode())
@@ -145,3 +157,10 @@ def forget_messages(conversation_id: str, ids: Sequence[str]) -> Op[None]:
     """Cascade step: a conversation that loses messages loses its fingerprint (it hashed them)."""
     del ids
     yield Exec("DELETE FROM context_prefixes WHERE conversation_id = ?", (conversation_id,))
+
+
+def forget_all() -> Op[int]:
+    """Every conversation's fingerprint (``memstrata encrypt --all``: those written while
+    encryption was off are unkeyed hashes of now sealed text, and nothing tells them from
+    keyed ones). Each conversation's next context reports 0 and keeps a keyed one."""
+    return (yield Exec("DELETE FROM context_prefixes", ()))  # type: ignore[no-any-return]

@@ -100,14 +100,16 @@ def generation(scope: Scope, key: NodeKey) -> Op[str | None]:
     return str(rows[0][0]) if rows else None
 
 
-def compare(scope: Scope, key: NodeKey, wanted: dict[str, str]) -> Op[tuple[set[str], set[str]]]:
-    """Of ``wanted`` (message id -> digest of its turns): the ids stored with the same turns
+def compare(
+    scope: Scope, key: NodeKey, wanted: dict[str, turn_ids.Digests]
+) -> Op[tuple[set[str], set[str]]]:
+    """Of ``wanted`` (message id -> digests of its turns): the ids stored with the same turns
     (replays) and those stored with other turns (to be replaced)."""
     gen = yield from generation(scope, key)
     if gen is None:
         return set(), set()
     stored = yield from turn_ids.known(key, gen, list(wanted))
-    same = {mid for mid, digest in stored.items() if digest == wanted[mid]}
+    same = {mid for mid, digest in stored.items() if wanted[mid].same(digest)}
     return same, set(stored) - same
 
 

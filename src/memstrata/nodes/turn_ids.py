@@ -6,7 +6,9 @@ turns, so a flush can tell a replay (same digest: nothing to write) from a
 replacement (another digest: the new turns are written as a revision, and the
 digest becomes theirs) with one indexed read, and history can tell whether its
 current message is stored yet. A node in a loop adds
-every iteration of one message in the same flush: they share one digest.
+every iteration of one message in the same flush: they share one digest. With
+encryption at rest the digest is keyed with the owner's digest key, as the turns are
+sealed (an unkeyed digest would confirm a guess of them).
 
 The ids are recorded after the blob holding the turns is written, so a crash in
 between can at worst store a replayed turn twice (as before), never lose one.
@@ -14,15 +16,16 @@ between can at worst store a replayed turn twice (as before), never lose one.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Iterable, Sequence
+from typing import NamedTuple
 
 from memstrata.nodes.layout import NodeKey, Turn
+from memstrata.sealing import content_hash
 from memstrata.storage.plan import Exec, Op, Query
 from memstrata.storage.sql import placeholders
 
-__all__ = ["digests", "forget", "known", "record", "turn_digest"]
+__all__ = ["Digests", "digests", "forget", "known", "record", "turn_digest"]
 
 _KEY = "conversation_id = ? AND app_id = ? AND node_id = ? AND generation = ?"
 
@@ -31,22 +34,15 @@ def _key(key: NodeKey, generation: str) -> tuple[str, str, str, str]:
     return (key.conversation_id, key.app_id, key.node_id, generation)
 
 
-def turn_digest(turns: Iterable[Turn]) -> str:
-    """What identifies the turns of one message: everything but the stored uid and time."""
-    body = [
-        {k: v for k, v in t.to_json().items() if k not in ("uid", "created_at", "revision")}
-        for t in turns
-    ]
-    text = json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()
+class Digests(NamedTuple):
+    """A message's turns' digest as recorded now, and the unkeyed one an earlier version
+    recorded under encryption (None with encryption off: the two are the same)."""
 
+    now: str
+    before: str | None
 
-def digests(turns: Sequence[Turn]) -> dict[str, str]:
-    """The digest of each message id's turns, in the order the ids first appear."""
-    groups: dict[str, list[Turn]] = {}
-    for t in turns:
-        groups.setdefault(t.message_id, []).append(t)
-    return {mid: turn_digest(ts) for mid, ts in groups.items()}
+    def same(self, stored: str) -> bool:
+        return stored == self.now or (self.before is not None and stored == self.before)
 
 
 def known(key: NodeKey, generation: str, message_ids: Sequence[str]) -> Op[dict[str, str]]:
@@ -80,3 +76,32 @@ def record(key: NodeKey, generation: str, ids: dict[str, str], now: int) -> Op[N
 
 def forget(key: NodeKey, generation: str) -> Op[None]:
     yield Exec(f"DELETE FROM node_turn_ids WHERE {_KEY}", _key(key, generation))
+
+
+def turn_digest(turns: Iterable[Turn], key: bytes | None = None) -> str:
+    """What identifies the turns of one message: everything but the stored uid and time;
+    keyed with the owner's digest key under encryption at rest (``key``, see
+    :func:`memstrata.sealing.content_hash`): the turns are sealed, their digest must not
+    confirm a guess of them."""
+    body = [
+        {k: v for k, v in t.to_json().items() if k not in ("uid", "created_at", "revision")}
+        for t in turns
+    ]
+    text = json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    h = content_hash(key)
+    h.update(text.encode())
+    return str(h.hexdigest())
+
+
+def digests(turns: Sequence[Turn], key: bytes | None = None) -> dict[str, Digests]:
+    """The digests of each message id's turns, in the order the ids first appear: as
+    recorded now (keyed under encryption) and, under encryption, as recorded before
+    digests were keyed (such a digest still names a replay, until the turns are written
+    again)."""
+    groups: dict[str, list[Turn]] = {}
+    for t in turns:
+        groups.setdefault(t.message_id, []).append(t)
+    return {
+        mid: Digests(turn_digest(ts, key), None if key is None else turn_digest(ts))
+        for mid, ts in groups.items()
+    }
