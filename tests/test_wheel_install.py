@@ -129,6 +129,7 @@ def test_embed_extra_alone_gives_semantic_recall_offline(tmp_path: Path) -> None
         shipped = set(whl.namelist())
     assert "memstrata/embeddings/data/minilm-l6-v2-int8.onnx" in shipped
     assert "memstrata/embeddings/data/NOTICE" in shipped
+    assert "memstrata/embeddings/data/minilm-l6-v2-int8.revision" in shipped
     for dist in _closure(["memstrata[embed]"]).values():
         _repack(dist, house)
 

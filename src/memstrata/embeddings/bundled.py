@@ -1,8 +1,9 @@
 """The default embedder's files shipped inside the package (``embeddings/data/``).
 
 ``scripts/build_embedder.py`` writes them from the upstream all-MiniLM-L6-v2 weights:
-an int8-quantized ONNX graph, the model's ``tokenizer.json`` and ``config.json``, and
-the license notice. With them, ``pip install 'memstrata[embed]'`` is enough for
+an int8-quantized ONNX graph (stored with fused operators, see ``_fuse``), the revision
+naming its vector space, the model's ``tokenizer.json`` and ``config.json``, and the
+license notice. With them, ``pip install 'memstrata[embed]'`` is enough for
 semantic recall: no weights package, no torch, nothing downloaded.
 """
 
@@ -10,12 +11,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["DATA_DIR", "MODEL_FILE", "NOTICE_FILE", "bundled_dir"]
+__all__ = ["DATA_DIR", "MODEL_FILE", "NOTICE_FILE", "REVISION_FILE", "bundled_dir"]
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 MODEL_FILE = "minilm-l6-v2-int8.onnx"
 NOTICE_FILE = "NOTICE"
-_REQUIRED = (MODEL_FILE, "tokenizer.json", "config.json")
+#: The first 12 hex digits of the SHA-256 of the quantized graph before its operators were
+#: fused: the vector space's name (``int8-<digits>``), the same as before the graph was
+#: stored fused, since the vectors are the same bit for bit.
+REVISION_FILE = "minilm-l6-v2-int8.revision"
+_REQUIRED = (MODEL_FILE, REVISION_FILE, "tokenizer.json", "config.json")
 
 
 def bundled_dir() -> Path | None:
