@@ -213,3 +213,26 @@ def test_a_damaged_revision_file_stops_the_load(
     monkeypatch.setattr(minilm, "bundled_dir", lambda: copy)
     with pytest.raises(ConfigurationError, match="does not hold a revision"):
         MiniLMEmbedder().identity  # noqa: B018
+
+
+def test_a_weights_folder_the_fusion_does_not_know_runs_unfused_with_a_warning(
+    weights_dir: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from memstrata.embeddings import minilm
+
+    def refuse(graph: Any) -> Any:
+        raise ValueError("the graph has no encoder layers of the expected shape")
+
+    minilm.clear_cache()
+    monkeypatch.setattr(minilm, "fuse", refuse)
+    try:
+        plain = MiniLMEmbedder(model_dir=weights_dir, backend="onnxruntime", threads=1)
+        with caplog.at_level("WARNING", logger="memstrata.embeddings"):
+            got = plain.embed_array(["I moved to Berlin in 2019.", "ok"])
+        assert "runs without fused operators" in caplog.text
+        monkeypatch.undo()
+        minilm.clear_cache()
+        fused = MiniLMEmbedder(model_dir=weights_dir, backend="onnxruntime", threads=1)
+        assert np.array_equal(got, fused.embed_array(["I moved to Berlin in 2019.", "ok"]))
+    finally:
+        minilm.clear_cache()
