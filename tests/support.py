@@ -459,3 +459,50 @@ class Words:
 
     def count(self, text: str) -> int:
         return len(text.split())
+
+
+def tiny_bert(
+    seed: int = 0,
+    *,
+    hidden: int = 8,
+    heads: int = 2,
+    layers: int = 2,
+    inner: int = 16,
+    vocab: int = 30,
+    positions: int = 16,
+) -> tuple[dict[str, Any], Any]:
+    """Random weights of a small BERT, named as the upstream checkpoints name them, and its
+    ``BertConfig`` (the embedders' runners and the graph fusion, with no weights package)."""
+    import numpy as np
+
+    from memstrata.embeddings._bert import BertConfig
+
+    rng = np.random.default_rng(seed)
+    h = hidden
+    cfg = BertConfig(hidden=h, heads=heads, layers=layers)
+
+    def r(*shape: int) -> Any:
+        return rng.normal(0, 0.5, size=shape).astype(np.float32)
+
+    w = {
+        "embeddings.word_embeddings.weight": r(vocab, h),
+        "embeddings.position_embeddings.weight": r(positions, h),
+        "embeddings.token_type_embeddings.weight": r(2, h),
+        "embeddings.LayerNorm.weight": 1 + r(h),
+        "embeddings.LayerNorm.bias": r(h),
+    }
+    for i in range(cfg.layers):
+        p = f"encoder.layer.{i}."
+        for name in ("query", "key", "value"):
+            w[f"{p}attention.self.{name}.weight"] = r(h, h)
+            w[f"{p}attention.self.{name}.bias"] = r(h)
+        w[p + "attention.output.dense.weight"] = r(h, h)
+        w[p + "attention.output.dense.bias"] = r(h)
+        w[p + "intermediate.dense.weight"] = r(inner, h)
+        w[p + "intermediate.dense.bias"] = r(inner)
+        w[p + "output.dense.weight"] = r(h, inner)
+        w[p + "output.dense.bias"] = r(h)
+        for ln in ("attention.output.LayerNorm", "output.LayerNorm"):
+            w[f"{p}{ln}.weight"] = 1 + r(h)
+            w[f"{p}{ln}.bias"] = r(h)
+    return w, cfg

@@ -32,6 +32,7 @@ from memstrata.errors import (
     InvalidInput,
     MissingDependency,
 )
+from support import tiny_bert
 
 HAS_ORT = all(importlib.util.find_spec(m) is not None for m in ("onnx", "onnxruntime"))
 
@@ -330,38 +331,6 @@ def test_import_and_embed_never_touch_the_network(shipped: MiniLMEmbedder, tmp_p
 # -- the runners on a tiny random BERT (no weights package needed) -------------------------
 
 
-def _tiny_bert(seed: int = 0) -> tuple[dict[str, np.ndarray], BertConfig]:
-    rng = np.random.default_rng(seed)
-    h, inner, vocab = 8, 16, 30
-    cfg = BertConfig(hidden=h, heads=2, layers=2)
-
-    def r(*shape: int) -> np.ndarray:
-        return rng.normal(0, 0.5, size=shape).astype(np.float32)
-
-    w = {
-        "embeddings.word_embeddings.weight": r(vocab, h),
-        "embeddings.position_embeddings.weight": r(16, h),
-        "embeddings.token_type_embeddings.weight": r(2, h),
-        "embeddings.LayerNorm.weight": 1 + r(h),
-        "embeddings.LayerNorm.bias": r(h),
-    }
-    for i in range(cfg.layers):
-        p = f"encoder.layer.{i}."
-        for name in ("query", "key", "value"):
-            w[f"{p}attention.self.{name}.weight"] = r(h, h)
-            w[f"{p}attention.self.{name}.bias"] = r(h)
-        w[p + "attention.output.dense.weight"] = r(h, h)
-        w[p + "attention.output.dense.bias"] = r(h)
-        w[p + "intermediate.dense.weight"] = r(inner, h)
-        w[p + "intermediate.dense.bias"] = r(inner)
-        w[p + "output.dense.weight"] = r(h, inner)
-        w[p + "output.dense.bias"] = r(h)
-        for ln in ("attention.output.LayerNorm", "output.LayerNorm"):
-            w[f"{p}{ln}.weight"] = 1 + r(h)
-            w[f"{p}{ln}.bias"] = r(h)
-    return w, cfg
-
-
 def _reference_bert(w: dict[str, np.ndarray], cfg: BertConfig, ids: list[int]) -> np.ndarray:
     """One unpadded sequence, written as plainly as possible, in float64."""
     from math import erf, sqrt
@@ -416,7 +385,7 @@ SEQS = [[1, 5, 7, 2], [1, 9, 2], [1, 3, 4, 5, 6, 7, 8, 9, 10, 11, 2], [1, 2]]
 
 
 def test_numpy_runner_matches_a_plain_reference_with_padding() -> None:
-    w, cfg = _tiny_bert()
+    w, cfg = tiny_bert()
     got = NumpyBert(w, cfg)(*_batch(SEQS))
     for row, seq in enumerate(SEQS):
         assert np.abs(got[row] - _reference_bert(w, cfg, seq)).max() < 1e-5
@@ -426,7 +395,7 @@ def test_numpy_runner_matches_a_plain_reference_with_padding() -> None:
 def test_onnx_graph_matches_the_numpy_runner() -> None:
     import onnxruntime as ort
 
-    w, cfg = _tiny_bert(seed=3)
+    w, cfg = tiny_bert(seed=3)
     session = ort.InferenceSession(
         build_onnx(w, cfg).SerializeToString(), providers=["CPUExecutionProvider"]
     )

@@ -18,6 +18,7 @@ from memstrata.embeddings._bert import BertConfig, build_onnx, quantize_int8, re
 from memstrata.embeddings.bundled import MODEL_FILE, REVISION_FILE, bundled_dir
 from memstrata.embeddings.minilm import MAX_TOKENS, MiniLMEmbedder, locate_model
 from memstrata.errors import ConfigurationError, MissingDependency
+from support import tiny_bert
 
 pytestmark = pytest.mark.skipif(
     not all(importlib.util.find_spec(m) for m in ("onnx", "onnxruntime", "tokenizers")),
@@ -238,36 +239,6 @@ def test_a_weights_folder_the_fusion_does_not_know_runs_unfused_with_a_warning(
         minilm.clear_cache()
 
 
-def tiny_weights(hidden: int, layers: int, inner: int, vocab: int = 97) -> dict[str, Any]:
-    """Random weights of a small BERT of another shape than MiniLM's."""
-    rng = np.random.default_rng(5)
-
-    def w(*shape: int) -> Any:
-        return (rng.standard_normal(shape) * 0.2).astype(np.float32)
-
-    out = {
-        "embeddings.word_embeddings.weight": w(vocab, hidden),
-        "embeddings.position_embeddings.weight": w(64, hidden),
-        "embeddings.token_type_embeddings.weight": w(2, hidden),
-        "embeddings.LayerNorm.weight": 1 + w(hidden),
-        "embeddings.LayerNorm.bias": w(hidden),
-    }
-    for i in range(layers):
-        p = f"encoder.layer.{i}."
-        for name, rows, cols in (
-            ("attention.self.query", hidden, hidden),
-            ("attention.self.key", hidden, hidden),
-            ("attention.self.value", hidden, hidden),
-            ("attention.output.dense", hidden, hidden),
-            ("intermediate.dense", inner, hidden),
-            ("output.dense", hidden, inner),
-        ):
-            out[p + name + ".weight"], out[p + name + ".bias"] = w(rows, cols), w(rows)
-        for norm in ("attention.output.LayerNorm", "output.LayerNorm"):
-            out[p + norm + ".weight"], out[p + norm + ".bias"] = 1 + w(hidden), w(hidden)
-    return out
-
-
 @pytest.mark.parametrize(("hidden", "heads", "layers"), [(64, 4, 2), (48, 3, 3)])
 def test_another_bert_shape_fuses_to_the_same_vectors(hidden: int, heads: int, layers: int) -> None:
     import onnx
@@ -275,8 +246,10 @@ def test_another_bert_shape_fuses_to_the_same_vectors(hidden: int, heads: int, l
 
     from memstrata.embeddings._fuse import fuse
 
-    config = BertConfig(hidden=hidden, heads=heads, layers=layers)
-    model = build_onnx(tiny_weights(hidden, layers, 4 * hidden), config)
+    weights, config = tiny_bert(
+        5, hidden=hidden, heads=heads, layers=layers, inner=4 * hidden, vocab=97, positions=64
+    )
+    model = build_onnx(weights, config)
     int8 = quantize_int8(model)
     rng = np.random.default_rng(11)
     ids = rng.integers(0, 97, size=(4, 19)).astype(np.int64)
