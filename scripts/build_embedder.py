@@ -104,12 +104,12 @@ def build(source: Path, out: Path) -> None:
 SAMPLES = (
     "",
     "ok",
-    "What kind of cat do I have?",
-    "My cat Pixel is a Maine Coon and she sleeps on the windowsill all afternoon.",
-    "I grew up in a small town near Porto, then moved to Berlin for work in 2019.",
-    "Caroline went to the LGBTQ support group yesterday and it was powerful. " * 6,
-    "Ünïcödé wörds, emoji 🐈 and numbers 3.14159 in one line.",
-    "Which web framework powers our API, and who reviews its releases?",
+    "Where did we leave the spare keys?",
+    "The ferry leaves at seven, so pack the tent and the stove the night before.",
+    "Our team moved the billing service to a new queue after the outage in March.",
+    "The workshop covered soldering, reading schematics and safe battery storage. " * 6,
+    "Ünïcödé wörds, emoji 🚲 and numbers 3.14159 in one line.",
+    "Which database does the reporting job read from, and who owns its schema?",
 )
 
 
