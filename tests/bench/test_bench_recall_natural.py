@@ -88,3 +88,20 @@ def test_the_cli_writes_the_envelope(tmp_path: Path) -> None:
 def test_a_bad_file_is_a_clear_error(tmp_path: Path, data: object) -> None:
     with pytest.raises(InvalidInput):
         rn.load(_write(tmp_path, data))
+
+
+SETS = Path(__file__).resolve().parents[2] / "bench-data" / "recall-natural"
+
+
+@pytest.mark.parametrize("name", ["personal", "work", "mixed"])
+def test_the_committed_sets_are_well_formed(name: str) -> None:
+    """The sets docs/benchmarks.md runs load, and each answer is in exactly one statement
+    and in no question (a set that broke this would score a hit for the wrong reason)."""
+    data = rn.load(SETS / f"{name}.json")
+    statements = [s.lower() for conversation in data.memories for s in conversation]
+    assert data.related
+    assert data.unrelated
+    for question, answers in data.related:
+        for answer in answers:
+            assert sum(answer in s for s in statements) == 1, (question, answer)
+            assert answer not in question.lower(), question

@@ -139,6 +139,18 @@ def test_a_strong_query_is_unchanged_by_the_new_paths() -> None:
         ("Which database do we run in production?", True),
         ("Who wrote the Odyssey?", False),
         ("Is Sydney the capital of Australia?", False),
+        # "US" in capitals is the country; "us" is the user and their people.
+        ("Which US state has the most lakes?", False),
+        ("Is the US embassy open for us on Monday?", True),
+        # A request's "me" asks for help, not about the user...
+        ("Give me an antonym for 'kind'.", False),
+        ("Can you please tell me how tides work?", False),
+        ("Could you recommend me a thriller?", False),
+        # ...unless the query speaks of the user too, or asks what was said to them.
+        ("Tell me where I parked.", True),
+        ("Can you remind me what my locker code is?", True),
+        ("What did the dentist tell me last time?", True),
+        ("How much would the desk cost me?", True),
     ],
 )
 def test_first_person_queries_are_recognised(text: str, personal: bool) -> None:

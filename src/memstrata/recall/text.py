@@ -271,6 +271,27 @@ _FIRST_PERSON = re.compile(
     r"\b(?:i|i'm|i've|i'd|i'll|me|my|mine|myself|we|we're|we've|our|ours|us|ourselves)\b",
     re.IGNORECASE,
 )
+#: "me" as the object of a request ("Give me a recipe", "Can you tell me what a
+#: black hole is?") asks for help, not about the user: alone it does not make a query
+#: personal. "What did the doctor tell me?" (a question about the user's past) does.
+_REQUEST_ME = re.compile(
+    r"(?:^|[.!?;:]\s*|\b(?:can|could|would|will)\s+you\s+)(?:please\s+)?"
+    r"(?:give|tell|show|help|teach|send|find|get|make|write|recommend|suggest|explain\s+to)"
+    r"\s+me\b",
+    re.IGNORECASE,
+)
+
+
+def _first_person(text: str) -> bool:
+    """Whether ``text`` speaks of the user: a first-person word that is neither "US"
+    (the country, in capitals) nor a request's "me"."""
+    requests = {m.end() for m in _REQUEST_ME.finditer(text)}
+    for m in _FIRST_PERSON.finditer(text):
+        word = m.group()
+        if word == "US" or (word.casefold() == "me" and m.end() in requests):
+            continue
+        return True
+    return False
 
 
 def analyse_query(text: str, *, max_terms: int = 32) -> QueryInfo:
@@ -286,5 +307,5 @@ def analyse_query(text: str, *, max_terms: int = 32) -> QueryInfo:
         text,
         tuple(terms[:max_terms]),
         _TIME_QUESTION.search(text) is not None,
-        _FIRST_PERSON.search(text) is not None,
+        _first_person(text),
     )
