@@ -93,7 +93,9 @@ def test_a_bad_file_is_a_clear_error(tmp_path: Path, data: object) -> None:
 SETS = Path(__file__).resolve().parents[2] / "bench-data" / "recall-natural"
 
 
-@pytest.mark.parametrize("name", ["personal", "work", "mixed"])
+@pytest.mark.parametrize(
+    "name", ["personal", "work", "mixed", "logistics", "retired", "ops", "student"]
+)
 def test_the_committed_sets_are_well_formed(name: str) -> None:
     """The sets docs/benchmarks.md runs load, and each answer is in exactly one statement
     and in no question (a set that broke this would score a hit for the wrong reason)."""

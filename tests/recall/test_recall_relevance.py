@@ -111,6 +111,17 @@ def test_a_candidate_far_above_the_background_stands_out_of_a_weak_query() -> No
     ]
 
 
+def test_standing_out_needs_both_the_margin_and_the_cosine() -> None:
+    gate = RelevanceGate()
+    # An impersonal question about the user's work ("What day does the pager get handed
+    # over?"): the right note is the nearest, 0.21 above the background.
+    assert gate.verdicts([0.4], 0.0, 0.35, [(0.35, 0.21)]) == [STANDS_OUT]
+    # Less of a margin (what an unrelated question's nearest note shows), or the margin
+    # without the cosine: no.
+    assert gate.verdicts([0.4], 0.0, 0.36, [(0.36, 0.16)]) == [BELOW_FLOOR]
+    assert gate.verdicts([0.1], 0.0, 0.3, [(0.3, 0.22)]) == [BELOW_FLOOR]
+
+
 def test_a_first_person_query_brings_its_best_few() -> None:
     gate = RelevanceGate()
     standouts = [(0.28, 0.14), (0.26, 0.12), (0.2, 0.06), (0.16, 0.02), (0.1, -0.04)]
