@@ -285,11 +285,16 @@ _REQUEST_ME = re.compile(
 def _first_person(text: str) -> bool:
     """Whether ``text`` speaks of the user: a first-person word that is neither "US"
     (the country, in capitals) nor a request's "me"."""
-    requests = {m.end() for m in _REQUEST_ME.finditer(text)}
+    requests: set[int] | None = None  # where a request's "me" ends, found once if needed
     for m in _FIRST_PERSON.finditer(text):
         word = m.group()
-        if word == "US" or (word.casefold() == "me" and m.end() in requests):
+        if word == "US":
             continue
+        if word.casefold() == "me":
+            if requests is None:
+                requests = {r.end() for r in _REQUEST_ME.finditer(text)}
+            if m.end() in requests:
+                continue
         return True
     return False
 
