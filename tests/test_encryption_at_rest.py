@@ -115,6 +115,23 @@ def home(tmp_path: Path) -> Path:
 # -- SQLite ------------------------------------------------------------------------------------
 
 
+def test_clear_text_starting_with_escape_reads_back_with_encryption_off() -> None:
+    """A sealed value starts with ESC, and so does a terminal's coloured output: such a
+    clear text is stored and read as it is, with no sealer asked for."""
+    coloured = "\x1b[32mok\x1b[0m all tests passed"
+    with Memory.open() as mem:
+        scope = Scope("t", "u")
+        cid = mem.conversations.create(scope).id
+        mem.messages.append(scope, cid, role="user", content="run the tests")
+        sent = mem.messages.append(
+            scope, cid, role="assistant", content=coloured, metadata={"k": "\x1b"}
+        )
+        assert sent.content == coloured
+        assert mem.messages.get(scope, cid, sent.id).content == coloured
+        assert [m.content for m in mem.history(scope, cid).messages][-1] == coloured
+        assert mem.messages.append(scope, cid, role="user", content="\x1b").content == "\x1b"
+
+
 def test_sqlite_files_and_wal_hold_no_plain_text(home: Path) -> None:
     mem = Memory.open(settings=settings(home))
     ids = fill(mem)

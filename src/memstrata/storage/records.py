@@ -102,8 +102,12 @@ def seal_message_texts(
 def _open_row(row: Row) -> tuple[str, str | None, str | None, str | None]:
     """A message row's sealed columns opened (content "" and the rest None once its key is
     destroyed), the sealer looked up once for the row."""
-    open_, at = opener(), f"{row[1]}/{row[0]}"
     content, files, calls, meta = row[4], row[5], row[6], row[9]
+    if not any(v and v.startswith(PREFIX) for v in (content, files, calls, meta)):
+        # Only a first ESC, as clear text may start (a terminal's colour codes): no seal, so
+        # no sealer either (with encryption off, asking for one is an error).
+        return content or "", files, calls, meta
+    open_, at = opener(), f"{row[1]}/{row[0]}"
     return (
         (content and open_(_CONTENT, at, content)) or "",
         files and open_(_FILES, at, files),
@@ -132,8 +136,8 @@ if len(fields(Message)) != 17:  # a new field must be set here too
 
 def to_message(row: Row) -> Message:
     """The one place a stored message row (``MESSAGE_COLUMNS``) becomes a ``Message``."""
-    # A sealed value starts with ESC (PREFIX), which no text the store writes in clear
-    # starts with in practice; first-character tests keep the unsealed path cheap.
+    # A sealed value starts with ESC (PREFIX): first-character tests keep the unsealed path
+    # cheap, and _open_row tells a clear text that starts with ESC by the whole prefix.
     content, files, calls, meta = row[4], row[5], row[6], row[9]
     if (
         (content and content[0] == _SEALED_MARK)
