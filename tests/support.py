@@ -26,6 +26,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, TypeVar
 
+import apsw
 import pytest
 
 from memstrata import Memory
@@ -97,6 +98,30 @@ def redis_client():  # type: ignore[no-untyped-def]
     except Exception:
         pytest.skip(NEEDS_REDIS)
     return client
+
+
+@contextmanager
+def store_file(path: Path | str, *, readonly: bool = False) -> Iterator[apsw.Connection]:
+    """A store's SQLite file opened with the store's own driver (APSW), closed afterwards.
+
+    The standard library's ``sqlite3`` carries another copy of SQLite: two copies in one
+    process must not open one file, since each drops the other's POSIX locks on close
+    (the file and its WAL index are then shared as if by no one).
+    """
+    flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE
+    conn = apsw.Connection(str(path), flags=flags)
+    try:
+        yield conn
+    finally:
+        conn.close()
+
+
+def table_rows(conn: apsw.Connection) -> dict[str, list[Any]]:
+    """Every table's rows, sorted: what a file holds, to compare before and after."""
+    names = [n for (n,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    return {
+        str(n): sorted(map(repr, conn.execute(f'SELECT * FROM "{n}"').fetchall())) for n in names
+    }
 
 
 @contextmanager

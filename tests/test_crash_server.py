@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import signal
-import sqlite3
 import subprocess
 import threading
 import time
@@ -33,7 +32,14 @@ from memstrata.config import Settings
 from memstrata.ids import new_id
 from memstrata.jobs.ops import Job, JobStatus
 from memstrata.recall.service import EMBED_JOB
-from support import memstrata_serve, postgres_schema, postgres_url_for, scalar, server_env
+from support import (
+    memstrata_serve,
+    postgres_schema,
+    postgres_url_for,
+    scalar,
+    server_env,
+    store_file,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.server]
 
@@ -208,25 +214,22 @@ CONSISTENCY = {
 
 
 def check_sqlite_file(path: Path) -> None:
-    conn = sqlite3.connect(path)
-    try:
+    with store_file(path) as conn:
         assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
         assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
         # Raises if the full-text index disagrees with itself.
         conn.execute("INSERT INTO recall_terms(recall_terms) VALUES ('integrity-check')")
         # Recall rows are written in batches (recall/keywords.py): at or below the mark the
         # full-text index holds exactly the docs; above it, none.
-        mark = conn.execute("SELECT seq FROM recall_marks").fetchone()[0]
-        docs = conn.execute("SELECT count(*) FROM recall_docs WHERE seq <= ?", (mark,))
-        assert conn.execute("SELECT count(*) FROM recall_terms").fetchone()[0] == docs.fetchone()[0]
+        mark = conn.execute("SELECT seq FROM recall_marks").get
+        docs = conn.execute("SELECT count(*) FROM recall_docs WHERE seq <= ?", (mark,)).get
+        assert conn.execute("SELECT count(*) FROM recall_terms").get == docs
         orphans = (
             "SELECT count(*) FROM recall_terms WHERE rowid NOT IN (SELECT seq FROM recall_docs)"
         )
-        assert conn.execute(orphans).fetchone()[0] == 0
+        assert conn.execute(orphans).get == 0
         above = "SELECT count(*) FROM recall_terms WHERE rowid > ?"
-        assert conn.execute(above, (mark,)).fetchone()[0] == 0
-    finally:
-        conn.close()
+        assert conn.execute(above, (mark,)).get == 0
 
 
 # -- the test --------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from memstrata.sealing import KeyringError, is_sealed
 from memstrata.storage.plan import Exec, Query, read, write
 from memstrata.tokens import get_tokenizer
 from memstrata.types import Scope
-from support import POSTGRES_URL, postgres_available, postgres_schema
+from support import POSTGRES_URL, postgres_available, postgres_schema, store_file
 
 ALICE = Scope("acme", "alice")
 BOB = Scope("acme", "bob")
@@ -368,8 +368,6 @@ def test_cli_master_key_and_doctor(home: Path) -> None:
 
 
 def test_encrypt_all_seals_an_existing_store(home: Path) -> None:
-    import sqlite3
-
     from typer.testing import CliRunner
 
     from memstrata.cli import app
@@ -397,9 +395,8 @@ def test_encrypt_all_seals_an_existing_store(home: Path) -> None:
     again = runner.invoke(app, ["encrypt", "--all"], env=env)  # resumable: nothing left
     assert "sealed 0 of 4 message(s)" in again.stdout
     assert "sealed 0 of 1 fact(s)" in again.stdout
-    with sqlite3.connect(home / "memstrata.db") as conn:
+    with store_file(home / "memstrata.db") as conn:
         conn.execute("VACUUM")
-    conn.close()
     raw = b"".join(p.read_bytes() for p in home.glob("memstrata.db*"))
     for word in (*ALICE_WORDS.split(), "snarkleberry", "plumquartz"):
         assert word.encode() not in raw, word

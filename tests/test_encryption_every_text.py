@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import sqlite3
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,7 +25,7 @@ from memstrata.longterm.updates import ExtractionRecord, record_update
 from memstrata.sealing import is_sealed
 from memstrata.storage.plan import Query, read, write
 from memstrata.types import Scope
-from support import POSTGRES_URL, postgres_available, postgres_schema
+from support import POSTGRES_URL, postgres_available, postgres_schema, store_file
 from test_encryption_at_rest import (
     ALICE,
     BOB,
@@ -366,9 +365,8 @@ def test_encrypt_all_reaches_every_text_written_in_clear(home: Path) -> None:
     report = json.loads(runner.invoke(app, ["doctor", "--json"], env=_cli_env(home, s)).stdout)
     assert (report["encryption"]["plain_messages"], report["encryption"]["plain_values"]) == (0, 0)
     assert report["encryption"]["warnings"] == []
-    with sqlite3.connect(home / "memstrata.db") as conn:
+    with store_file(home / "memstrata.db") as conn:
         conn.execute("VACUUM")
-    conn.close()
     assert leaks(raw_home(home), ("alice",), (*KINDS, *MORE)) == []
     mem = Memory.open(settings=s)
     try:

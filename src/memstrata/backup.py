@@ -11,9 +11,10 @@ directory; S3: bucket versioning or replication).
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable
 from pathlib import Path
+
+import apsw
 
 from memstrata.errors import Corruption, InvalidInput
 
@@ -36,15 +37,19 @@ def backup_sqlite(
         raise InvalidInput(f"{dst} exists; a backup never overwrites", field="out")
     dst.parent.mkdir(parents=True, exist_ok=True)
     tick = progress or (lambda done, total: None)
-    with sqlite3.connect(src) as source_conn, sqlite3.connect(dst) as target_conn:
-        source_conn.backup(
-            target_conn,
-            pages=pages_per_step,
-            progress=lambda status, remaining, total: tick(total - remaining, total),
-        )
-        verdict = target_conn.execute("PRAGMA integrity_check").fetchone()
-    source_conn.close()
-    target_conn.close()
+    # The store's own driver (backends/sqlite.py): one copy of SQLite per process.
+    source_conn = apsw.Connection(str(src), flags=apsw.SQLITE_OPEN_READWRITE)
+    target_conn = apsw.Connection(str(dst))
+    try:
+        with target_conn.backup("main", source_conn, "main") as copy:
+            while not copy.done:
+                copy.step(pages_per_step)
+                tick(copy.page_count - copy.remaining, copy.page_count)
+        found = target_conn.execute("PRAGMA integrity_check").fetchall()
+    finally:
+        target_conn.close()
+        source_conn.close()
+    verdict = found[0] if found else None
     if verdict is None or verdict[0] != "ok":
         dst.unlink(missing_ok=True)
         raise Corruption(f"the backup failed its integrity check: {verdict}")

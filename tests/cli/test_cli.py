@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -12,6 +11,7 @@ from typer.testing import CliRunner
 
 from memstrata import Memory
 from memstrata.cli import app
+from support import store_file, table_rows
 
 KEY = re.compile(r"msk_[0-9a-f]{12}_[A-Za-z0-9_-]{20,}")
 
@@ -171,24 +171,24 @@ def test_doctor_creates_nothing_and_names_pending_migrations(run, home):
     assert not (home / "memstrata.db").exists()
     # A store two migrations behind: doctor names them and leaves them pending.
     run("migrate")
-    with sqlite3.connect(home / "memstrata.db") as conn:
+    with store_file(home / "memstrata.db") as conn:
         applied = [v for (v,) in conn.execute("SELECT version FROM schema_migrations ORDER BY 1")]
         conn.execute("DELETE FROM schema_migrations WHERE version >= ?", (applied[-2],))
     report = json.loads(run("doctor", "--json").stdout)
     assert report["database"]["pending_migrations"] == applied[-2:]
     assert "2 migration(s) pending" in run("doctor").stdout.replace("\n", " ")
-    with sqlite3.connect(home / "memstrata.db") as conn:
-        left = conn.execute("SELECT max(version) FROM schema_migrations").fetchone()[0]
+    with store_file(home / "memstrata.db") as conn:
+        left = conn.execute("SELECT max(version) FROM schema_migrations").get
         assert left == applied[-3]  # nothing was applied
 
 
 def test_doctor_reports_ok(run, home):
     run("migrate")
-    with sqlite3.connect(home / "memstrata.db") as conn:
-        before = list(conn.iterdump())
+    with store_file(home / "memstrata.db") as conn:
+        before = table_rows(conn)
     result = run("doctor", "--json")
-    with sqlite3.connect(home / "memstrata.db") as conn:
-        assert list(conn.iterdump()) == before  # read only
+    with store_file(home / "memstrata.db") as conn:
+        assert table_rows(conn) == before  # read only
     report = json.loads(result.stdout)
     assert report["ok"] is True
     assert report["memstrata"]

@@ -3,12 +3,11 @@ here: the counted process is run bare) and refuses bad arguments."""
 
 from __future__ import annotations
 
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
-from support import SCRIPTS
+from support import SCRIPTS, store_file
 
 SCRIPT = SCRIPTS / "append_instructions.py"
 
@@ -20,7 +19,7 @@ def test_the_counted_process_appends_the_warm_up_and_the_given_number(tmp_path: 
         text=True,
     )
     assert done.returncode == 0, done.stderr
-    with sqlite3.connect(tmp_path / "a.db") as conn:
+    with store_file(tmp_path / "a.db") as conn:
         roles = [r for (r,) in conn.execute("SELECT role FROM messages ORDER BY seq")]
     assert len(roles) == 25  # 20 warm-up appends and 5 counted ones
     assert roles[:4] == ["user", "assistant", "user", "assistant"]

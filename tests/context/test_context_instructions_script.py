@@ -3,7 +3,6 @@ calls it counts (valgrind itself is not needed here: the counted process is run 
 
 from __future__ import annotations
 
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +10,7 @@ from types import ModuleType
 
 import pytest
 
-from support import load_script
+from support import load_script, store_file
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "context_instructions.py"
 
@@ -24,7 +23,7 @@ def test_the_store_is_built_and_the_counted_calls_run(tmp_path: Path) -> None:
     script = _load()
     script.build(tmp_path, 40, neighbours=2)
     assert (tmp_path / "conversation").read_text()
-    with sqlite3.connect(tmp_path / "m.db") as conn:
+    with store_file(tmp_path / "m.db") as conn:
         counts = conn.execute(
             "SELECT c.user_id, count(*) FROM messages m JOIN conversations c "
             "ON c.id = m.conversation_id WHERE c.user_id LIKE 'neighbour-%' GROUP BY c.user_id"

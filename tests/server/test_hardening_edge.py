@@ -665,8 +665,7 @@ async def test_finding_15_driver_messages_never_reach_detail(
 def test_finding_15_a_translated_driver_error_is_answered_generically(
     amemory: AsyncMemory, db_url: str
 ) -> None:
-    import sqlite3
-
+    import apsw
     from fastapi.testclient import TestClient
 
     from memstrata.backends.sqlite import translate
@@ -677,8 +676,8 @@ def test_finding_15_a_translated_driver_error_is_answered_generically(
 
     async def collide(*args: Any, **kwargs: Any) -> Any:
         try:
-            raise sqlite3.IntegrityError("UNIQUE constraint failed: conversations.secret_column")
-        except sqlite3.IntegrityError as exc:
+            raise apsw.ConstraintError("UNIQUE constraint failed: conversations.secret_column")
+        except apsw.ConstraintError as exc:
             raise translate(exc) from None
 
     amemory.conversations.create = collide  # type: ignore[method-assign]

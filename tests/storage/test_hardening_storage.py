@@ -16,7 +16,6 @@ import contextlib
 import os
 import shutil
 import signal
-import sqlite3
 import subprocess
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -24,6 +23,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import apsw
 import pytest
 from typer.testing import CliRunner
 
@@ -117,9 +117,10 @@ def test_finding5_failing_rollback_does_not_hide_the_error(file_mem: Memory) -> 
 def test_driver_text_never_reaches_the_error() -> None:
     secret = "DRIVER-TEXT-with-a-path-/srv/x"
     for exc in (
-        sqlite3.OperationalError(f"disk I/O error {secret}"),
-        sqlite3.IntegrityError(f"UNIQUE constraint failed: {secret}"),
-        sqlite3.DatabaseError(f"database disk image is malformed {secret}"),
+        apsw.IOError(f"disk I/O error {secret}"),
+        apsw.SQLError(f"no such table: {secret}"),
+        apsw.ConstraintError(f"UNIQUE constraint failed: {secret}"),
+        apsw.CorruptError(f"database disk image is malformed {secret}"),
         OverflowError(f"Python int too large to convert to SQLite INTEGER {secret}"),
     ):
         out = sqlite_translate(exc)

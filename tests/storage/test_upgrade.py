@@ -10,7 +10,6 @@ gets a fixture of its own beside it.
 from __future__ import annotations
 
 import shutil
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,7 @@ from memstrata.storage.recall_tables import RECALL_KEYWORDS
 from memstrata.storage.schema import MIGRATIONS
 from memstrata.testing import FakeEmbedder
 from memstrata.testing.conformance import BackendConformance
-from support import old_owner_token, postgres_schema, postgres_url_for, schema_on
+from support import old_owner_token, postgres_schema, postgres_url_for, schema_on, store_file
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "memstrata-v6.db"
 # The key the fixture's maker printed (a test-only tenant; it guards nothing).
@@ -44,8 +43,8 @@ def _upgraded(tmp: Path) -> Memory:
 
 
 def test_the_fixture_is_at_version_6() -> None:
-    with sqlite3.connect(f"file:{FIXTURE}?mode=ro", uri=True) as conn:
-        assert conn.execute("SELECT max(version) FROM schema_migrations").fetchone() == (6,)
+    with store_file(FIXTURE, readonly=True) as conn:
+        assert conn.execute("SELECT max(version) FROM schema_migrations").fetchall() == [(6,)]
 
 
 def test_an_old_database_upgrades_and_keeps_its_data(tmp_path: Path) -> None:
@@ -53,7 +52,7 @@ def test_an_old_database_upgrades_and_keeps_its_data(tmp_path: Path) -> None:
     try:
         latest = MIGRATIONS["sqlite"][-1].version
         assert mem.core.engine.schema_version() == latest
-        with sqlite3.connect(tmp_path / "old.db") as conn:
+        with store_file(tmp_path / "old.db") as conn:
             applied = conn.execute("SELECT version FROM schema_migrations ORDER BY version")
             assert [r[0] for r in applied] == [m.version for m in MIGRATIONS["sqlite"]]
         [conv] = mem.conversations.list(ALICE).items

@@ -6,7 +6,6 @@ PostgreSQL's full-text column is left as it was: it still holds the words themse
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ from memstrata.sealing import owner_prefix
 from memstrata.storage.plan import Exec, Query, read, write
 from memstrata.storage.recall_tables import RECALL_KEYWORDS
 from memstrata.storage.schema import MIGRATIONS
-from support import old_owner_token, postgres_schema, postgres_url_for
+from support import old_owner_token, postgres_schema, postgres_url_for, store_file
 
 ALICE = Scope("acme", "alice")
 BOB = Scope("acme", "bob")
@@ -109,7 +108,7 @@ def test_a_plain_store_is_carried_over_and_searches_alike(tmp_path: Path) -> Non
     )
     mem = _upgrade_keeps_search(tmp_path, Settings(home=tmp_path, worker="off"), fill)
     try:
-        with sqlite3.connect(tmp_path / "s.db") as conn:
+        with store_file(tmp_path / "s.db") as conn:
             bodies = [b for (b,) in conn.execute("SELECT body FROM recall_terms")]
         alice, bob = owner_prefix("acme", "alice"), owner_prefix("acme", "bob")
         assert all(
@@ -145,7 +144,7 @@ def test_a_sealed_store_keeps_its_hashed_tokens(tmp_path: Path) -> None:
     )
     mem = _upgrade_keeps_search(tmp_path, settings, fill)
     try:
-        with sqlite3.connect(tmp_path / "s.db") as conn:
+        with store_file(tmp_path / "s.db") as conn:
             bodies = " ".join(b for (b,) in conn.execute("SELECT body FROM recall_terms"))
         assert "heron" not in bodies
         assert all(len(t) == 21 and t.startswith("h") for t in bodies.split())

@@ -46,24 +46,24 @@ def applied_migrations(url: str) -> set[int] | None:
     store created, no migration run); None when there is no store (or no schema) yet."""
     scheme = url.split(":", 1)[0].lower()
     if scheme == "sqlite":
-        import sqlite3
+        import apsw
 
         path = sqlite_path(url)
         if path is None:
             return None  # a memory store exists only once opened
         if not path.exists():
             return None
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
         try:
             table = conn.execute(
                 "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
-            ).fetchone()
+            ).fetchall()
             rows = (
                 conn.execute("SELECT version FROM schema_migrations").fetchall() if table else None
             )
         finally:
             conn.close()
-        return None if rows is None else {int(r[0]) for r in rows}
+        return None if rows is None else {r[0] for r in rows if isinstance(r[0], int)}
     if scheme in ("postgresql", "postgres"):
         try:
             import psycopg

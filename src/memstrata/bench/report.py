@@ -13,12 +13,12 @@ from __future__ import annotations
 import json
 import os
 import platform
-import sqlite3
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import apsw
 from rich import box
 from rich.console import Console
 from rich.table import Table
@@ -74,7 +74,7 @@ def machine_info() -> dict[str, Any]:
         "python_implementation": platform.python_implementation(),
         "platform": platform.platform(),
         "memstrata": __version__,
-        "sqlite": sqlite3.sqlite_version,
+        "sqlite": apsw.sqlite_lib_version(),
         "run_at": datetime.now(UTC).replace(microsecond=0).isoformat(),
     }
 

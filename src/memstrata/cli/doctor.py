@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 import platform
-import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import apsw
 import typer
 from rich.console import Console
 
@@ -386,7 +386,7 @@ def _diagnose(db: str | None) -> dict[str, Any]:
     report: dict[str, Any] = {
         "python": platform.python_version(),
         "memstrata": __version__,
-        "sqlite": sqlite3.sqlite_version,
+        "sqlite": apsw.sqlite_lib_version(),
         "database": database,
         "tokenizer": _check_tokenizer(),
         "embedder": _check_embedder(),

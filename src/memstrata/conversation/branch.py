@@ -64,9 +64,12 @@ def load_leaf(conversation_id: str, message_id: str, what: str = "leaf") -> Op[L
 _PREFIXED = ", ".join(f"m.{c.strip()}" for c in MESSAGE_COLUMNS.split(","))
 # Row 0: (0, the conversation's active leaf, the leaf's columns or NULLs); no row when the
 # conversation is not the scope's. With the system run, its rows follow, tail first.
+# MATERIALIZED: each is one row read once; inlined into the statement's parts (as SQLite
+# 3.54 chose), they were read again for each part, ten times the cost.
 _OPEN_HEAD = (
-    f"c(active_leaf_id) AS (SELECT active_leaf_id FROM conversations WHERE id = ? AND {_OWNER}),"
-    f" l AS (SELECT {_PREFIXED}, m.parent_seq FROM messages m"
+    "c(active_leaf_id) AS MATERIALIZED (SELECT active_leaf_id FROM conversations"
+    f" WHERE id = ? AND {_OWNER}),"
+    f" l AS MATERIALIZED (SELECT {_PREFIXED}, m.parent_seq FROM messages m"
     " WHERE m.conversation_id = ? AND m.id = (SELECT COALESCE(?, active_leaf_id) FROM c))"
 )
 _OPEN_LEAF = (
