@@ -48,3 +48,6 @@ def test_a_short_serve_run_reports_every_operation_with_cpu_and_no_errors() -> N
         assert row["ratio"] == pytest.approx(
             row["server_cpu_ms"] / row["in_process_cpu_ms"], rel=0.05
         )
+    # The floor every row stands on: an empty request to the same server, driven alike.
+    assert result["headline"]["healthz_requests_per_s"] > 0
+    assert 0 < result["headline"]["healthz_server_cpu_ms"] < rows["context"]["server_cpu_ms"]

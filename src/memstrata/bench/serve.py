@@ -176,6 +176,17 @@ def _drive(wrk: str, base: str, script: Path, seconds: float, connections: int) 
     raise RuntimeError(f"wrk gave no result: {done.stdout[-1000:]} {done.stderr[-1000:]}")
 
 
+def _load(
+    wrk: str, server: ServerProcess, script: Path, seconds: float, connections: int
+) -> tuple[dict[str, Any], float]:
+    """wrk's result for ``script``, and the server's CPU ms per request meanwhile."""
+    before = cpu_seconds(server.pid)
+    w = _drive(wrk, server.base, script, seconds, connections)
+    after = cpu_seconds(server.pid)
+    spent = sum(after.get(p, 0.0) - before.get(p, 0.0) for p in after)
+    return w, spent * 1000 / max(1, w["requests"])
+
+
 def _warm(base: str, method: str, entries: list[tuple[str, str, str]]) -> None:
     """One request per entry before measuring: the server loads its models and fills its
     caches on first use, as a server that has been up for a while already has."""
@@ -272,12 +283,7 @@ def run(
                     script.write_text(_script(method, entries), encoding="utf-8")
                     _warm(server.base, method, entries)
                     progress(f"serve: {op} over REST ({seconds:g} s, {connections} connections)")
-                    before = cpu_seconds(server.pid)
-                    w = _drive(wrk, server.base, script, seconds, connections)
-                    after = cpu_seconds(server.pid)
-                    spent = sum(after.get(p, 0.0) - before.get(p, 0.0) for p in after)
-                    n = max(1, w["requests"])
-                    server_ms = spent * 1000 / n
+                    w, server_ms = _load(wrk, server, script, seconds, connections)
                     rows.append(
                         {
                             "operation": op,
@@ -291,12 +297,21 @@ def run(
                             "ratio": round(server_ms / local_ms, 2) if local_ms > 0 else None,
                         }
                     )
+                # What any request costs this server before an operation's own work: the
+                # floor under each row's server CPU (HTTP, the middleware, routing, the answer).
+                progress(f"serve: GET /healthz over REST ({seconds:g} s)")
+                script = home / "healthz.lua"
+                script.write_text(_script("GET", [("/healthz", "", "")]), encoding="utf-8")
+                floor, floor_ms = _load(wrk, server, script, seconds, connections)
     headline = {
         f"{r['operation']}_{k}": r[k]
         for r in rows
         for k in ("server_cpu_ms", "in_process_cpu_ms", "ratio", "requests_per_s")
     }
-    headline["errors"] = sum(r["errors"] for r in rows)
+    headline["healthz_server_cpu_ms"] = round(floor_ms, 3)
+    headline["healthz_requests_per_s"] = round(floor["requests"] / (floor["duration_us"] / 1e6), 1)
+    headline["errors"] = sum(r["errors"] for r in rows) + floor["status_errors"]
+    headline["errors"] += floor["socket_errors"]
     params = {
         "users": users,
         "conversations_per_user": conversations,
@@ -312,18 +327,21 @@ def run(
         "append": "POST a user message after the active leaf",
         "server": "memstrata serve on loopback, its own process(es), background worker off",
         "cpu": "user+system CPU of the server and its child processes from /proc, per request",
+        "healthz": "GET /healthz driven alike: what any request costs this server",
     }
     return envelope("serve", params=params, headline=headline, rows=rows)
 
 
 def print_result(result: dict[str, Any], console: Any = None) -> None:
-    p = result["params"]
+    p, h = result["params"], result["headline"]
     notes = [
         machine_line(result["machine"]),
         f"wrk {p['wrk_threads']} threads, {p['connections']} connections, "
         f"{p['seconds_per_operation']:g} s per operation; {p['server_processes']} server "
         f"process(es); {result['headline']['errors']} errors",
         "cpu ms: server CPU per request (from /proc) and the same call through the Python API",
+        f"GET /healthz (any request's floor): {h.get('healthz_server_cpu_ms')} ms server CPU, "
+        f"{h.get('healthz_requests_per_s')} req/s",
     ]
     columns = (
         ("operation", "operation"),
