@@ -13,7 +13,7 @@ import json
 import logging
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import UTC, datetime
@@ -28,6 +28,12 @@ __all__ = [
     "current_request_id",
     "valid_request_id",
 ]
+
+_native_dumps: Callable[..., bytes] | None
+try:  # the server extra's encoder: every request writes an access line, encoded natively
+    from orjson import dumps as _native_dumps
+except ImportError:  # pragma: no cover - the server extra installs it
+    _native_dumps = None
 
 _request_id: ContextVar[str | None] = ContextVar("memstrata_request_id", default=None)
 _VALID = re.compile(r"^[A-Za-z0-9._:@+\-]{1,128}$")
@@ -73,7 +79,19 @@ class JsonFormatter(logging.Formatter):
                 out[key] = value
         if record.exc_info:
             out["exception"] = self.formatException(record.exc_info)
-        return json.dumps(out, default=str, ensure_ascii=False)
+        return _dumps(out)
+
+
+def _dumps(out: dict[str, Any]) -> str:
+    """One JSON line: orjson where installed (every served request writes one; docs/benchmarks.md,
+    "The access line through orjson"), the standard encoder otherwise and for what orjson
+    refuses (an integer over 64 bits)."""
+    if _native_dumps is not None:
+        try:
+            return _native_dumps(out, default=str).decode()
+        except TypeError:  # orjson.JSONEncodeError is one
+            pass
+    return json.dumps(out, default=str, ensure_ascii=False)
 
 
 def configure_logging(*, json_logs: bool = True, level: str = "INFO") -> None:
