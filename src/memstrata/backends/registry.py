@@ -7,7 +7,7 @@ they implement live above, in :mod:`memstrata.storage.engine` and :mod:`memstrat
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 from urllib.parse import urlsplit
 
 from memstrata.errors import ConfigurationError, MissingDependency
@@ -63,7 +63,7 @@ def applied_migrations(url: str) -> set[int] | None:
             )
         finally:
             conn.close()
-        return None if rows is None else {r[0] for r in rows if isinstance(r[0], int)}
+        return None if rows is None else {int(cast(int, r[0])) for r in rows}
     if scheme in ("postgresql", "postgres"):
         try:
             import psycopg

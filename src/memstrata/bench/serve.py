@@ -310,8 +310,8 @@ def run(
     }
     headline["healthz_server_cpu_ms"] = round(floor_ms, 3)
     headline["healthz_requests_per_s"] = round(floor["requests"] / (floor["duration_us"] / 1e6), 1)
-    headline["errors"] = sum(r["errors"] for r in rows) + floor["status_errors"]
-    headline["errors"] += floor["socket_errors"]
+    floor_errors = floor["status_errors"] + floor["socket_errors"]
+    headline["errors"] = sum(r["errors"] for r in rows) + floor_errors
     params = {
         "users": users,
         "conversations_per_user": conversations,

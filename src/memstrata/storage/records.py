@@ -9,7 +9,7 @@ from typing import Any
 from memstrata import strictjson
 from memstrata.errors import InvalidInput
 from memstrata.instants import from_micros, to_micros
-from memstrata.sealing import PREFIX, opener, seal, unseal
+from memstrata.sealing import PREFIX, is_sealed, opener, seal, unseal
 from memstrata.storage.plan import Row
 from memstrata.types import Conversation, FileRef, Message, Role, Status, ToolCall
 
@@ -103,7 +103,7 @@ def _open_row(row: Row) -> tuple[str, str | None, str | None, str | None]:
     """A message row's sealed columns opened (content "" and the rest None once its key is
     destroyed), the sealer looked up once for the row."""
     content, files, calls, meta = row[4], row[5], row[6], row[9]
-    if not any(v and v.startswith(PREFIX) for v in (content, files, calls, meta)):
+    if not any(map(is_sealed, (content, files, calls, meta))):
         # Only a first ESC, as clear text may start (a terminal's colour codes): no seal, so
         # no sealer either (with encryption off, asking for one is an error).
         return content or "", files, calls, meta
