@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -53,3 +54,24 @@ def test_what_orjson_refuses_is_written_by_the_standard_encoder() -> None:
     big = 2**70  # over 64 bits: orjson refuses it
     out = json.loads(JsonFormatter().format(_record(count=big)))
     assert out["count"] == big
+
+
+@pytest.mark.parametrize(
+    "created",
+    [
+        0.0,
+        1_700_000_000.0,
+        1_700_000_000.0005,  # half a millisecond
+        1_700_000_000.9994999,
+        1_700_000_000.9999996,  # rounds to the next whole second, as datetime rounds it
+        1_700_000_001.0000004,
+        4_102_444_799.999,
+    ],
+)
+def test_the_time_is_the_iso_text_of_the_record(created: float) -> None:
+    record = _record()
+    record.created = created
+    expected = datetime.fromtimestamp(created, UTC).isoformat(timespec="milliseconds")
+    assert json.loads(JsonFormatter().format(record))["time"] == expected
+    # The same second formatted once and reused: still right on the second call.
+    assert json.loads(JsonFormatter().format(record))["time"] == expected

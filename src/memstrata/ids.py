@@ -45,7 +45,8 @@ def new_id() -> str:
     value |= _counter << 64
     value |= 0b10 << 62
     value |= rand_b
-    return str(uuid.UUID(int=value))
+    h = f"{value:032x}"  # str(uuid.UUID(int=value)), without the object
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 #: An id already in its canonical form (what the store hands out): nothing to convert.

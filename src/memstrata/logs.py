@@ -61,12 +61,31 @@ def bound_request_id(value: str | None) -> Iterator[None]:
         _request_id.reset(token)
 
 
+#: The last whole second formatted, and its text (every served request logs a line: the
+#: date and time are formatted once a second, the milliseconds per line).
+_second: tuple[int, str] = (-1, "")
+
+
+def _utc_millis(created: float) -> str:
+    """``datetime.fromtimestamp(created, UTC).isoformat(timespec="milliseconds")``."""
+    global _second
+    whole = int(created)
+    micros = round((created - whole) * 1e6)  # rounded as datetime rounds (half to even)
+    if micros >= 1_000_000:
+        whole, micros = whole + 1, micros - 1_000_000
+    second, text = _second
+    if whole != second:
+        text = datetime.fromtimestamp(whole, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+        _second = (whole, text)
+    return f"{text}.{micros // 1000:03d}+00:00"
+
+
 class JsonFormatter(logging.Formatter):
     """One JSON object per line: time, level, logger, message, request id, extras."""
 
     def format(self, record: logging.LogRecord) -> str:
         out: dict[str, Any] = {
-            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "time": _utc_millis(record.created),
             "level": record.levelname.lower(),
             "logger": record.name,
             "message": record.getMessage(),

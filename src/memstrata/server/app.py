@@ -29,7 +29,7 @@ from memstrata.server import (
     routes_usage,
     ui,
 )
-from memstrata.server.fast_history import mount_fast_history
+from memstrata.server.hotlane import HotLane, LaneApp
 from memstrata.server.keycache import KeyCache
 from memstrata.server.limits import BodyLimit
 from memstrata.server.mcp import mount_mcp  # loads the optional mcp SDK only if installed
@@ -75,7 +75,7 @@ def create_app(memory: AsyncMemory | None = None, settings: Settings | None = No
                 if owned:
                     await mem.close()
 
-    app = FastAPI(
+    app = LaneApp(
         title="memstrata",
         version=__version__,
         description=_DESCRIPTION,
@@ -114,12 +114,12 @@ def create_app(memory: AsyncMemory | None = None, settings: Settings | None = No
         app, mem
     )  # MCP (streamable HTTP) at /mcp behind the API keys; not in the OpenAPI
     install_openapi(app)
-    mount_fast_history(app)  # after the declared route (its OpenAPI entry stays that one's)
 
     # Added last is outermost: metrics see every answer, including a 413.
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
     app.add_middleware(RequestMiddleware)  # outermost: every answer carries its request id
+    app.lane = HotLane(app)  # the plain hot GETs, with the same request-id and metrics layers
     return app
 
 

@@ -18,17 +18,23 @@ from fastapi.responses import JSONResponse as _StarletteJSON
 
 from memstrata.strictjson import finite
 
-__all__ = ["JSONResponse"]
+__all__ = ["JSONResponse", "render_json"]
+
+
+def render_json(content: Any) -> bytes:
+    """The body of a :class:`JSONResponse` of ``content``."""
+    try:
+        return orjson.dumps(content)
+    except orjson.JSONEncodeError:
+        pass
+    try:  # Starlette's own encoding
+        text = json.dumps(content, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        return text.encode("utf-8")
+    except ValueError:  # NaN/Infinity, or a lone surrogate (UnicodeEncodeError)
+        text = json.dumps(finite(content), allow_nan=False, separators=(",", ":"))
+        return text.encode("ascii")
 
 
 class JSONResponse(_StarletteJSON):
     def render(self, content: Any) -> bytes:
-        try:
-            return orjson.dumps(content)
-        except orjson.JSONEncodeError:
-            pass
-        try:
-            return super().render(content)
-        except ValueError:  # NaN/Infinity, or a lone surrogate (UnicodeEncodeError)
-            text = json.dumps(finite(content), allow_nan=False, separators=(",", ":"))
-            return text.encode("ascii")
+        return render_json(content)

@@ -260,6 +260,47 @@ class GuardedH11Protocol(_Guard, H11Protocol):
         self.transport.close()
 
 
+class _OneWrite:
+    """A response's view of its connection: the status line and headers wait for the
+    body's first bytes, at most until the event loop's next turn, so an answer leaves in
+    one write (one system call, one TCP segment) instead of two. uvicorn's httptools
+    response writes the head and the body separately; the client sees the same bytes."""
+
+    __slots__ = ("_held", "_loop", "_started", "_transport")
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self._transport = transport
+        self._loop = loop
+        self._started = False
+        self._held = b""
+
+    def write(self, data: bytes) -> None:
+        if not self._started:  # the head (or a 100 Continue): held for the next write
+            self._started = True
+            self._held = data
+            self._loop.call_soon(self._flush)
+            return
+        held = self._held
+        if held:
+            self._held = b""
+            data = held + data
+        self._transport.write(data)
+
+    def _flush(self) -> None:
+        held = self._held
+        if held:
+            self._held = b""
+            if not self._transport.is_closing():
+                self._transport.write(held)
+
+    def is_closing(self) -> bool:
+        return self._transport.is_closing()
+
+    def close(self) -> None:
+        self._flush()
+        self._transport.close()
+
+
 def _bad_request() -> tuple[list[tuple[bytes, bytes]], bytes]:
     return _problem(
         400,
@@ -291,8 +332,11 @@ if HttpToolsProtocol is not None:
             self._watch()
 
         def on_headers_complete(self) -> None:
+            before = self.cycle
             super().on_headers_complete()
             self._client = "body"  # until on_message_complete says the body is all here
+            if self.cycle is not before:  # a new request (not an upgrade, handed on as it was)
+                self.cycle.transport = _OneWrite(self.transport, self.loop)  # type: ignore[assignment]
 
         def on_message_complete(self) -> None:
             super().on_message_complete()
