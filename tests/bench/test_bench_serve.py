@@ -48,6 +48,30 @@ def test_a_short_serve_run_reports_every_operation_with_cpu_and_no_errors() -> N
         assert row["ratio"] == pytest.approx(
             row["server_cpu_ms"] / row["in_process_cpu_ms"], rel=0.05
         )
+        assert row["in_process_paused_cpu_ms"] > 0
+        assert row["ratio_paused"] == pytest.approx(
+            row["server_cpu_ms"] / row["in_process_paused_cpu_ms"], rel=0.05
+        )
+    assert result["params"]["rounds"] == serve.ROUNDS
     # The floor every row stands on: an empty request to the same server, driven alike.
     assert result["headline"]["healthz_requests_per_s"] > 0
     assert 0 < result["headline"]["healthz_server_cpu_ms"] < rows["context"]["server_cpu_ms"]
+
+
+def test_rounds_combine_into_one_result() -> None:
+    rounds = [
+        {"requests": 10, "duration_us": 1_000, "status_errors": 0, "socket_errors": 1,
+         "p50_us": 300, "p99_us": 900},
+        {"requests": 20, "duration_us": 2_000, "status_errors": 2, "socket_errors": 0,
+         "p50_us": 100, "p99_us": 500},
+        {"requests": 30, "duration_us": 3_000, "status_errors": 0, "socket_errors": 0,
+         "p50_us": 200, "p99_us": 700},
+    ]  # fmt: skip
+    assert serve._combined(rounds) == {
+        "requests": 60,
+        "duration_us": 6_000,
+        "status_errors": 2,
+        "socket_errors": 1,
+        "p50_us": 200,
+        "p99_us": 900,
+    }

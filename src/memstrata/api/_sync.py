@@ -344,7 +344,7 @@ class Keys(SubAPI):
     def authenticate(self, secret: str) -> Principal | None:
         """The live (not revoked, not expired) key's principal, or None."""
         now = self._core.rt.clock()
-        return self._read(tenancy.authenticate, secret, now)
+        return self._quick_read(tenancy.authenticate, secret, now)  # one indexed row
 
     def rotate(
         self, key_id: str, *, expires_at: datetime | None = None

@@ -6,6 +6,14 @@ a load generator written in C, so the client costs the server's interpreter noth
 each operation (history, context, append) it reports requests/s, latency p50/p99, the
 server's CPU per request (read from ``/proc`` for the server and its worker processes), and
 the CPU the same call costs made through the Python API in this process, with their ratio.
+
+The two are measured in turns (:data:`ROUNDS` rounds of calls in process, then load on the
+server), so a spell of a slower machine weighs on both sides alike. Calls in process run
+back to back, with warm caches; a server's CPU idles between requests (it waits on the
+network), and on the machines measured the same work then costs more. So each row also
+reports the calls in process with a short pause between them (``in_process_paused_cpu_ms``)
+and the server's CPU against that (``ratio_paused``): how much of the ratio the request
+path adds, and how much is the work running cold.
 """
 
 from __future__ import annotations
@@ -33,7 +41,9 @@ MESSAGES = 300  # per conversation
 SECONDS = 10.0  # of load per operation
 CONNECTIONS = 32
 THREADS = 2
-IN_PROCESS_CALLS = 200
+IN_PROCESS_CALLS = 300  # in all, over the rounds
+ROUNDS = 3
+PAUSE_S = 0.0002  # between the paused calls in process: a server's idle moment
 HISTORY_TOKENS = 2000
 CONTEXT_BUDGET = 4000
 OPERATIONS = ("history", "context", "append")
@@ -179,12 +189,28 @@ def _drive(wrk: str, base: str, script: Path, seconds: float, connections: int) 
 def _load(
     wrk: str, server: ServerProcess, script: Path, seconds: float, connections: int
 ) -> tuple[dict[str, Any], float]:
-    """wrk's result for ``script``, and the server's CPU ms per request meanwhile."""
+    """wrk's result for ``script``, and the server's CPU seconds meanwhile."""
     before = cpu_seconds(server.pid)
     w = _drive(wrk, server.base, script, seconds, connections)
     after = cpu_seconds(server.pid)
-    spent = sum(after.get(p, 0.0) - before.get(p, 0.0) for p in after)
-    return w, spent * 1000 / max(1, w["requests"])
+    return w, sum(after.get(p, 0.0) - before.get(p, 0.0) for p in after)
+
+
+def _per_request_ms(w: dict[str, Any], spent_s: float) -> float:
+    requests: int = w["requests"]
+    return spent_s * 1000 / max(1, requests)
+
+
+def _combined(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """wrk's results of several rounds as one: counts summed, the median p50, the top p99."""
+    p50s = sorted(w["p50_us"] for w in rounds)
+    out = {
+        k: sum(w[k] for w in rounds)
+        for k in ("requests", "duration_us", "status_errors", "socket_errors")
+    }
+    out["p50_us"] = p50s[len(p50s) // 2]
+    out["p99_us"] = max(w["p99_us"] for w in rounds)
+    return out
 
 
 def _warm(base: str, method: str, entries: list[tuple[str, str, str]]) -> None:
@@ -204,8 +230,11 @@ def _warm(base: str, method: str, entries: list[tuple[str, str, str]]) -> None:
                 raise RuntimeError(f"{method} {path}: HTTP {r.status_code}: {r.text[:300]}")
 
 
-def _in_process_cpu_ms(mem: Any, op: str, owners: list[Owner], calls: int) -> float:
-    """CPU ms per call of the operation made through the Python API in this process."""
+def _in_process_cpu_ms(
+    mem: Any, op: str, owners: list[Owner], calls: int, pause_s: float = 0.0
+) -> float:
+    """CPU ms per call of the operation made through the Python API in this process
+    (``pause_s``: the CPU idles that long between calls, as a server's does)."""
     from memstrata import Scope
 
     targets = [(Scope("serve", o.user), cid) for o in owners for cid in o.conversations]
@@ -224,6 +253,8 @@ def _in_process_cpu_ms(mem: Any, op: str, owners: list[Owner], calls: int) -> fl
     t0 = time.process_time()
     for n in range(calls):
         call(n)
+        if pause_s:
+            time.sleep(pause_s)
     return (time.process_time() - t0) * 1000 / calls
 
 
@@ -275,15 +306,24 @@ def run(
             progress(f"serve: seeding {users} users x {conversations} x {messages} messages")
             owners = _seed(mem, users, conversations, messages)
             with ServerProcess(url, home, processes, _SERVER_ENV) as server:
+                per_round = max(1, calls // ROUNDS)
                 for op in operations:
-                    progress(f"serve: {op} in process ({calls} calls)")
-                    local_ms = _in_process_cpu_ms(mem, op, owners, calls)
                     method, entries = _requests(op, owners)
                     script = home / f"{op}.lua"
                     script.write_text(_script(method, entries), encoding="utf-8")
                     _warm(server.base, method, entries)
-                    progress(f"serve: {op} over REST ({seconds:g} s, {connections} connections)")
-                    w, server_ms = _load(wrk, server, script, seconds, connections)
+                    local = paused = spent = 0.0
+                    loads = []
+                    for r in range(ROUNDS):
+                        progress(f"serve: {op}, round {r + 1} of {ROUNDS}: in process, then REST")
+                        local += _in_process_cpu_ms(mem, op, owners, per_round)
+                        paused += _in_process_cpu_ms(mem, op, owners, per_round, PAUSE_S)
+                        load, cpu_s = _load(wrk, server, script, seconds / ROUNDS, connections)
+                        loads.append(load)
+                        spent += cpu_s
+                    w = _combined(loads)
+                    server_ms = _per_request_ms(w, spent)
+                    local_ms, paused_ms = local / ROUNDS, paused / ROUNDS
                     rows.append(
                         {
                             "operation": op,
@@ -295,6 +335,10 @@ def run(
                             "server_cpu_ms": round(server_ms, 3),
                             "in_process_cpu_ms": round(local_ms, 3),
                             "ratio": round(server_ms / local_ms, 2) if local_ms > 0 else None,
+                            "in_process_paused_cpu_ms": round(paused_ms, 3),
+                            "ratio_paused": (
+                                round(server_ms / paused_ms, 2) if paused_ms > 0 else None
+                            ),
                         }
                     )
                 # What any request costs this server before an operation's own work: the
@@ -302,11 +346,19 @@ def run(
                 progress(f"serve: GET /healthz over REST ({seconds:g} s)")
                 script = home / "healthz.lua"
                 script.write_text(_script("GET", [("/healthz", "", "")]), encoding="utf-8")
-                floor, floor_ms = _load(wrk, server, script, seconds, connections)
+                floor, floor_s = _load(wrk, server, script, seconds, connections)
+                floor_ms = _per_request_ms(floor, floor_s)
     headline = {
         f"{r['operation']}_{k}": r[k]
         for r in rows
-        for k in ("server_cpu_ms", "in_process_cpu_ms", "ratio", "requests_per_s")
+        for k in (
+            "server_cpu_ms",
+            "in_process_cpu_ms",
+            "ratio",
+            "requests_per_s",
+            "in_process_paused_cpu_ms",
+            "ratio_paused",
+        )
     }
     headline["healthz_server_cpu_ms"] = round(floor_ms, 3)
     headline["healthz_requests_per_s"] = round(floor["requests"] / (floor["duration_us"] / 1e6), 1)
@@ -320,6 +372,8 @@ def run(
         "connections": connections,
         "wrk_threads": THREADS,
         "in_process_calls": calls,
+        "rounds": ROUNDS,
+        "in_process_pause_s": PAUSE_S,
         "server_processes": processes,
         "db": "sqlite (a temporary file)" if db is None else db.split(":", 1)[0],
         "history": f"GET history max_tokens={HISTORY_TOKENS}",
@@ -328,6 +382,8 @@ def run(
         "server": "memstrata serve on loopback, its own process(es), background worker off",
         "cpu": "user+system CPU of the server and its child processes from /proc, per request",
         "healthz": "GET /healthz driven alike: what any request costs this server",
+        "order": "per operation, rounds of: calls in process (back to back, then paused), "
+        "then load on the server; latency: the rounds' median p50 and highest p99",
     }
     return envelope("serve", params=params, headline=headline, rows=rows)
 
@@ -339,7 +395,8 @@ def print_result(result: dict[str, Any], console: Any = None) -> None:
         f"wrk {p['wrk_threads']} threads, {p['connections']} connections, "
         f"{p['seconds_per_operation']:g} s per operation; {p['server_processes']} server "
         f"process(es); {result['headline']['errors']} errors",
-        "cpu ms: server CPU per request (from /proc) and the same call through the Python API",
+        "cpu ms: server CPU per request (from /proc) and the same call through the Python API "
+        f"(back to back; paused: {p.get('in_process_pause_s', PAUSE_S) * 1000:g} ms between calls)",
         f"GET /healthz (any request's floor): {h.get('healthz_server_cpu_ms')} ms server CPU, "
         f"{h.get('healthz_requests_per_s')} req/s",
     ]
@@ -351,5 +408,7 @@ def print_result(result: dict[str, Any], console: Any = None) -> None:
         ("server_cpu_ms", "server cpu ms"),
         ("in_process_cpu_ms", "in-process ms"),
         ("ratio", "ratio"),
+        ("in_process_paused_cpu_ms", "paused ms"),
+        ("ratio_paused", "ratio paused"),
     )
     print_table("memstrata bench serve", columns, result["rows"], notes=notes, console=console)
