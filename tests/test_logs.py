@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import io
 import json
 import logging
 from datetime import UTC, datetime
@@ -10,7 +12,7 @@ from typing import Any
 import pytest
 
 from memstrata import logs
-from memstrata.logs import JsonFormatter, bound_request_id
+from memstrata.logs import JsonFormatter, bound_request_id, log_direct
 
 
 class _Odd:
@@ -75,3 +77,95 @@ def test_the_time_is_the_iso_text_of_the_record(created: float) -> None:
     assert json.loads(JsonFormatter().format(record))["time"] == expected
     # The same second formatted once and reused: still right on the second call.
     assert json.loads(JsonFormatter().format(record))["time"] == expected
+
+
+def _json_logger(name: str) -> tuple[logging.Logger, io.StringIO]:
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(JsonFormatter())
+    logger = logging.getLogger(name)
+    logger.handlers[:] = [handler]
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    return logger, stream
+
+
+ACCESS = {"request_id": "r-1", "method": "GET", "route": "/v1/x", "status": 200, "duration_ms": 0.5}
+
+
+def test_a_direct_line_is_the_line_logging_writes() -> None:
+    logger, stream = _json_logger("memstrata.test.direct")
+    log_direct(logger, logging.INFO, "GET /v1/x 200", ACCESS)
+    logger.info("%s", "GET /v1/x 200", extra=ACCESS)
+    logger.debug("below the level")
+    log_direct(logger, logging.DEBUG, "below the level", ACCESS)
+    direct, logged = (json.loads(line) for line in stream.getvalue().splitlines())
+    direct.pop("time")
+    logged.pop("time")
+    assert list(direct.items()) == list(logged.items())
+
+
+def test_any_other_set_up_gets_the_record_the_usual_way() -> None:
+    logger, stream = _json_logger("memstrata.test.other")
+    seen: list[str] = []
+
+    def keep(record: logging.LogRecord) -> bool:
+        seen.append(record.getMessage())
+        return True
+
+    logger.addFilter(keep)  # a filter must see every record
+    log_direct(logger, logging.INFO, "filtered", ACCESS)
+    logger.removeFilter(keep)
+    plain = io.StringIO()
+    second = logging.StreamHandler(plain)
+    second.setFormatter(logging.Formatter("%(levelname)s %(message)s %(route)s"))
+    logger.addHandler(second)  # two handlers: both get it, each in its own format
+    log_direct(logger, logging.INFO, "twice", ACCESS)
+    assert seen == ["filtered"]
+    assert [json.loads(line)["message"] for line in stream.getvalue().splitlines()] == [
+        "filtered",
+        "twice",
+    ]
+    assert plain.getvalue() == "INFO twice /v1/x\n"
+
+
+def test_a_failed_write_is_reported_as_the_handler_reports_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    logger, stream = _json_logger("memstrata.test.broken")
+    stream.close()
+    reported: list[logging.LogRecord] = []
+    monkeypatch.setattr(logger.handlers[0], "handleError", reported.append)
+    log_direct(logger, logging.INFO, "lost", ACCESS)  # never raises into the caller
+    assert [r.getMessage() for r in reported] == ["lost"]
+
+
+class _CountingStream(io.StringIO):
+    flushes = 0
+
+    def flush(self) -> None:
+        self.flushes += 1
+        super().flush()
+
+
+def test_on_an_event_loop_the_lines_of_one_turn_are_flushed_together() -> None:
+    logger, _ = _json_logger("memstrata.test.turns")
+    stream = _CountingStream()
+    handler = logger.handlers[0]
+    assert isinstance(handler, logging.StreamHandler)
+    handler.setStream(stream)
+    flushes_after: list[int] = []
+
+    async def turns() -> None:
+        for _ in range(5):
+            log_direct(logger, logging.INFO, "a line", ACCESS)
+        flushes_after.append(stream.flushes)  # the same turn: not yet
+        await asyncio.sleep(0)
+        flushes_after.append(stream.flushes)  # the next turn: once for the five
+
+    before = stream.flushes
+    asyncio.run(turns())
+    assert [n - before for n in flushes_after] == [0, 1]
+    assert len(stream.getvalue().splitlines()) == 5
+    log_direct(logger, logging.INFO, "off a loop", ACCESS)  # flushed at once
+    assert stream.flushes == before + 2

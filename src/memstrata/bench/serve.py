@@ -44,6 +44,7 @@ THREADS = 2
 IN_PROCESS_CALLS = 300  # in all, over the rounds
 ROUNDS = 3
 PAUSE_S = 0.0002  # between the paused calls in process: a server's idle moment
+IN_PROCESS_MIN_S = 0.3  # of CPU per round, each way
 HISTORY_TOKENS = 2000
 CONTEXT_BUDGET = 4000
 OPERATIONS = ("history", "context", "append")
@@ -231,10 +232,17 @@ def _warm(base: str, method: str, entries: list[tuple[str, str, str]]) -> None:
 
 
 def _in_process_cpu_ms(
-    mem: Any, op: str, owners: list[Owner], calls: int, pause_s: float = 0.0
+    mem: Any,
+    op: str,
+    owners: list[Owner],
+    calls: int,
+    pause_s: float = 0.0,
+    min_s: float = 0.0,
 ) -> float:
-    """CPU ms per call of the operation made through the Python API in this process
-    (``pause_s``: the CPU idles that long between calls, as a server's does)."""
+    """CPU ms per call of the operation made through the Python API in this process:
+    ``calls`` calls at least, and more until they took ``min_s`` of CPU (a short window is
+    at the mercy of a moment's noise); ``pause_s``: the CPU idles that long between calls,
+    as a server's does."""
     from memstrata import Scope
 
     targets = [(Scope("serve", o.user), cid) for o in owners for cid in o.conversations]
@@ -251,11 +259,13 @@ def _in_process_cpu_ms(
     for n in range(min(20, calls)):  # warm caches and lazy loads, as a running server has
         call(n)
     t0 = time.process_time()
-    for n in range(calls):
+    n = 0
+    while n < calls or time.process_time() - t0 < min_s:
         call(n)
+        n += 1
         if pause_s:
             time.sleep(pause_s)
-    return (time.process_time() - t0) * 1000 / calls
+    return (time.process_time() - t0) * 1000 / n
 
 
 @contextmanager
@@ -307,6 +317,7 @@ def run(
             owners = _seed(mem, users, conversations, messages)
             with ServerProcess(url, home, processes, _SERVER_ENV) as server:
                 per_round = max(1, calls // ROUNDS)
+                min_s = IN_PROCESS_MIN_S if seconds >= 2 else 0.0  # a short run stays short
                 for op in operations:
                     method, entries = _requests(op, owners)
                     script = home / f"{op}.lua"
@@ -316,8 +327,10 @@ def run(
                     loads = []
                     for r in range(ROUNDS):
                         progress(f"serve: {op}, round {r + 1} of {ROUNDS}: in process, then REST")
-                        local += _in_process_cpu_ms(mem, op, owners, per_round)
-                        paused += _in_process_cpu_ms(mem, op, owners, per_round, PAUSE_S)
+                        local += _in_process_cpu_ms(mem, op, owners, per_round, min_s=min_s)
+                        paused += _in_process_cpu_ms(
+                            mem, op, owners, per_round, PAUSE_S, min_s=min_s
+                        )
                         load, cpu_s = _load(wrk, server, script, seconds / ROUNDS, connections)
                         loads.append(load)
                         spent += cpu_s
@@ -374,6 +387,7 @@ def run(
         "in_process_calls": calls,
         "rounds": ROUNDS,
         "in_process_pause_s": PAUSE_S,
+        "in_process_min_cpu_s_per_round": IN_PROCESS_MIN_S if seconds >= 2 else 0.0,
         "server_processes": processes,
         "db": "sqlite (a temporary file)" if db is None else db.split(":", 1)[0],
         "history": f"GET history max_tokens={HISTORY_TOKENS}",

@@ -14,7 +14,7 @@ import time
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from memstrata.logs import bound_request_id, valid_request_id
+from memstrata.logs import bound_request_id, log_direct, valid_request_id
 from memstrata.server.problems import PROBLEM_JSON, printable, problem
 
 __all__ = ["HEADER", "RequestMiddleware"]
@@ -82,12 +82,12 @@ class RequestMiddleware:
                 await send_with_id({"type": "http.response.body", "body": _INTERNAL})
             finally:
                 route = getattr(scope.get("route"), "path", None)
-                log.info(
-                    "%s %s %d",
-                    scope["method"],
-                    route if isinstance(route, str) else printable(scope["path"]),
-                    status,
-                    extra={
+                shown = route if isinstance(route, str) else printable(scope["path"])
+                log_direct(
+                    log,
+                    logging.INFO,
+                    f"{scope['method']} {shown} {status}",
+                    {
                         "request_id": rid,
                         "method": scope["method"],
                         "route": route if isinstance(route, str) else "unmatched",
