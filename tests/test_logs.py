@@ -79,8 +79,10 @@ def test_the_time_is_the_iso_text_of_the_record(created: float) -> None:
     assert json.loads(JsonFormatter().format(record))["time"] == expected
 
 
-def _json_logger(name: str) -> tuple[logging.Logger, io.StringIO]:
-    stream = io.StringIO()
+def _json_logger(
+    name: str, stream: io.StringIO | None = None
+) -> tuple[logging.Logger, io.StringIO]:
+    stream = io.StringIO() if stream is None else stream
     handler = logging.StreamHandler(stream)
     handler.setFormatter(JsonFormatter())
     logger = logging.getLogger(name)
@@ -149,11 +151,8 @@ class _CountingStream(io.StringIO):
 
 
 def test_on_an_event_loop_the_lines_of_one_turn_are_flushed_together() -> None:
-    logger, _ = _json_logger("memstrata.test.turns")
     stream = _CountingStream()
-    handler = logger.handlers[0]
-    assert isinstance(handler, logging.StreamHandler)
-    handler.setStream(stream)
+    logger, _ = _json_logger("memstrata.test.turns", stream)
     flushes_after: list[int] = []
 
     async def turns() -> None:
@@ -169,3 +168,26 @@ def test_on_an_event_loop_the_lines_of_one_turn_are_flushed_together() -> None:
     assert len(stream.getvalue().splitlines()) == 5
     log_direct(logger, logging.INFO, "off a loop", ACCESS)  # flushed at once
     assert stream.flushes == before + 2
+
+
+def test_a_loop_that_ended_before_its_flush_does_not_hold_the_next_loops_lines() -> None:
+    stream = _CountingStream()
+    logger, _ = _json_logger("memstrata.test.ended", stream)
+    first = asyncio.new_event_loop()
+
+    def write_and_stop() -> None:
+        log_direct(logger, logging.INFO, "a line", ACCESS)
+        first.stop()  # the loop ends after this turn: its flush never runs
+
+    first.call_soon(write_and_stop)
+    first.run_forever()
+    first.close()
+    before = stream.flushes
+    assert before == 0
+
+    async def write_and_turn() -> None:
+        log_direct(logger, logging.INFO, "a line", ACCESS)
+        await asyncio.sleep(0)
+
+    asyncio.run(write_and_turn())
+    assert stream.flushes > before

@@ -178,8 +178,9 @@ def log_direct(logger: logging.Logger, level: int, message: str, extra: dict[str
         handler.handleError(record)
 
 
-#: Handlers written to in this turn of a running event loop, to flush on its next turn.
-_unflushed: set[logging.Handler] = set()
+#: Handlers written to in this turn of a running event loop, and the loop that flushes
+#: each on its next turn.
+_unflushed: dict[logging.Handler, asyncio.AbstractEventLoop] = {}
 
 
 def _flush_next_turn(handler: logging.Handler) -> bool:
@@ -190,14 +191,15 @@ def _flush_next_turn(handler: logging.Handler) -> bool:
         loop = asyncio.get_running_loop()
     except RuntimeError:
         return False
-    if handler not in _unflushed:
-        _unflushed.add(handler)
+    # Another loop's flush (one that ended before its next turn) does not count for this one.
+    if _unflushed.get(handler) is not loop:
+        _unflushed[handler] = loop
         loop.call_soon(_flush, handler)
     return True
 
 
 def _flush(handler: logging.Handler) -> None:
-    _unflushed.discard(handler)
+    _unflushed.pop(handler, None)
     try:
         with handler.lock or contextlib.nullcontext():
             handler.flush()
