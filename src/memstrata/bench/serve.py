@@ -308,6 +308,7 @@ def run(
     if unknown:
         raise InvalidInput(f"unknown operations {sorted(unknown)}; known: {OPERATIONS}")
     wrk = _wrk()
+    min_s = IN_PROCESS_MIN_S if seconds >= 2 else 0.0  # a short run stays short
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="memstrata-serve-") as tmp:
         home = Path(tmp)
@@ -317,7 +318,6 @@ def run(
             owners = _seed(mem, users, conversations, messages)
             with ServerProcess(url, home, processes, _SERVER_ENV) as server:
                 per_round = max(1, calls // ROUNDS)
-                min_s = IN_PROCESS_MIN_S if seconds >= 2 else 0.0  # a short run stays short
                 for op in operations:
                     method, entries = _requests(op, owners)
                     script = home / f"{op}.lua"
@@ -387,7 +387,7 @@ def run(
         "in_process_calls": calls,
         "rounds": ROUNDS,
         "in_process_pause_s": PAUSE_S,
-        "in_process_min_cpu_s_per_round": IN_PROCESS_MIN_S if seconds >= 2 else 0.0,
+        "in_process_min_cpu_s_per_round": min_s,
         "server_processes": processes,
         "db": "sqlite (a temporary file)" if db is None else db.split(":", 1)[0],
         "history": f"GET history max_tokens={HISTORY_TOKENS}",

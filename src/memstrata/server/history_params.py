@@ -6,7 +6,11 @@ from typing import Annotated
 
 from fastapi import Query
 
-__all__ = ["MaxMessages", "message_cap"]
+__all__ = ["DEFAULT_MAX_MESSAGES", "DEFAULT_MAX_TOKENS", "MaxMessages", "message_cap"]
+
+#: The history routes' defaults (the hot lane answers with the same).
+DEFAULT_MAX_TOKENS = 2000
+DEFAULT_MAX_MESSAGES = "500"
 
 MaxMessages = Annotated[
     str,

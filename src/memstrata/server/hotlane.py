@@ -36,7 +36,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from memstrata.api import AsyncMemory
 from memstrata.errors import MemstrataError
 from memstrata.server.auth import AGENT_HEADER, USER_HEADER, authenticate, scope_of
-from memstrata.server.history_params import message_cap
+from memstrata.server.history_params import DEFAULT_MAX_MESSAGES, DEFAULT_MAX_TOKENS, message_cap
 from memstrata.server.metrics import Metrics, MetricsMiddleware
 from memstrata.server.requests import RequestMiddleware
 from memstrata.server.responses import render_json
@@ -200,8 +200,8 @@ class HotLane:
                 scope_of(caller, None, None),
                 found.cid,
                 leaf_id=found.query.get("leaf_id"),
-                max_tokens=int(found.query.get("max_tokens", "2000")),
-                max_messages=message_cap(found.query.get("max_messages", "500")),
+                max_tokens=int(found.query.get("max_tokens", DEFAULT_MAX_TOKENS)),
+                max_messages=message_cap(found.query.get("max_messages", DEFAULT_MAX_MESSAGES)),
             )
         except MemstrataError as exc:
             await self._problem(request, exc, send)

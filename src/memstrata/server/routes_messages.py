@@ -9,7 +9,12 @@ from fastapi import APIRouter, Query, Request, Response
 from memstrata import strictjson
 from memstrata.errors import InvalidInput
 from memstrata.server.auth import CallerScope, Mem
-from memstrata.server.history_params import MaxMessages, message_cap
+from memstrata.server.history_params import (
+    DEFAULT_MAX_MESSAGES,
+    DEFAULT_MAX_TOKENS,
+    MaxMessages,
+    message_cap,
+)
 from memstrata.server.limits import parsed_json
 from memstrata.server.pagination import Cursor, Limit, page_body
 from memstrata.server.responses import JSONResponse
@@ -209,8 +214,8 @@ async def history(
     scope: CallerScope,
     cid: str,
     leaf_id: Annotated[str | None, Query(description="Default: the active leaf.")] = None,
-    max_tokens: Annotated[int, Query(ge=0)] = 2000,
-    max_messages: MaxMessages = "500",
+    max_tokens: Annotated[int, Query(ge=0)] = DEFAULT_MAX_TOKENS,
+    max_messages: MaxMessages = DEFAULT_MAX_MESSAGES,
     model: Annotated[
         str | None, Query(description="Count tokens in this model's encoding (default o200k_base).")
     ] = None,

@@ -12,7 +12,12 @@ from fastapi import APIRouter, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from memstrata.server.auth import CallerScope, Mem
-from memstrata.server.history_params import MaxMessages, message_cap
+from memstrata.server.history_params import (
+    DEFAULT_MAX_MESSAGES,
+    DEFAULT_MAX_TOKENS,
+    MaxMessages,
+    message_cap,
+)
 from memstrata.server.responses import JSONResponse
 from memstrata.types import FileRef
 from memstrata.wire.nodes import NodeHistoryOut, TurnOut
@@ -92,8 +97,8 @@ async def history(
     parent_message_id: Annotated[
         str | None, Query(description="Parent of a current message not stored yet.")
     ] = None,
-    max_tokens: Annotated[int, Query(ge=0)] = 2000,
-    max_messages: MaxMessages = "500",
+    max_tokens: Annotated[int, Query(ge=0)] = DEFAULT_MAX_TOKENS,
+    max_messages: MaxMessages = DEFAULT_MAX_MESSAGES,
     model: str | None = None,
 ) -> Response:
     options: dict[str, Any] = {}
