@@ -446,16 +446,33 @@ def delete_for_conversations(ids: Sequence[str]) -> Op[None]:
 
 
 def delete_for_messages(conversation_id: str, ids: Sequence[str]) -> Op[None]:
-    """Cascade step: a queued job whose payload names a deleted message (a compaction or an
-    extraction up to that leaf) has nothing left to do, and would keep the id; it goes. A
-    running job finishes or fails on its own (its leaf is gone)."""
+    """Cascade step: no queued job keeps a deleted message's id (the deletion's receipt
+    scans for it). A compaction or extraction up to a deleted leaf (``leaf_id``) still has
+    the rest of the conversation to do: its leaf becomes null, the active leaf when it runs
+    (where the deletion moved it). A job naming a deleted message anywhere else in its
+    payload has nothing left to do; it goes. A running job finishes or fails on its own."""
     rows = yield Query(
         "SELECT id, payload FROM jobs WHERE conversation_id = ? AND status = 'queued' "
         "AND payload IS NOT NULL",
         (conversation_id,),
     )
     gone = set(ids)
-    doomed = [jid for jid, payload in rows if gone.intersection(_strings(json.loads(payload)))]
+    doomed, repointed = [], []
+    for jid, text in rows:
+        payload = json.loads(text)
+        if not gone.intersection(_strings(payload)):
+            continue
+        if isinstance(payload, dict) and payload.get("leaf_id") in gone:
+            payload = {**payload, "leaf_id": None}
+            if not gone.intersection(_strings(payload)):
+                repointed.append((jid, payload))
+                continue
+        doomed.append(jid)
+    for jid, payload in repointed:
+        yield Exec(
+            "UPDATE jobs SET payload = ? WHERE id = ? AND status = 'queued'",
+            (dump_json(payload), jid),
+        )
     for start in range(0, len(doomed), 500):
         batch = doomed[start : start + 500]
         yield Exec(f"DELETE FROM jobs WHERE id IN ({placeholders(len(batch))})", batch)
