@@ -132,6 +132,34 @@ def test_clear_text_starting_with_escape_reads_back_with_encryption_off() -> Non
         assert mem.messages.append(scope, cid, role="user", content="\x1b").content == "\x1b"
 
 
+@pytest.mark.parametrize("encrypted", [False, True], ids=["off", "on"])
+def test_a_text_starting_with_the_seal_mark_is_refused(home: Path, encrypted: bool) -> None:
+    """Stored clear, a text that starts with the whole mark of a sealed value would read
+    back as one (a KeyringError with encryption off): it is refused before anything is
+    written, whichever way the store runs, and its near misses are kept as they are."""
+    mark = "\x1bms1:"
+    s = settings(home) if encrypted else Settings(home=home, worker="off")
+    with Memory.open(settings=s) as mem:
+        scope = Scope("t", "u")
+        cid = mem.conversations.create(scope).id
+        kept = mem.messages.append(scope, cid, role="user", content="before")
+        for attempt in (
+            lambda: mem.messages.append(scope, cid, role="user", content=mark + "k:abc"),
+            lambda: mem.facts.add(scope, mark + "likes tea"),
+            lambda: mem.conversations.create(scope, title=mark),
+        ):
+            with pytest.raises(MemstrataError) as caught:
+                attempt()
+            assert caught.value.code == "invalid_input", caught.value
+            assert "ESC 'ms1:'" in caught.value.message
+        assert [m.id for m in mem.history(scope, cid).messages] == [kept.id]
+        assert mem.conversations.get(scope, cid).message_count == 1
+        assert mem.facts.list(scope).items == []
+        assert [c.id for c in mem.conversations.list(scope).items] == [cid]
+        for near in ("\x1bms1", "\x1bms2:x", " " + mark):
+            assert mem.messages.append(scope, cid, role="user", content=near).content == near
+
+
 def test_sqlite_files_and_wal_hold_no_plain_text(home: Path) -> None:
     mem = Memory.open(settings=settings(home))
     ids = fill(mem)

@@ -18,7 +18,7 @@ import pytest
 from memstrata import Memory
 from memstrata.backup import backup_sqlite
 from memstrata.config import Settings
-from memstrata.errors import NotFound
+from memstrata.errors import Conflict, NotFound
 from memstrata.longterm.apply import UpdatePlan
 from memstrata.longterm.store import apply_plan, lock_owner
 from memstrata.longterm.updates import ExtractionRecord, record_update
@@ -487,5 +487,24 @@ def test_a_consolidation_is_undone_by_its_marker_when_sealed(home: Path) -> None
         assert stored.startswith(f"consolidation {applied.id}: \x1bms1:")  # the words sealed
         assert mem.memory.revert(ALICE, applied.id).restored == (dup,)
         assert mem.facts.get(ALICE, dup).status.value == "active"
+        # The restored event holds the fact's words, sealed once (it read back as ciphertext
+        # when the stored value was sealed a second time).
+        restored = [e for e in mem.facts.history(ALICE, dup) if e.event == "restored"]
+        assert [e.content for e in restored] == ["user prefers dark-roast coffee!"]
+    finally:
+        mem.close()
+
+
+def test_a_revert_that_would_repeat_an_active_fact_is_refused_when_sealed(home: Path) -> None:
+    """The twin test compares the restored fact's words, not its ciphertext."""
+    mem = Memory.open(settings=settings(home))
+    try:
+        mem.facts.add(ALICE, "User prefers dark roast coffee")
+        dup = mem.facts.add(ALICE, "user prefers dark-roast coffee!").id
+        applied = mem.memory.consolidate(ALICE, dry_run=False)
+        twin = mem.facts.add(ALICE, "user prefers dark-roast coffee!").id
+        with pytest.raises(Conflict, match=twin):
+            mem.memory.revert(ALICE, applied.id)
+        assert mem.facts.get(ALICE, dup).status.value == "superseded"
     finally:
         mem.close()

@@ -38,7 +38,7 @@ from contextvars import ContextVar
 from functools import lru_cache, partial
 from typing import Any
 
-from memstrata.errors import ConfigurationError, Corruption
+from memstrata.errors import ConfigurationError, Corruption, InvalidInput
 
 __all__ = [
     "BYTES_PREFIX",
@@ -441,9 +441,21 @@ def is_sealed(value: object) -> bool:
 
 
 def seal(table: str, row: str, tenant: str, user: str, text: str | None) -> str | None:
-    """``text`` sealed for ``(tenant, user)`` in ``table`` row ``row`` (as is when off)."""
+    """``text`` sealed for ``(tenant, user)`` in ``table`` row ``row`` (as is when off).
+
+    A text that starts with :data:`PREFIX` is refused (InvalidInput), encryption on or
+    off: stored clear, it would read back as a sealed value, and a store must read the
+    same whichever way it was written."""
+    if not text:
+        return text
+    if text.startswith(PREFIX):
+        column = table.rpartition(".")[2]
+        raise InvalidInput(
+            f"{column} may not start with ESC 'ms1:', the mark of an encrypted value",
+            field=column,
+        )
     sealer = _current.get()
-    if sealer is None or not text:
+    if sealer is None:
         return text
     return sealer.seal(table, row, tenant, user, text)
 

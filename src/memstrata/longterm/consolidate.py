@@ -338,7 +338,8 @@ def revert(rt: Runtime, scope: Scope, consolidation_id: str) -> Op[Consolidation
         )
         retired.append(fid)
     restored = []
-    for fid, content, category, confidence, by, _s in superseded:
+    for fid, stored, category, confidence, by, _s in superseded:
+        content = fact_text(fid, stored)  # opened: the twin test and the event need the words
         yield from _refuse_active_twin(scope, fid, content)
         yield Exec(
             "UPDATE facts SET status = 'active', superseded_by = NULL, reason = NULL, "
