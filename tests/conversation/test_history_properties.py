@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from hypothesis import given, note, settings
+from hypothesis import example, given, note, settings
 from hypothesis import strategies as st
 
 from memstrata import Conflict, Memory, Scope
@@ -371,6 +371,28 @@ OTHER_SLACK = 16
 SIZES = {"tiny": (1, 2), "large": (40, 120)}
 
 
+def read_to_refuse(
+    want: Expected, max_tokens: int | None, max_messages: int, enc: str | None
+) -> int:
+    """Rows of the newest turn that did not fit that a history must read to learn so: from
+    the turn's newest message back until the room left (tokens or messages) is exceeded. A
+    turn of many small messages ahead of a large one is read almost whole (found by a
+    random run: ten 5-token messages before a 50-token question, budget 83)."""
+    if not want.truncated:
+        return 0
+    tok = get_tokenizer(enc)
+    tokens_left = None if max_tokens is None else max_tokens - want.tokens
+    kept = sum(len(turn) for turn in want.body[len(want.body) - want.kept_turns :])
+    rows = 0
+    for r in reversed(want.body[-want.kept_turns - 1]):
+        rows += 1
+        if tokens_left is not None:
+            tokens_left -= tok.count_message(r.content, r.tool_calls)
+        if (tokens_left is not None and tokens_left < 0) or kept + rows > max_messages:
+            break
+    return rows
+
+
 def long_prefix(b: Builder, length: int, early: str, late: str) -> None:
     """A linear run of turns whose message sizes change half-way (``early`` then ``late``),
     so an estimate from the branch's average message size is wrong in one direction."""
@@ -388,6 +410,17 @@ def long_prefix(b: Builder, length: int, early: str, late: str) -> None:
     ),
     plan=st.lists(actions, max_size=30),
     asks=st.lists(queries, min_size=1, max_size=6),
+)
+@example(  # a turn of small messages after a large question does not fit: read whole
+    prefix=(1, "large", "large"),
+    plan=[
+        ("say", "assistant", "the"),
+        ("system", False, "the"),
+        ("tools", "", ["the", "the"]),
+        ("tools", "", ["the", "the", "0"]),
+        ("say", "user", "0"),
+    ],
+    asks=[(0, 83, 500, None)],
 )
 def test_history_reads_about_what_it_returns(
     mem: Memory,
@@ -414,7 +447,8 @@ def test_history_reads_about_what_it_returns(
         want = check_history(b.model, h, leaf or b.model.active, max_tokens, max_messages, enc)
         note(f"rows_read={h.rows_read} returned={len(h.messages)} depth={len(ids)}")
         if get_tokenizer(enc).name == mem.core.rt.tokenizer.name:
-            assert h.rows_read <= len(h.messages) + want.system + STORE_SLACK
+            refused = read_to_refuse(want, max_tokens, max_messages, enc)
+            assert h.rows_read <= len(h.messages) + want.system + refused + STORE_SLACK
         else:
             dropped = len(want.body[-want.kept_turns - 1]) if want.truncated else 0
             assert h.rows_read <= len(h.messages) + dropped + want.system + OTHER_SLACK
