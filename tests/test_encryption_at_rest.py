@@ -160,6 +160,31 @@ def test_a_text_starting_with_the_seal_mark_is_refused(home: Path, encrypted: bo
             assert mem.messages.append(scope, cid, role="user", content=near).content == near
 
 
+def test_a_native_export_of_an_encrypted_store_imports_back_with_its_keyring(
+    home: Path,
+) -> None:
+    """docs/operations.md, Exports: the sealed values cross as stored, with no key in the
+    export, and open again in a store of the same keyring."""
+    s = settings(home)
+    lines: list[str] = []
+    with Memory.open(f"sqlite:///{(home / 'a.db').as_posix()}", settings=s) as a:
+        cid = a.conversations.create(ALICE, title="trip plans").id
+        a.messages.append(ALICE, cid, role="user", content=f"I keep {ALICE_WORDS} at home")
+        a.facts.add(ALICE, "User keeps a violin at home")
+        a.transfer.export(lines.append)
+    exported = "\n".join(lines)
+    assert ALICE_WORDS not in exported
+    assert "trip plans" not in exported
+    assert "violin" not in exported
+    assert "\\u001bms1:" in exported or "\x1bms1:" in exported  # sealed, as stored
+    with Memory.open(f"sqlite:///{(home / 'b.db').as_posix()}", settings=s) as b:
+        b.transfer.import_(lines)
+        assert texts(b, ALICE, cid) == [f"I keep {ALICE_WORDS} at home"]
+        assert b.conversations.get(ALICE, cid).title == "trip plans"
+        assert [f.content for f in b.facts.list(ALICE).items] == ["User keeps a violin at home"]
+        assert cid in {h.conversation_id for h in b.recall.search(ALICE, ALICE_WORDS)}
+
+
 def test_sqlite_files_and_wal_hold_no_plain_text(home: Path) -> None:
     mem = Memory.open(settings=settings(home))
     ids = fill(mem)
