@@ -465,17 +465,21 @@ def delete_for_messages(conversation_id: str, ids: Sequence[str]) -> Op[None]:
         if isinstance(payload, dict) and payload.get("leaf_id") in gone:
             payload = {**payload, "leaf_id": None}
             if not gone.intersection(_strings(payload)):
-                repointed.append((jid, payload))
+                repointed.append((jid, payload, text))
                 continue
         doomed.append(jid)
-    for jid, payload in repointed:
+    for jid, payload, was in repointed:
+        # Only the payload read: an enqueue merged meanwhile named a leaf that is still there.
         yield Exec(
-            "UPDATE jobs SET payload = ? WHERE id = ? AND status = 'queued'",
-            (dump_json(payload), jid),
+            "UPDATE jobs SET payload = ? WHERE id = ? AND status = 'queued' AND payload = ?",
+            (dump_json(payload), jid, was),
         )
     for start in range(0, len(doomed), 500):
         batch = doomed[start : start + 500]
-        yield Exec(f"DELETE FROM jobs WHERE id IN ({placeholders(len(batch))})", batch)
+        yield Exec(
+            f"DELETE FROM jobs WHERE id IN ({placeholders(len(batch))}) AND status = 'queued'",
+            batch,
+        )
 
 
 def _strings(value: Any) -> set[str]:
