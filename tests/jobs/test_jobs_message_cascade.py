@@ -69,3 +69,25 @@ def test_a_job_naming_a_deleted_message_elsewhere_goes(memory: Memory) -> None:
     assert about.id not in ids
     assert both.id not in ids
     assert untouched.id in ids
+
+
+def test_a_finished_job_keeps_its_record_but_not_the_id(memory: Memory) -> None:
+    """A job that ran up to a message that is later deleted: the receipt verifies (it said
+    ``jobs.payload: 1 rows contain a deleted id``), and the job's record stays."""
+    memory.jobs.register("custom.upto", lambda job, m: None)
+    memory.jobs.register("custom.about", lambda job, m: None)
+    scope = fresh_scope()
+    conv = memory.conversations.create(scope)
+    memory.messages.append(scope, conv.id, role="user", content="hello there")
+    m = memory.messages.append(scope, conv.id, role="assistant", content="hi")
+    upto = memory.jobs.enqueue(
+        scope, "custom.upto", payload={"leaf_id": m.id}, conversation_id=conv.id
+    )
+    about = memory.jobs.enqueue(scope, "custom.about", payload={"m": m.id}, conversation_id=conv.id)
+    assert memory.jobs.run_pending(["custom.upto", "custom.about"]) == 2
+    receipt = memory.messages.delete(scope, conv.id, m.id)
+    assert receipt.verified is True, receipt.findings
+    jobs = {j.id: j for j in memory.jobs.list(tenant=scope.tenant, user=scope.user).items}
+    assert jobs[upto.id].status.value == "done"
+    assert jobs[upto.id].payload == {"leaf_id": None}
+    assert about.id not in jobs

@@ -446,19 +446,21 @@ def delete_for_conversations(ids: Sequence[str]) -> Op[None]:
 
 
 def delete_for_messages(conversation_id: str, ids: Sequence[str]) -> Op[None]:
-    """Cascade step: no queued job keeps a deleted message's id (the deletion's receipt
-    scans for it). A compaction or extraction up to a deleted leaf (``leaf_id``) still has
-    the rest of the conversation to do: its leaf becomes null, the active leaf when it runs
-    (where the deletion moved it). A job naming a deleted message anywhere else in its
-    payload has nothing left to do; it goes. A running job finishes or fails on its own."""
+    """Cascade step: no job keeps a deleted message's id (the deletion's receipt scans for
+    it), whatever its status.
+
+    A job up to a deleted leaf (``leaf_id``: a compaction or an extraction) keeps its place
+    with a null leaf: queued, it runs on the active leaf, where the deletion moved it (the
+    rest of the conversation still needs it); finished, its record stays. A job naming a
+    deleted message anywhere else in its payload goes, unless it is running (it finishes
+    or fails on its own; its handler has the payload already)."""
     rows = yield Query(
-        "SELECT id, payload FROM jobs WHERE conversation_id = ? AND status = 'queued' "
-        "AND payload IS NOT NULL",
+        "SELECT id, payload, status FROM jobs WHERE conversation_id = ? AND payload IS NOT NULL",
         (conversation_id,),
     )
     gone = set(ids)
     doomed, repointed = [], []
-    for jid, text in rows:
+    for jid, text, status in rows:
         payload = json.loads(text)
         if not gone.intersection(_strings(payload)):
             continue
@@ -467,17 +469,18 @@ def delete_for_messages(conversation_id: str, ids: Sequence[str]) -> Op[None]:
             if not gone.intersection(_strings(payload)):
                 repointed.append((jid, payload, text))
                 continue
-        doomed.append(jid)
+        if status != "running":
+            doomed.append(jid)
     for jid, payload, was in repointed:
         # Only the payload read: an enqueue merged meanwhile named a leaf that is still there.
         yield Exec(
-            "UPDATE jobs SET payload = ? WHERE id = ? AND status = 'queued' AND payload = ?",
+            "UPDATE jobs SET payload = ? WHERE id = ? AND payload = ?",
             (dump_json(payload), jid, was),
         )
     for start in range(0, len(doomed), 500):
         batch = doomed[start : start + 500]
         yield Exec(
-            f"DELETE FROM jobs WHERE id IN ({placeholders(len(batch))}) AND status = 'queued'",
+            f"DELETE FROM jobs WHERE id IN ({placeholders(len(batch))}) AND status <> 'running'",
             batch,
         )
 
