@@ -38,6 +38,7 @@ NAMES = {
     "aget": "get",
     "aput": "put",
     "alist_prefix": "list_prefix",
+    "aerase": "erase",
 }
 
 

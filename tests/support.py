@@ -8,6 +8,7 @@ naming what to start; with CI=true the conftest turns such a skip into a failure
 from __future__ import annotations
 
 import contextlib
+import gzip
 import hashlib
 import importlib.util
 import os
@@ -31,7 +32,11 @@ import pytest
 
 from memstrata import Memory
 from memstrata.api.core import Core
+from memstrata.blobs import Blob, BlobMeta, BlobOp, Get, List
 from memstrata.config import Settings
+from memstrata.keyring import create_master_key
+from memstrata.nodes.layout import ROOT
+from memstrata.nodes.service import blobs_for
 from memstrata.runtime import Limits, Runtime
 from memstrata.storage.plan import Exec, Op, Query, Request, read
 from memstrata.tokens import get_tokenizer
@@ -531,3 +536,31 @@ def tiny_bert(
             w[f"{p}{ln}.weight"] = 1 + r(h)
             w[f"{p}{ln}.bias"] = r(h)
     return w, cfg
+
+
+def node_objects_holding(mem: Memory, word: str) -> list[str]:
+    """Keys of every node memory object whose (unpacked) bytes hold ``word``: reads them all."""
+
+    def op() -> BlobOp[list[str]]:
+        found = []
+        metas: list[BlobMeta] = yield List(f"{ROOT}/")
+        for meta in metas:
+            blob: Blob = yield Get(meta.key)
+            if word.encode() in gzip.decompress(blob.data):
+                found.append(meta.key)
+        return found
+
+    return blobs_for(mem.core).run(op())
+
+
+def sealed_settings(home: Path) -> Settings:
+    """Settings of a store under ``home`` with encryption at rest (a new master key)."""
+    key = home / "master.key"
+    create_master_key(key)
+    return Settings(
+        home=home,
+        worker="off",
+        encrypt_at_rest=True,
+        master_key_file=key,
+        keyring=str(home / "keyring"),
+    )

@@ -3,7 +3,6 @@ prefix, a verification scan that finds nothing left, ids but never content, scop
 
 from __future__ import annotations
 
-import gzip
 import json
 import uuid
 from collections.abc import Sequence
@@ -11,13 +10,11 @@ from collections.abc import Sequence
 import pytest
 
 from memstrata import Memory, Scope
-from memstrata.blobs import Blob, BlobMeta, BlobOp, Get, List
 from memstrata.errors import NotFound
-from memstrata.nodes.layout import ROOT
-from memstrata.nodes.service import blobs_for
 from memstrata.receipts import Receipt, UserDeleted
 from memstrata.receipts.verify import SKIPPED
 from memstrata.storage.plan import Exec, Op, Query, read, write
+from support import node_objects_holding
 
 T = "rcpt"
 
@@ -64,21 +61,6 @@ def canary_rows(mem: Memory, canary: str) -> list[str]:
     return mem.core.engine.run(read(op))
 
 
-def canary_blobs(mem: Memory, canary: str) -> list[str]:
-    """Keys of every node memory object holding the canary (reads every object)."""
-
-    def op() -> BlobOp[list[str]]:
-        found = []
-        metas: list[BlobMeta] = yield List(f"{ROOT}/")
-        for meta in metas:
-            blob: Blob = yield Get(meta.key)
-            if canary.encode() in gzip.decompress(blob.data):
-                found.append(meta.key)
-        return found
-
-    return blobs_for(mem.core).run(op())
-
-
 def plant(mem: Memory, scope: Scope, canary: str) -> str:
     """A conversation with the canary in messages (and so the recall index), a fact, working
     memory (user-wide and per conversation), a plan, a snapshot, a checkpoint, node memory
@@ -105,7 +87,7 @@ def test_user_deletion_receipt_counts_and_verifies_with_no_canary_left(memory: M
     cid = plant(memory, scope, canary)
     second = memory.conversations.create(scope).id
     assert canary_rows(memory, canary)  # the plant landed
-    assert canary_blobs(memory, canary)
+    assert node_objects_holding(memory, canary)
 
     done = memory.users.delete(scope)
     assert isinstance(done, UserDeleted)
@@ -128,7 +110,7 @@ def test_user_deletion_receipt_counts_and_verifies_with_no_canary_left(memory: M
 
     # An independent scan agrees: the canary is nowhere, not even in the receipt.
     assert canary_rows(memory, canary) == []
-    assert canary_blobs(memory, canary) == []
+    assert node_objects_holding(memory, canary) == []
     assert canary not in json.dumps(r.to_dict())
     # Stored: the tenant's admins read it back as returned.
     assert memory.receipts.get(T, r.id) == r
@@ -170,7 +152,7 @@ def test_conversation_receipt(memory: Memory) -> None:
     left = canary_rows(memory, canary)
     assert any(x.startswith("facts.") for x in left)
     assert not any(x.startswith(("messages.", "plans.", "conversations.")) for x in left)
-    assert canary_blobs(memory, canary) == []
+    assert node_objects_holding(memory, canary) == []
     assert canary not in json.dumps(r.to_dict())
     assert memory.history(scope, kept.id).messages  # another conversation untouched
 

@@ -101,7 +101,7 @@ _AFTER_13 = {"provenance", "usage"}  # features whose tables arrive after migrat
 # Later migrations the code of today cannot run without (message forks, vector versions,
 # context prefixes, which a message delete clears, message positions, parent seqs, the
 # token counts and the flush mark of recall's rows), applied to the old store first.
-_EARLY = (19, 20, 23, 24, 26, 31, 32, 33)
+_EARLY = (19, 20, 23, 24, 26, 31, 32, 33, 34)
 
 
 @pytest.fixture(
@@ -211,10 +211,10 @@ def test_finding12_a_store_at_migration_13_upgrades(
         old.recall.search(ALICE, "Oslo")  # opening the index copies the rows back
         bare = sorted(m.id for m in stored)
         assert _vector_ids(old) == (bare, bare if derived else [])
-        # Positions (24), parent seqs (26), recall's token counts (31), flush mark (32) and
-        # keyword index by owner and word (33) came early only for today's append to run:
-        # take them away, so the upgrade adds them after 14 (whose table rebuilds they
-        # would not survive). On SQLite the old keyword index gets its rows back as they
+        # Positions (24), parent seqs (26), recall's token counts (31), flush mark (32),
+        # keyword index by owner and word (33) and node turns' erasure mark (34) came early
+        # only for today's append and delete to run: take them away, so the upgrade adds
+        # them after 14 (whose table rebuilds they would not survive). On SQLite the old keyword index gets its rows back as they
         # were written then (the owner's token beside the text), for 33 to carry over.
         _write_rows(
             old,
@@ -224,8 +224,9 @@ def test_finding12_a_store_at_migration_13_upgrades(
             "ALTER TABLE messages DROP COLUMN parent_seq",
             "ALTER TABLE recall_docs DROP COLUMN token_count",
             "DROP TABLE IF EXISTS recall_marks",
+            "ALTER TABLE node_turn_ids DROP COLUMN erasing",
             *(_OLD_KEYWORD_INDEX if url.startswith("sqlite") else ()),
-            "DELETE FROM schema_migrations WHERE version IN (24, 26, 31, 32, 33)",
+            "DELETE FROM schema_migrations WHERE version IN (24, 26, 31, 32, 33, 34)",
         )
     finally:
         old.close()

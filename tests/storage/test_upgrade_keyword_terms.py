@@ -11,12 +11,17 @@ from typing import Any
 
 from memstrata import Memory, Scope
 from memstrata.config import Settings
-from memstrata.keyring import create_master_key
 from memstrata.sealing import owner_prefix
 from memstrata.storage.plan import Exec, Query, read, write
 from memstrata.storage.recall_tables import RECALL_KEYWORDS
 from memstrata.storage.schema import MIGRATIONS
-from support import old_owner_token, postgres_schema, postgres_url_for, store_file
+from support import (
+    old_owner_token,
+    postgres_schema,
+    postgres_url_for,
+    sealed_settings,
+    store_file,
+)
 
 ALICE = Scope("acme", "alice")
 BOB = Scope("acme", "bob")
@@ -128,15 +133,7 @@ def test_a_plain_store_is_carried_over_and_searches_alike(tmp_path: Path) -> Non
 
 
 def test_a_sealed_store_keeps_its_hashed_tokens(tmp_path: Path) -> None:
-    key = tmp_path / "master.key"
-    create_master_key(key)
-    settings = Settings(
-        home=tmp_path,
-        worker="off",
-        encrypt_at_rest=True,
-        master_key_file=key,
-        keyring=str(tmp_path / "keyring"),
-    )
+    settings = sealed_settings(tmp_path)
     # The old index held the hashed tokens themselves (today's rows, owner by owner).
     fill = (
         "INSERT INTO recall_fts (rowid, owner, body) SELECT t.rowid, '{owner}', t.body "

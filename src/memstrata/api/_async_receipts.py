@@ -20,6 +20,7 @@ from functools import partial
 from memstrata.api._async_base import AsyncSubAPI
 from memstrata.api.core import Core
 from memstrata.errors import MemstrataError, NotFound
+from memstrata.nodes.ops import ERASE_JOB
 from memstrata.nodes.service import blobs_for
 from memstrata.receipts import Receipt, verify
 from memstrata.receipts import blobs as receipt_blobs
@@ -55,6 +56,13 @@ async def settle(core: Core, deletion: Deletion) -> Receipt:
         else:
             more["jobs"] = await core.engine.arun(
                 write(lambda: receipt_ops.drop_purge_jobs(prefixes))
+            )
+    if receipt.kind == "message":  # its node memories' turns go now (or by the queued job)
+        try:
+            more["node_turn_ids"] = await core.nodes.aerase(receipt.subject_ids[0])
+        except MemstrataError as exc:
+            found.append(
+                f"node memory: turns not erased now ({exc.code}); the queued {ERASE_JOB} job will"
             )
     inline_max = core.settings.receipts_inline_scan_max_messages
     if receipt.kind == "user":  # the scan reads the whole store

@@ -1,6 +1,6 @@
 """What node memory adds to an opened memory: its kit (the blob store), its jobs, and
 the cascade steps (a deleted conversation's node memories, and their blob prefixes for
-deletion receipts)."""
+deletion receipts; a deleted message's turns, erased after the deletion commits)."""
 
 from __future__ import annotations
 
@@ -24,8 +24,10 @@ def install(core: Core) -> NodesKit:
     kit = NodesKit(core.engine, core.open_blob_store, core.sealer)
     core.rt.cascade.on_conversation_delete(ops.cascade_step(core.rt))
     core.rt.cascade.on_conversation_blobs(_node_blob_prefixes)
+    core.rt.cascade.on_messages_delete(ops.erase_step(core.rt))
     core.jobs.register(ops.PURGE_JOB, kit.purge_job)
     core.jobs.register(ops.COMPACT_JOB, kit.compact_job, lease_s=120.0)
+    core.jobs.register(ops.ERASE_JOB, kit.erase_job, lease_s=120.0)
     return kit
 
 

@@ -24,7 +24,7 @@ the place of the first turns, which stay in the log.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -38,6 +38,7 @@ __all__ = [
     "Manifest",
     "compact",
     "count_turns",
+    "drop_messages",
     "message_log",
     "purge",
     "read_newest_first",
@@ -174,9 +175,10 @@ def read_newest_first(
     )
 
 
-def compact(prefix: str, min_segments: int) -> BlobOp[int]:
-    """Fold the loose segments into one chunk; returns how many segments were absorbed
-    (0: too few, another compaction won, or nothing readable)."""
+def _settled(prefix: str) -> BlobOp[tuple[list[str], Manifest]]:
+    """The latest checkpoint and the loose segment keys beside it (oldest first), after
+    deleting what earlier compactions left behind: the segments the latest checkpoint
+    absorbed and the checkpoints before it."""
     ckpts: list[BlobMeta] = yield List(f"{prefix}ckpt/")
     manifest = Manifest()
     keys = sorted(m.key for m in ckpts)
@@ -190,6 +192,35 @@ def compact(prefix: str, min_segments: int) -> BlobOp[int]:
         yield Delete(tuple(keys[:-1]))
     segs: list[BlobMeta] = yield List(f"{prefix}seg/")
     loose = sorted(m.key for m in segs if _name(m.key) not in manifest.absorbed)
+    return loose, manifest
+
+
+def _commit(
+    prefix: str, base: Manifest, keep: int, turns: list[dict[str, Any]], taken: list[str]
+) -> BlobOp[bool]:
+    """Write ``turns`` as a new chunk and the checkpoint after ``base`` holding the first
+    ``keep`` of its chunks then the new one, absorbing the segments ``taken``; False
+    (nothing left behind) when another compaction wrote that checkpoint first."""
+    chunk = new_id()
+    yield Put(f"{prefix}chunk/{chunk}", encode("chunk", {"turns": turns}), "create")
+    nxt = Manifest(
+        seq=base.seq + 1,
+        chunks=(*base.chunks[:keep], chunk),
+        chunk_turns=(*base.chunk_turns[:keep], len(turns)),
+        absorbed=frozenset(taken),
+    )
+    try:
+        yield Put(_ckpt_key(prefix, nxt.seq), encode("checkpoint", nxt.to_body()), "create")
+    except PreconditionFailed:
+        yield Delete((f"{prefix}chunk/{chunk}",))  # lost the race: our chunk is unreferenced
+        return False
+    return True
+
+
+def compact(prefix: str, min_segments: int) -> BlobOp[int]:
+    """Fold the loose segments into one chunk; returns how many segments were absorbed
+    (0: too few, another compaction won, or nothing readable)."""
+    loose, manifest = yield from _settled(prefix)
     if len(loose) < min_segments:
         return 0
     turns: list[dict[str, Any]] = []
@@ -203,21 +234,64 @@ def compact(prefix: str, min_segments: int) -> BlobOp[int]:
         taken.append(_name(key))
     if not taken:
         return 0
-    chunk = new_id()
-    yield Put(f"{prefix}chunk/{chunk}", encode("chunk", {"turns": turns}), "create")
-    nxt = Manifest(
-        seq=manifest.seq + 1,
-        chunks=(*manifest.chunks, chunk),
-        chunk_turns=(*manifest.chunk_turns, len(turns)),
-        absorbed=frozenset(taken),
-    )
-    try:
-        yield Put(_ckpt_key(prefix, nxt.seq), encode("checkpoint", nxt.to_body()), "create")
-    except PreconditionFailed:
-        yield Delete((f"{prefix}chunk/{chunk}",))  # lost the race: our chunk is unreferenced
+    if not (yield from _commit(prefix, manifest, len(manifest.chunks), turns, taken)):
         return 0
     yield Delete(tuple(f"{prefix}seg/{n}" for n in taken))
     return len(taken)
+
+
+def drop_messages(prefix: str, message_ids: Collection[str]) -> BlobOp[tuple[int, int]]:
+    """Rewrite the generation without any turn of ``message_ids`` (every revision): all of
+    it becomes one chunk under a new checkpoint, and the objects that held those turns
+    are deleted. Returns the turns removed and the loose segments absorbed.
+
+    A chunk no checkpoint names that holds such a turn (left by a crash between a
+    rewrite's checkpoint and its deletes, or by a compaction that has lost its race)
+    is deleted too. A damaged object raises Corruption: whether it holds such a turn
+    cannot be told, so the erasure is not reported done.
+    """
+    ids = set(message_ids)
+
+    def holds(turns: list[Turn]) -> bool:
+        return any(t.message_id in ids for t in turns)
+
+    for _ in range(READ_ATTEMPTS):
+        loose, manifest = yield from _settled(prefix)
+        kept: list[dict[str, Any]] = []
+        removed = 0
+        try:
+            for key, kind in reversed(list(_sources(prefix, loose, manifest))):  # oldest first
+                blob = yield Get(key)
+                for turn in decode_turns(blob.data, key, kind):
+                    if turn.message_id in ids:
+                        removed += 1
+                    else:
+                        kept.append(turn.to_json())
+            named = set(manifest.chunks)
+            stray: list[str] = []
+            for meta in (yield from listing(f"{prefix}chunk/")):
+                if _name(meta.key) not in named:
+                    blob = yield Get(meta.key)
+                    if holds(decode_turns(blob.data, meta.key, "chunk")):
+                        stray.append(meta.key)
+        except NotFound:
+            continue  # a compaction moved things under us: start over
+        # A stray chunk may belong to a compaction still running; it can no longer win
+        # once a checkpoint past the one it read exists: here, when nothing is left to
+        # remove, or once this rewrite's checkpoint is written.
+        if not removed:
+            if stray:
+                yield Delete(tuple(stray))
+            return 0, 0
+        taken = [_name(k) for k in loose]
+        if not (yield from _commit(prefix, manifest, 0, kept, taken)):
+            continue
+        old = [f"{prefix}chunk/{n}" for n in manifest.chunks]
+        yield Delete(tuple(old + loose + stray))
+        return removed, len(taken)
+    raise BackendUnavailable(
+        f"node memory {prefix} kept changing while its turns were erased; try again", key=prefix
+    )
 
 
 def listing(prefix: str) -> BlobOp[list[BlobMeta]]:

@@ -21,18 +21,23 @@ from memstrata.jobs import ops as jobs_ops
 from memstrata.nodes import turn_ids
 from memstrata.nodes.layout import NodeKey
 from memstrata.runtime import Runtime
-from memstrata.storage.cascade import ConversationStep
+from memstrata.storage.cascade import ConversationStep, MessageStep
 from memstrata.storage.plan import Exec, Op, Query
 from memstrata.storage.sql import placeholders
 from memstrata.types import Scope
 
 __all__ = [
     "COMPACT_JOB",
+    "ERASE_JOB",
     "PURGE_JOB",
+    "Erasure",
     "GcReport",
     "IndexRow",
     "cascade_step",
     "compare",
+    "erase_step",
+    "erased",
+    "erasures",
     "generation",
     "is_stored",
     "owners",
@@ -44,6 +49,8 @@ __all__ = [
 
 PURGE_JOB = "nodes.purge"
 COMPACT_JOB = "nodes.compact"
+#: Rewrites a conversation's node memories without the turns of its deleted messages.
+ERASE_JOB = "nodes.erase"
 
 _KEY = "conversation_id = ? AND app_id = ? AND node_id = ?"
 
@@ -68,6 +75,21 @@ class GcReport:
             "bytes": self.bytes,
             "dry_run": self.dry_run,
         }
+
+
+@dataclass(frozen=True, slots=True)
+class Erasure:
+    """Turns to erase from one node memory's readable generation: those of deleted
+    messages (``message_ids``), sealed for ``user``, the conversation's owner."""
+
+    key: NodeKey
+    generation: str
+    user: str
+    message_ids: tuple[str, ...]
+
+    @property
+    def prefix(self) -> str:
+        return self.key.prefix(self.generation)
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,3 +251,65 @@ def cascade_step(rt: Runtime) -> ConversationStep:
         yield from _drop(rt, rows, enqueue=True)
 
     return step
+
+
+def erase_step(rt: Runtime) -> MessageStep:
+    """The message-delete step: mark the deleted messages' ids in the conversation's node
+    memories and queue the job that erases their turns (merged into one queued per
+    conversation). The deletion's receipt runs the erasure at once; the job is what
+    remains if that cannot happen now (a crash, the blob store down)."""
+
+    def step(conversation_id: str, ids: Sequence[str]) -> Op[None]:
+        if not (yield from turn_ids.mark_erasing(conversation_id, ids)):
+            return
+        rows = yield Query(
+            "SELECT tenant_id, user_id FROM conversations WHERE id = ?", (conversation_id,)
+        )
+        tenant, user = rows[0]
+        yield from jobs_ops.enqueue(
+            job_id=rt.make_id(),
+            kind=ERASE_JOB,
+            key=conversation_id,
+            tenant=str(tenant),
+            user=str(user),
+            agent=None,
+            conversation_id=conversation_id,  # the conversation's deletion purges it all
+            payload={},
+            flags=None,
+            delay_s=0.0,
+            max_wait_s=0.0,
+            max_attempts=10,
+            now=rt.clock(),
+        )
+
+    return step
+
+
+def erasures(conversation_id: str) -> Op[list[Erasure]]:
+    """The node memories of a conversation with turns of deleted messages still stored."""
+    rows = yield Query(
+        "SELECT n.tenant_id, n.app_id, n.node_id, n.generation, c.user_id, t.message_id "
+        "FROM node_turn_ids t JOIN node_memories n ON n.conversation_id = t.conversation_id "
+        "AND n.app_id = t.app_id AND n.node_id = t.node_id AND n.generation = t.generation "
+        "JOIN conversations c ON c.id = n.conversation_id "
+        "WHERE t.conversation_id = ? AND t.erasing = 1 "
+        "ORDER BY n.app_id, n.node_id, t.message_id",
+        (conversation_id,),
+    )
+    found: dict[tuple[str, str, str, str, str], list[str]] = {}
+    for tenant, app, node, gen, user, mid in rows:
+        found.setdefault((str(tenant), str(app), str(node), str(gen), str(user)), []).append(
+            str(mid)
+        )
+    return [
+        Erasure(NodeKey(tenant, app, conversation_id, node), gen, user, tuple(ids))
+        for (tenant, app, node, gen, user), ids in found.items()
+    ]
+
+
+def erased(erasure: Erasure, absorbed: int) -> Op[int]:
+    """After the blobs were rewritten: drop the marked rows (returns how many) and count
+    the segments the rewrite absorbed as compacted."""
+    yield from compacted(erasure.key, erasure.generation, absorbed)
+    n = yield from turn_ids.erased(erasure.key, erasure.generation, erasure.message_ids)
+    return n

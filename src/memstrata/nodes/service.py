@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, TypeVar
 
 from memstrata.blobs import BlobOp, Blobs, BlobStore
 from memstrata.nodes import log
 from memstrata.nodes import ops as nodes_ops
 from memstrata.nodes.layout import NodeKey
+from memstrata.nodes.ops import Erasure
 from memstrata.nodes.sealed import sealed
-from memstrata.storage.plan import write
+from memstrata.storage.plan import read, write
 
 if TYPE_CHECKING:
     from memstrata.api.core import Core
@@ -20,7 +22,13 @@ if TYPE_CHECKING:
     from memstrata.sealing import Sealer
     from memstrata.storage.engine import Engine
 
-__all__ = ["COMPACT_AFTER", "NodesKit", "blobs_for", "owned", "use_blob_store"]
+__all__ = [
+    "COMPACT_AFTER",
+    "NodesKit",
+    "blobs_for",
+    "owned",
+    "use_blob_store",
+]
 
 T = TypeVar("T")
 
@@ -58,6 +66,35 @@ class NodesKit:
     def purge_job(self, job: Job, _context: object) -> None:
         """Delete the objects of a node memory generation that the index no longer names."""
         self.blobs.run(log.purge(str(job.payload["prefix"])))
+
+    def _erasing(self, erasure: Erasure) -> BlobOp[tuple[int, int]]:
+        dropping = log.drop_messages(erasure.prefix, erasure.message_ids)
+        return sealed(dropping, self._sealer, erasure.key.tenant, erasure.user)
+
+    def erase_job(self, job: Job, _context: object) -> None:
+        """Rewrite the job's conversation's node memories without the turns of its deleted
+        messages (what a deletion's receipt could not do at once)."""
+        if job.conversation_id is not None:
+            self.erase(job.conversation_id)
+
+    def erase(self, conversation_id: str) -> int:
+        """Erase the turns of the conversation's deleted messages from its node memories;
+        returns the marked rows dropped."""
+        found = self._engine.run(read(partial(nodes_ops.erasures, conversation_id)))
+        rows = 0
+        for erasure in found:
+            _, absorbed = self.blobs.run(self._erasing(erasure))
+            rows += self._engine.run(write(partial(nodes_ops.erased, erasure, absorbed)))
+        return rows
+
+    async def aerase(self, conversation_id: str) -> int:
+        """:meth:`erase`, on the event loop (a deletion's receipt, before its scan)."""
+        found = await self._engine.arun(read(partial(nodes_ops.erasures, conversation_id)))
+        rows = 0
+        for erasure in found:
+            _, absorbed = await self.blobs.arun(self._erasing(erasure))
+            rows += await self._engine.arun(write(partial(nodes_ops.erased, erasure, absorbed)))
+        return rows
 
     def compact_job(self, job: Job, _context: object) -> None:
         """Fold a generation's loose segments into one, and record what it absorbed."""

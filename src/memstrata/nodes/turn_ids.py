@@ -25,7 +25,16 @@ from memstrata.sealing import content_hash
 from memstrata.storage.plan import Exec, Op, Query
 from memstrata.storage.sql import placeholders
 
-__all__ = ["Digests", "digests", "forget", "known", "record", "turn_digest"]
+__all__ = [
+    "Digests",
+    "digests",
+    "erased",
+    "forget",
+    "known",
+    "mark_erasing",
+    "record",
+    "turn_digest",
+]
 
 _KEY = "conversation_id = ? AND app_id = ? AND node_id = ? AND generation = ?"
 
@@ -76,6 +85,28 @@ def record(key: NodeKey, generation: str, ids: dict[str, str], now: int) -> Op[N
 
 def forget(key: NodeKey, generation: str) -> Op[None]:
     yield Exec(f"DELETE FROM node_turn_ids WHERE {_KEY}", _key(key, generation))
+
+
+def mark_erasing(conversation_id: str, message_ids: Sequence[str]) -> Op[int]:
+    """Mark the recorded ids of deleted messages in every node memory of the conversation
+    (their turns are to be erased from the blobs); returns how many rows were marked."""
+    marks = placeholders(len(message_ids))
+    n = yield Exec(
+        "UPDATE node_turn_ids SET erasing = 1 "
+        f"WHERE conversation_id = ? AND message_id IN ({marks}) AND erasing = 0",
+        (conversation_id, *message_ids),
+    )
+    return int(n)
+
+
+def erased(key: NodeKey, generation: str, message_ids: Sequence[str]) -> Op[int]:
+    """Drop the marked rows of ``message_ids`` once their turns are gone from the blobs."""
+    marks = placeholders(len(message_ids))
+    n = yield Exec(
+        f"DELETE FROM node_turn_ids WHERE {_KEY} AND erasing = 1 AND message_id IN ({marks})",
+        (*_key(key, generation), *message_ids),
+    )
+    return int(n)
 
 
 def turn_digest(turns: Iterable[Turn], key: bytes | None = None) -> str:

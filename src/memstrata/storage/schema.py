@@ -31,6 +31,7 @@ from memstrata.storage.tables import (
     JOB_TABLES,
     LONGTERM_TABLES,
     NODE_TABLES,
+    NODE_TURN_ERASING,
     NODE_TURN_TABLES,
     PROVENANCE_TABLES,
     RECEIPT_TABLES,
@@ -389,6 +390,12 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
             "recall: a keyword index whose tokens name their owner and word, so a search "
             "reads no other owner's rows and none of the owner's rows without the word",
             RECALL_TERMS[dialect],
+        ),
+        Migration(
+            34,
+            "node memories: a mark on the turn ids of deleted messages, so their turns' "
+            "erasure from the blobs survives a crash",
+            (NODE_TURN_ERASING,),
         ),
     )
     for dialect in TYPES

@@ -9,6 +9,7 @@ __all__ = [
     "JOB_TABLES",
     "LONGTERM_TABLES",
     "NODE_TABLES",
+    "NODE_TURN_ERASING",
     "NODE_TURN_TABLES",
     "PROVENANCE_TABLES",
     "RETENTION_TABLES",
@@ -260,6 +261,11 @@ NODE_TURN_TABLES = (
         PRIMARY KEY (conversation_id, app_id, node_id, generation, message_id)
     )""",
 )
+
+# Node memory turns of deleted messages (migration 34): the deletion marks their ids in the
+# same transaction, and the blobs are rewritten without them afterwards (inline, or by the
+# ``nodes.erase`` job after a crash); the marked rows go once the turns are gone.
+NODE_TURN_ERASING = "ALTER TABLE node_turn_ids ADD COLUMN erasing INTEGER NOT NULL DEFAULT 0"
 
 # Deleting one message finds its vectors without a scan (migration 11).
 VECTORS_BY_MESSAGE = "CREATE INDEX vectors_message ON vectors (conversation_id, message_id)"

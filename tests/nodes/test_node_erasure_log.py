@@ -1,0 +1,169 @@
+"""The rewrite that erases a deleted message's turns from a node memory's objects, stepped
+by hand against a store: a compaction racing it, a crash between its checkpoint and its
+deletes, and a compaction still running when it commits. Readers see every other turn
+once, and no object keeps an erased turn."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from memstrata.backends.registry import open_blob_store
+from memstrata.blobs import BlobOp, BlobRequest, Blobs, BlobStore, Delete, Put
+from memstrata.config import Settings
+from memstrata.domain.nodes import Turn
+from memstrata.errors import MemstrataError
+from memstrata.ids import UUID_NIL
+from memstrata.nodes import log
+from memstrata.nodes.layout import NodeKey, decode_turns
+
+PREFIX = NodeKey("t", "app", "conv", "node").prefix("gen1")
+GONE = "m-gone"
+
+
+def _turn(mid: str, text: str) -> Turn:
+    return Turn(
+        uid=f"u-{mid}-{text}",
+        message_id=mid,
+        parent_message_id=UUID_NIL,
+        user_content=text,
+        user_files=(),
+        assistant_content="",
+        assistant_files=(),
+        created_at=1,
+    )
+
+
+class Stepper:
+    """Drives a blob operation one request at a time against ``store``."""
+
+    def __init__(self, op: BlobOp[Any], store: BlobStore) -> None:
+        self.op, self.blobs = op, Blobs(store)
+        self.request: BlobRequest | None = next(op)
+        self.value: Any = None
+
+    def step(self) -> None:
+        assert self.request is not None
+        try:
+            reply, error = self.blobs.execute(self.request), None
+        except MemstrataError as exc:
+            reply, error = None, exc
+        try:
+            self.request = self.op.throw(error) if error else self.op.send(reply)
+        except StopIteration as stop:
+            self.request, self.value = None, stop.value
+
+    def until(self, pending: Callable[[BlobRequest], bool]) -> BlobRequest:
+        """Run up to the first request for which ``pending`` holds (not run yet)."""
+        while self.request is not None and not pending(self.request):
+            self.step()
+        assert self.request is not None, "the operation finished first"
+        return self.request
+
+    def finish(self) -> Any:
+        while self.request is not None:
+            self.step()
+        return self.value
+
+
+def _run(op: BlobOp[Any], store: BlobStore) -> Any:
+    return Stepper(op, store).finish()
+
+
+def _checkpoint_put(request: BlobRequest) -> bool:
+    return isinstance(request, Put) and "/ckpt/" in request.key
+
+
+def _store(tmp_path: Path) -> BlobStore:
+    return open_blob_store("memory://", Settings(home=tmp_path, worker="off"))
+
+
+def _plant(store: BlobStore) -> None:
+    """A chunk (a kept turn and one to erase) and two loose segments (one of each)."""
+    _run(log.write_segment(PREFIX, [_turn("m1", "kept one"), _turn(GONE, "secret one")]), store)
+    assert _run(log.compact(PREFIX, min_segments=1), store) == 1
+    _run(log.write_segment(PREFIX, [_turn(GONE, "secret two")]), store)
+    _run(log.write_segment(PREFIX, [_turn("m2", "kept two")]), store)
+
+
+def _readable(store: BlobStore) -> list[str]:
+    """Every turn a reader sees, oldest first."""
+    collected: list[Turn] = []
+
+    class Collect:
+        done = False
+
+        def feed(self, turns: list[Turn]) -> bool:
+            collected.extend(turns)
+            return False
+
+    _run(log.read_newest_first(PREFIX, Collect), store)
+    return [t.user_content for t in reversed(collected)]
+
+
+def _secret_objects(store: BlobStore) -> list[str]:
+    found = []
+    for meta in store.list_prefix(PREFIX):
+        if "/ckpt/" in meta.key:
+            continue
+        kind = "chunk" if "/chunk/" in meta.key else "segment"
+        turns = decode_turns(store.get(meta.key).data, meta.key, kind)
+        if any(t.message_id == GONE for t in turns):
+            found.append(meta.key)
+    return found
+
+
+def test_the_rewrite_keeps_every_other_turn_in_order(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    _plant(store)
+    assert _readable(store) == ["kept one", "secret one", "secret two", "kept two"]
+    assert _run(log.drop_messages(PREFIX, [GONE]), store) == (2, 2)
+    assert _readable(store) == ["kept one", "kept two"]
+    assert _secret_objects(store) == []
+    assert _run(log.drop_messages(PREFIX, [GONE]), store) == (0, 0)  # nothing left: no write
+    assert len([m for m in store.list_prefix(PREFIX) if "/chunk/" in m.key]) == 1
+
+
+def test_a_compaction_that_wins_the_checkpoint_makes_the_rewrite_start_over(
+    tmp_path: Path,
+) -> None:
+    store = _store(tmp_path)
+    _plant(store)
+    rewrite = Stepper(log.drop_messages(PREFIX, [GONE]), store)
+    rewrite.until(_checkpoint_put)
+    _run(log.write_segment(PREFIX, [_turn("m3", "kept three")]), store)
+    assert _run(log.compact(PREFIX, min_segments=1), store) == 3  # takes the checkpoint first
+    assert rewrite.finish() == (2, 0)
+    assert _readable(store) == ["kept one", "kept two", "kept three"]
+    assert _secret_objects(store) == []
+
+
+def test_a_crash_after_the_checkpoint_leaves_a_chunk_the_next_run_deletes(
+    tmp_path: Path,
+) -> None:
+    store = _store(tmp_path)
+    _plant(store)
+    crashed = Stepper(log.drop_messages(PREFIX, [GONE]), store)
+    crashed.until(_checkpoint_put)
+    crashed.step()  # the checkpoint is written ...
+    assert isinstance(crashed.request, Delete)  # ... and the process dies before its deletes
+    assert _readable(store) == ["kept one", "kept two"]  # readers already see the rewrite
+    assert _secret_objects(store)  # but the old chunk still holds the words
+    assert _run(log.drop_messages(PREFIX, [GONE]), store) == (0, 0)
+    assert _secret_objects(store) == []
+    assert _readable(store) == ["kept one", "kept two"]
+
+
+def test_a_compaction_still_running_at_the_commit_loses_and_its_chunk_goes(
+    tmp_path: Path,
+) -> None:
+    store = _store(tmp_path)
+    _plant(store)
+    compaction = Stepper(log.compact(PREFIX, min_segments=1), store)
+    compaction.until(_checkpoint_put)  # its chunk (with "secret two") is written
+    assert _run(log.drop_messages(PREFIX, [GONE]), store) == (2, 2)
+    assert _secret_objects(store) == []  # the running compaction's chunk went too
+    assert compaction.finish() == 0  # it lost the checkpoint
+    assert _readable(store) == ["kept one", "kept two"]
+    assert _secret_objects(store) == []
