@@ -192,10 +192,16 @@ def test_a_store_down_at_the_deletion_leaves_the_turns_to_the_job(memory: Memory
     ((_, status),) = _erase_jobs(memory)
     assert status == "queued"
     switch.down = False
+    # Back, before the job has run: readers already leave the deleted message's turns out.
+    llm = memory.nodes.open(SCOPE, "app", p.cid, "llm")
+    assert llm.message_log(p.q3) == []
+    thread = ["kept question", "kept answer", f"again {p.secret}", "y"]
+    assert [m.content for m in llm.history(p.q3).messages] == thread
+    assert [m.content for m in llm.history().messages] == thread
     _make_due(memory)
     assert memory.jobs.run_pending([ERASE_JOB]) == 1
+    assert [m.content for m in llm.history(p.q3).messages] == thread
     assert _turn_ids(memory, p.cid) == [("llm", p.q1, 0), ("llm", p.q2, 0), ("tool", p.q2, 0)]
-    llm = memory.nodes.open(SCOPE, "app", p.cid, "llm")
     assert llm.message_log(p.q3) == []
     assert [t.user_content for t in llm.message_log(p.q2)] == [
         f"first {p.secret}",

@@ -224,6 +224,7 @@ def test_finding12_a_store_at_migration_13_upgrades(
             "ALTER TABLE messages DROP COLUMN parent_seq",
             "ALTER TABLE recall_docs DROP COLUMN token_count",
             "DROP TABLE IF EXISTS recall_marks",
+            "DROP INDEX node_turn_ids_erasing",
             "ALTER TABLE node_turn_ids DROP COLUMN erasing",
             *(_OLD_KEYWORD_INDEX if url.startswith("sqlite") else ()),
             "DELETE FROM schema_migrations WHERE version IN (24, 26, 31, 32, 33, 34)",

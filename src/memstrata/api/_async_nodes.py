@@ -152,8 +152,9 @@ class AsyncNodeMemory(AsyncSubAPI):
 
         Reads the whole node memory: for audits, not for building prompts.
         """
-        gen = await self._read(nodes_ops.generation, self._scope, self.key)
-        if gen is None:
+        found = await self._read(nodes_ops.readable, self._scope, self.key)
+        gen = found.generation
+        if gen is None or message_id in found.erasing:
             return []
         prefix = self.key.prefix(gen)
         reading = log.message_log(prefix, message_id)
@@ -213,15 +214,13 @@ class AsyncNodeMemory(AsyncSubAPI):
         tokenizer = rt.tokenizer if model is None else get_tokenizer(model)
         buffered = list(reversed(self._buffer))
         seek = current_message_id
-        if seek is not None and parent_message_id is SEEK:
-            if any(t.message_id == seek for t in buffered):
-                gen = await self._read(nodes_ops.generation, scope, key)
-            else:
-                gen, stored = await self._read(nodes_ops.is_stored, scope, key, seek or "")
-                if not stored:
-                    seek = None
-        else:
-            gen = await self._read(nodes_ops.generation, scope, key)
+        look = seek is not None and parent_message_id is SEEK
+        if look and any(t.message_id == seek for t in buffered):
+            look = False
+        found = await self._read(nodes_ops.readable, scope, key, (seek or "") if look else None)
+        gen = found.generation
+        if look and not found.stored:
+            seek = None
 
         def start() -> ThreadWalker:
             planner = HistoryPlanner(
@@ -245,7 +244,9 @@ class AsyncNodeMemory(AsyncSubAPI):
         if gen is not None and not walker.done:
             consumer, objects, damaged = await blobs_for(self._core).arun(
                 self._owned(
-                    log.read_newest_first(key.prefix(gen), start, skip_damaged=skip_damaged)
+                    log.read_newest_first(
+                        key.prefix(gen), start, skip_damaged=skip_damaged, leave_out=found.erasing
+                    )
                 )
             )
             assert isinstance(consumer, ThreadWalker)

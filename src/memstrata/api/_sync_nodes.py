@@ -149,8 +149,9 @@ class NodeMemory(SubAPI):
 
         Reads the whole node memory: for audits, not for building prompts.
         """
-        gen = self._read(nodes_ops.generation, self._scope, self.key)
-        if gen is None:
+        found = self._read(nodes_ops.readable, self._scope, self.key)
+        gen = found.generation
+        if gen is None or message_id in found.erasing:
             return []
         prefix = self.key.prefix(gen)
         reading = log.message_log(prefix, message_id)
@@ -210,15 +211,13 @@ class NodeMemory(SubAPI):
         tokenizer = rt.tokenizer if model is None else get_tokenizer(model)
         buffered = list(reversed(self._buffer))
         seek = current_message_id
-        if seek is not None and parent_message_id is SEEK:
-            if any(t.message_id == seek for t in buffered):
-                gen = self._read(nodes_ops.generation, scope, key)
-            else:
-                gen, stored = self._read(nodes_ops.is_stored, scope, key, seek or "")
-                if not stored:
-                    seek = None
-        else:
-            gen = self._read(nodes_ops.generation, scope, key)
+        look = seek is not None and parent_message_id is SEEK
+        if look and any(t.message_id == seek for t in buffered):
+            look = False
+        found = self._read(nodes_ops.readable, scope, key, (seek or "") if look else None)
+        gen = found.generation
+        if look and not found.stored:
+            seek = None
 
         def start() -> ThreadWalker:
             planner = HistoryPlanner(
@@ -242,7 +241,9 @@ class NodeMemory(SubAPI):
         if gen is not None and not walker.done:
             consumer, objects, damaged = blobs_for(self._core).run(
                 self._owned(
-                    log.read_newest_first(key.prefix(gen), start, skip_damaged=skip_damaged)
+                    log.read_newest_first(
+                        key.prefix(gen), start, skip_damaged=skip_damaged, leave_out=found.erasing
+                    )
                 )
             )
             assert isinstance(consumer, ThreadWalker)

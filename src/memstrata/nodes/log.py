@@ -130,8 +130,11 @@ def read_newest_first(
     *,
     skip_damaged: bool = False,
     superseded: bool = False,
+    leave_out: Collection[str] = (),
 ) -> BlobOp[tuple[Consumer, int, list[str]]]:
     """Feed the generation's turns to a fresh consumer, newest first, until it is satisfied.
+
+    Turns of the messages in ``leave_out`` (being erased after their deletion) are not fed.
 
     A replaced message's newest revision is fed in the place of its first turns and
     older revisions are skipped (:mod:`memstrata.nodes.revisions`), unless
@@ -160,7 +163,11 @@ def read_newest_first(
                         raise
                     damaged.append(key)
                     continue
-                fresh = [t for t in reversed(turns) if t.uid not in seen]
+                fresh = [
+                    t
+                    for t in reversed(turns)
+                    if t.uid not in seen and t.message_id not in leave_out
+                ]
                 seen.update(t.uid for t in fresh)
                 if consumer.feed(fresh if superseded else revisions.apply(fresh)):
                     break

@@ -33,6 +33,7 @@ __all__ = [
     "Erasure",
     "GcReport",
     "IndexRow",
+    "Readable",
     "cascade_step",
     "compare",
     "erase_step",
@@ -41,6 +42,7 @@ __all__ = [
     "generation",
     "is_stored",
     "owners",
+    "readable",
     "record_turns",
     "remove",
     "stale",
@@ -144,6 +146,28 @@ def is_stored(scope: Scope, key: NodeKey, message_id: str) -> Op[tuple[str | Non
     if (yield from turn_ids.known(key, gen, [message_id])):
         return gen, True
     return gen, not (yield from turn_ids.any_recorded(key, gen))
+
+
+@dataclass(frozen=True, slots=True)
+class Readable:
+    """What a reader of a node memory needs before its blobs: the readable generation
+    (None: nothing written), whether the message it seeks is stored, and the ids whose
+    turns a message deletion is erasing (left out until they are gone)."""
+
+    generation: str | None
+    stored: bool
+    erasing: frozenset[str]
+
+
+def readable(scope: Scope, key: NodeKey, seek: str | None = None) -> Op[Readable]:
+    """:class:`Readable` of a node memory (``seek``: a message id to look up, as
+    :func:`is_stored`); 404 if the conversation is not the caller's."""
+    if seek is None:
+        gen, stored = (yield from generation(scope, key)), False
+    else:
+        gen, stored = yield from is_stored(scope, key, seek)
+    gone = frozenset() if gen is None else (yield from turn_ids.erasing(key, gen))
+    return Readable(gen, stored and seek not in gone, gone)
 
 
 def record_turns(key: NodeKey, gen: str, ids: dict[str, str], now: int) -> Op[None]:

@@ -29,6 +29,7 @@ __all__ = [
     "Digests",
     "digests",
     "erased",
+    "erasing",
     "forget",
     "known",
     "mark_erasing",
@@ -97,6 +98,15 @@ def mark_erasing(conversation_id: str, message_ids: Sequence[str]) -> Op[int]:
         (conversation_id, *message_ids),
     )
     return int(n)
+
+
+def erasing(key: NodeKey, generation: str) -> Op[frozenset[str]]:
+    """The ids whose turns await their erasure in this generation (readers leave them out)."""
+    rows = yield Query(
+        f"SELECT message_id FROM node_turn_ids WHERE {_KEY} AND erasing = 1",
+        _key(key, generation),
+    )
+    return frozenset(str(r[0]) for r in rows)
 
 
 def erased(key: NodeKey, generation: str, message_ids: Sequence[str]) -> Op[int]:

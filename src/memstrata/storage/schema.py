@@ -395,7 +395,7 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
             34,
             "node memories: a mark on the turn ids of deleted messages, so their turns' "
             "erasure from the blobs survives a crash",
-            (NODE_TURN_ERASING,),
+            NODE_TURN_ERASING,
         ),
     )
     for dialect in TYPES

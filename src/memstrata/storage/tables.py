@@ -265,7 +265,12 @@ NODE_TURN_TABLES = (
 # Node memory turns of deleted messages (migration 34): the deletion marks their ids in the
 # same transaction, and the blobs are rewritten without them afterwards (inline, or by the
 # ``nodes.erase`` job after a crash); the marked rows go once the turns are gone.
-NODE_TURN_ERASING = "ALTER TABLE node_turn_ids ADD COLUMN erasing INTEGER NOT NULL DEFAULT 0"
+# Readers leave the marked turns out meanwhile, found through a partial index.
+NODE_TURN_ERASING = (
+    "ALTER TABLE node_turn_ids ADD COLUMN erasing INTEGER NOT NULL DEFAULT 0",
+    "CREATE INDEX node_turn_ids_erasing ON node_turn_ids "
+    "(conversation_id, app_id, node_id, generation, message_id) WHERE erasing = 1",
+)
 
 # Deleting one message finds its vectors without a scan (migration 11).
 VECTORS_BY_MESSAGE = "CREATE INDEX vectors_message ON vectors (conversation_id, message_id)"
