@@ -22,13 +22,7 @@ if TYPE_CHECKING:
     from memstrata.sealing import Sealer
     from memstrata.storage.engine import Engine
 
-__all__ = [
-    "COMPACT_AFTER",
-    "NodesKit",
-    "blobs_for",
-    "owned",
-    "use_blob_store",
-]
+__all__ = ["COMPACT_AFTER", "NodesKit", "blobs_for", "owned", "use_blob_store"]
 
 T = TypeVar("T")
 
@@ -68,6 +62,7 @@ class NodesKit:
         self.blobs.run(log.purge(str(job.payload["prefix"])))
 
     def _erasing(self, erasure: Erasure) -> BlobOp[tuple[int, int]]:
+        """The rewrite of one node memory, sealed for its owner as every write of it is."""
         dropping = log.drop_messages(erasure.prefix, erasure.message_ids)
         return sealed(dropping, self._sealer, erasure.key.tenant, erasure.user)
 
