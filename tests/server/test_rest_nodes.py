@@ -3,6 +3,7 @@ conversation must be the caller's; the conversation cascade removes node memorie
 
 from __future__ import annotations
 
+import gzip
 from collections.abc import Iterator
 
 import pytest
@@ -132,3 +133,34 @@ async def test_a_turn_added_again_replays_or_replaces(client, keys, auth, amemor
     node = amemory.nodes.open(Scope("t1", "alice"), "app1", cid, "llm1")
     log = await node.message_log("m1")
     assert [t.assistant_content for t in log] == ["draft", "final"]
+
+
+async def test_deleting_a_message_erases_its_node_turns(client, keys, auth, amemory):
+    """Over REST (the async facade): the receipt erases the turns before the 204."""
+    alice = auth(keys.alice)
+    cid = await _conversation(client, alice)
+    ids = []
+    for text in ("keep me", "erase me"):
+        r = await client.post(
+            f"/v1/conversations/{cid}/messages",
+            json={"role": "user", "content": text},
+            headers=alice,
+        )
+        ids.append(r.json()["id"])
+    for mid, parent in ((ids[0], None), (ids[1], ids[0])):
+        turn = {"message_id": mid, "parent_message_id": parent, "user_content": f"node {mid}"}
+        assert (
+            await client.post(f"{base(cid)}/turns", json=turn, headers=alice)
+        ).status_code == 201
+    r = await client.delete(f"/v1/conversations/{cid}/messages/{ids[1]}", headers=alice)
+    assert r.status_code == 204, r.text
+    receipt = await client.get(f"/v1/receipts/{r.headers['X-Memstrata-Receipt']}", headers=alice)
+    body = receipt.json()
+    assert body["verified"] is True, body["findings"]
+    assert body["tables"]["node_turn_ids"] == 1
+    r = await client.get(f"{base(cid)}/history", headers=alice)
+    assert [m["content"] for m in r.json()["messages"]] == [f"node {ids[0]}"]
+    for meta in blobs_for(amemory.core).store.list_prefix("node_memory/"):
+        assert f"node {ids[1]}".encode() not in gzip.decompress(
+            blobs_for(amemory.core).store.get(meta.key).data
+        )
