@@ -122,7 +122,29 @@ def test_the_rewrite_keeps_every_other_turn_in_order(tmp_path: Path) -> None:
     assert _readable(store) == ["kept one", "kept two"]
     assert _secret_objects(store) == []
     assert _run(log.drop_messages(PREFIX, [GONE]), store) == (0, 0)  # nothing left: no write
-    assert len([m for m in store.list_prefix(PREFIX) if "/chunk/" in m.key]) == 1
+    # The chunk in its place, the loose segments folded into one after it.
+    assert len(_chunks(store)) == 2
+
+
+def _chunks(store: BlobStore) -> list[str]:
+    return [m.key for m in store.list_prefix(PREFIX) if "/chunk/" in m.key]
+
+
+def test_a_chunk_without_an_erased_turn_is_kept_as_it_is(tmp_path: Path) -> None:
+    """Chunks keep their size (history stops after the newest few): only those holding an
+    erased turn are written again, and loose segments without one stay loose."""
+    store = _store(tmp_path)
+    for mid in ("m1", GONE, "m2"):  # three chunks of two turns each
+        _run(log.write_segment(PREFIX, [_turn(mid, "a"), _turn(mid, "b")]), store)
+        assert _run(log.compact(PREFIX, min_segments=1), store) == 1
+    _run(log.write_segment(PREFIX, [_turn("m3", "loose")]), store)
+    before = _chunks(store)
+    assert len(before) == 3
+    assert _run(log.drop_messages(PREFIX, [GONE]), store) == (2, 0)
+    after = _chunks(store)
+    assert after == [before[0], before[2]]  # the erased one's chunk had nothing else
+    assert _readable(store) == ["a", "b", "a", "b", "loose"]
+    assert len([m for m in store.list_prefix(PREFIX) if "/seg/" in m.key]) == 1
 
 
 def test_a_compaction_that_wins_the_checkpoint_makes_the_rewrite_start_over(

@@ -203,25 +203,33 @@ def _settled(prefix: str) -> BlobOp[tuple[list[str], Manifest]]:
 
 
 def _commit(
-    prefix: str, base: Manifest, keep: int, turns: list[dict[str, Any]], taken: list[str]
+    prefix: str,
+    base: Manifest,
+    chunks: list[tuple[str, int]],
+    fresh: dict[str, list[dict[str, Any]]],
+    taken: list[str],
 ) -> BlobOp[bool]:
-    """Write ``turns`` as a new chunk and the checkpoint after ``base`` holding the first
-    ``keep`` of its chunks then the new one, absorbing the segments ``taken``; False
-    (nothing left behind) when another compaction wrote that checkpoint first."""
-    chunk = new_id()
-    yield Put(f"{prefix}chunk/{chunk}", encode("chunk", {"turns": turns}), "create")
+    """Write the ``fresh`` chunks, then the checkpoint after ``base`` naming ``chunks``
+    (name and turns, in log order) and absorbing the segments ``taken``; False (nothing
+    left behind) when another compaction wrote that checkpoint first."""
+    for name, turns in fresh.items():
+        yield Put(f"{prefix}chunk/{name}", encode("chunk", {"turns": turns}), "create")
     nxt = Manifest(
         seq=base.seq + 1,
-        chunks=(*base.chunks[:keep], chunk),
-        chunk_turns=(*base.chunk_turns[:keep], len(turns)),
+        chunks=tuple(n for n, _ in chunks),
+        chunk_turns=tuple(c for _, c in chunks),
         absorbed=frozenset(taken),
     )
     try:
         yield Put(_ckpt_key(prefix, nxt.seq), encode("checkpoint", nxt.to_body()), "create")
-    except PreconditionFailed:
-        yield Delete((f"{prefix}chunk/{chunk}",))  # lost the race: our chunk is unreferenced
+    except PreconditionFailed:  # lost the race: our chunks are unreferenced
+        yield Delete(tuple(f"{prefix}chunk/{n}" for n in fresh))
         return False
     return True
+
+
+def _named(manifest: Manifest) -> list[tuple[str, int]]:
+    return list(zip(manifest.chunks, manifest.chunk_turns, strict=True))
 
 
 def compact(prefix: str, min_segments: int) -> BlobOp[int]:
@@ -241,61 +249,96 @@ def compact(prefix: str, min_segments: int) -> BlobOp[int]:
         taken.append(_name(key))
     if not taken:
         return 0
-    if not (yield from _commit(prefix, manifest, len(manifest.chunks), turns, taken)):
+    chunk = new_id()
+    chunks = [*_named(manifest), (chunk, len(turns))]
+    if not (yield from _commit(prefix, manifest, chunks, {chunk: turns}, taken)):
         return 0
     yield Delete(tuple(f"{prefix}seg/{n}" for n in taken))
     return len(taken)
 
 
-def drop_messages(prefix: str, message_ids: Collection[str]) -> BlobOp[tuple[int, int]]:
-    """Rewrite the generation without any turn of ``message_ids`` (every revision): all of
-    it becomes one chunk under a new checkpoint, and the objects that held those turns
-    are deleted. Returns the turns removed and the loose segments absorbed.
+@dataclass
+class _Rewrite:
+    """What erasing some messages' turns from a generation writes and deletes."""
 
-    A chunk no checkpoint names that holds such a turn (left by a crash between a
-    rewrite's checkpoint and its deletes, or by a compaction that has lost its race)
-    is deleted too. A damaged object raises Corruption: whether it holds such a turn
-    cannot be told, so the erasure is not reported done.
+    chunks: list[tuple[str, int]] = field(default_factory=list)  # the new checkpoint's
+    fresh: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # chunks to write
+    replaced: list[str] = field(default_factory=list)  # chunk keys to delete after
+    removed: int = 0  # turns left out of chunks
+    folded: list[dict[str, Any]] = field(default_factory=list)  # the loose segments' rest
+    loose_removed: int = 0  # turns left out of loose segments
+    stray: list[str] = field(default_factory=list)  # unnamed chunks holding such turns
+
+
+def _plan(prefix: str, loose: list[str], manifest: Manifest, ids: set[str]) -> BlobOp[_Rewrite]:
+    """Read every object of the generation and plan the rewrite (NotFound: it moved)."""
+
+    def split(turns: list[Turn]) -> tuple[list[dict[str, Any]], int]:
+        kept = [t.to_json() for t in turns if t.message_id not in ids]
+        return kept, len(turns) - len(kept)
+
+    plan = _Rewrite()
+    for name, count in _named(manifest):
+        key = f"{prefix}chunk/{name}"
+        blob = yield Get(key)
+        kept, gone = split(decode_turns(blob.data, key, "chunk"))
+        if not gone:
+            plan.chunks.append((name, count))
+            continue
+        plan.removed += gone
+        plan.replaced.append(key)
+        if kept:
+            plan.fresh[new := new_id()] = kept
+            plan.chunks.append((new, len(kept)))
+    for key in loose:
+        blob = yield Get(key)
+        kept, gone = split(decode_turns(blob.data, key, "segment"))
+        plan.folded += kept
+        plan.loose_removed += gone
+    named = set(manifest.chunks)
+    for meta in (yield from listing(f"{prefix}chunk/")):
+        if _name(meta.key) not in named:
+            blob = yield Get(meta.key)
+            if split(decode_turns(blob.data, meta.key, "chunk"))[1]:
+                plan.stray.append(meta.key)
+    return plan
+
+
+def drop_messages(prefix: str, message_ids: Collection[str]) -> BlobOp[tuple[int, int]]:
+    """Rewrite the generation without any turn of ``message_ids`` (every revision);
+    returns the turns removed and the loose segments absorbed.
+
+    Only what holds such a turn is rewritten: each such chunk becomes a new one without
+    it, in its place (chunks keep their size, so history still stops after the newest
+    few), and when a loose segment holds one, the loose segments are folded into a new
+    chunk, as a compaction does. A new checkpoint names the result; the objects that held
+    the turns are deleted after it. A chunk no checkpoint names that holds such a turn
+    (left by a crash between a rewrite's checkpoint and its deletes, or by a compaction
+    that has lost its race) is deleted too. A damaged object raises Corruption: whether
+    it holds such a turn cannot be told, so the erasure is not reported done.
     """
     ids = set(message_ids)
-
-    def holds(turns: list[Turn]) -> bool:
-        return any(t.message_id in ids for t in turns)
-
     for _ in range(READ_ATTEMPTS):
         loose, manifest = yield from _settled(prefix)
-        kept: list[dict[str, Any]] = []
-        removed = 0
         try:
-            for key, kind in reversed(list(_sources(prefix, loose, manifest))):  # oldest first
-                blob = yield Get(key)
-                for turn in decode_turns(blob.data, key, kind):
-                    if turn.message_id in ids:
-                        removed += 1
-                    else:
-                        kept.append(turn.to_json())
-            named = set(manifest.chunks)
-            stray: list[str] = []
-            for meta in (yield from listing(f"{prefix}chunk/")):
-                if _name(meta.key) not in named:
-                    blob = yield Get(meta.key)
-                    if holds(decode_turns(blob.data, meta.key, "chunk")):
-                        stray.append(meta.key)
+            plan = yield from _plan(prefix, loose, manifest, ids)
         except NotFound:
             continue  # a compaction moved things under us: start over
         # A stray chunk may belong to a compaction still running; it can no longer win
         # once a checkpoint past the one it read exists: here, when nothing is left to
         # remove, or once this rewrite's checkpoint is written.
-        if not removed:
-            if stray:
-                yield Delete(tuple(stray))
+        if not plan.removed and not plan.loose_removed:
+            if plan.stray:
+                yield Delete(tuple(plan.stray))
             return 0, 0
-        taken = [_name(k) for k in loose]
-        if not (yield from _commit(prefix, manifest, 0, kept, taken)):
+        taken = [_name(k) for k in loose] if plan.loose_removed else []
+        if taken and plan.folded:
+            plan.fresh[new := new_id()] = plan.folded
+            plan.chunks.append((new, len(plan.folded)))
+        if not (yield from _commit(prefix, manifest, plan.chunks, plan.fresh, taken)):
             continue
-        old = [f"{prefix}chunk/{n}" for n in manifest.chunks]
-        yield Delete(tuple(old + loose + stray))
-        return removed, len(taken)
+        yield Delete(tuple(plan.replaced + (loose if taken else []) + plan.stray))
+        return plan.removed + plan.loose_removed, len(taken)
     raise BackendUnavailable(
         f"node memory {prefix} kept changing while its turns were erased; try again", key=prefix
     )
