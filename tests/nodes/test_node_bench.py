@@ -25,6 +25,8 @@ def test_bench_nodes_smoke(tmp_path, monkeypatch):
     for r in mine:
         assert r["add_flush_bytes_read"] == 0  # a flush only writes
         assert r["add_flush_bytes_written"] > 0
+        assert r["message_delete_ms"] > 0  # a deletion erasing its node turn, verified
+        assert r["history_after_delete_p50_ms"] > 0
     # The whole-file design reads and rewrites everything: its bytes grow with the history.
     by = {(r["store"], r["turns"]): r for r in base}
     assert (

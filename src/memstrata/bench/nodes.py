@@ -1,5 +1,9 @@
 """``memstrata bench nodes``: node memory add+flush and history at 10 to 10,000 turns.
 
+memstrata's rows also time one deletion of a conversation message whose node turn sits
+in the oldest object (the turn is erased before the deletion answers, its receipt
+verified), and history again after it.
+
 Beside memstrata's layout (one write-once segment per flush, compaction into
 chunks) runs the design it replaces: one JSON object per node, loaded and
 rewritten whole on every flush (Dify's NodeTokenBufferMemory), on the same store
@@ -153,6 +157,10 @@ class _Chain:
 def _memstrata(mem: Memory, size: int, repeats: int) -> dict[str, Any]:
     cid = mem.conversations.create(SCOPE).id
     node: NodeMemory = mem.nodes.open(SCOPE, "bench-app", cid, "llm")
+    # A conversation message with a turn in the oldest object, deleted once at the end:
+    # its turn is erased from the node memory before the deletion answers.
+    victim = mem.messages.append(SCOPE, cid, role="user", content="a question to delete")
+    node.add_turn(victim.id, None, user_content="its turn", assistant_content="its answer")
     chain = _Chain(size)
     for start in range(0, size, PREFILL_BATCH):
         for _ in range(min(PREFILL_BATCH, size - start)):
@@ -173,7 +181,17 @@ def _memstrata(mem: Memory, size: int, repeats: int) -> dict[str, Any]:
         objects.append(node.history(chain.last, max_tokens=2000).objects_read)
 
     hist = _timed(history, blobs, repeats)
-    return _row("memstrata", size, write, hist, sum(objects) / len(objects))
+    t0 = time.perf_counter()
+    receipt = mem.messages.delete(SCOPE, cid, victim.id)
+    erase_ms = (time.perf_counter() - t0) * 1000
+    if receipt.verified is not True:
+        raise RuntimeError(f"the deletion's receipt did not verify: {receipt.findings}")
+    after = _timed(history, blobs, repeats)
+    return {
+        **_row("memstrata", size, write, hist, sum(objects) / len(objects)),
+        "message_delete_ms": round(erase_ms, 3),
+        "history_after_delete_p50_ms": after["p50_ms"],
+    }
 
 
 def _whole_json(blobs: Blobs, key: str, size: int, repeats: int, mem: Memory) -> dict[str, Any]:
@@ -327,6 +345,8 @@ def print_result(result: dict[str, Any], console: Console) -> None:
             ("history_p95_ms", "p95 ms"),
             ("history_bytes_read", "read B"),
             ("history_objects", "objects"),
+            ("message_delete_ms", "delete ms"),
+            ("history_after_delete_p50_ms", "history after p50 ms"),
         ],
         rows,
         notes=[
