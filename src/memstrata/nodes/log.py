@@ -211,7 +211,8 @@ def _commit(
 ) -> BlobOp[bool]:
     """Write the ``fresh`` chunks, then the checkpoint after ``base`` naming ``chunks``
     (name and turns, in log order) and absorbing the segments ``taken``; False (nothing
-    left behind) when another compaction wrote that checkpoint first."""
+    left behind) when another writer wrote that checkpoint first (see :func:`_head` for
+    what a success does not prove)."""
     for name, turns in fresh.items():
         yield Put(f"{prefix}chunk/{name}", encode("chunk", {"turns": turns}), "create")
     nxt = Manifest(
@@ -220,12 +221,29 @@ def _commit(
         chunk_turns=tuple(c for _, c in chunks),
         absorbed=frozenset(taken),
     )
+    mine = tuple(f"{prefix}chunk/{n}" for n in fresh)
     try:
         yield Put(_ckpt_key(prefix, nxt.seq), encode("checkpoint", nxt.to_body()), "create")
     except PreconditionFailed:  # lost the race: our chunks are unreferenced
-        yield Delete(tuple(f"{prefix}chunk/{n}" for n in fresh))
+        yield Delete(mine)
         return False
     return True
+
+
+def _head(prefix: str) -> BlobOp[tuple[str, frozenset[str]]]:
+    """The latest checkpoint's key and the chunks it names.
+
+    Checkpoints older than the latest are deleted, so a writer whose base was stale can
+    create one of them again: its commit succeeds without making it the latest. What a
+    commit replaced or absorbed is therefore deleted only as the latest checkpoint allows:
+    a chunk it does not name (no later latest can: each is built on the one before), and
+    segments folded into a chunk it names (or absorbed by a later one already)."""
+    ckpts: list[BlobMeta] = yield List(f"{prefix}ckpt/")
+    if not ckpts:
+        return "", frozenset()
+    latest = max(m.key for m in ckpts)
+    blob = yield Get(latest)
+    return latest, frozenset(_load_manifest(latest, blob.data).chunks)
 
 
 def _named(manifest: Manifest) -> list[tuple[str, int]]:
@@ -252,6 +270,9 @@ def compact(prefix: str, min_segments: int) -> BlobOp[int]:
     chunk = new_id()
     chunks = [*_named(manifest), (chunk, len(turns))]
     if not (yield from _commit(prefix, manifest, chunks, {chunk: turns}, taken)):
+        return 0
+    _, named = yield from _head(prefix)
+    if chunk not in named:  # a stale base (see _head): the segments may still be loose
         return 0
     yield Delete(tuple(f"{prefix}seg/{n}" for n in taken))
     return len(taken)
@@ -318,11 +339,13 @@ def drop_messages(prefix: str, message_ids: Collection[str]) -> BlobOp[tuple[int
     it holds such a turn cannot be told, so the erasure is not reported done.
     """
     ids = set(message_ids)
-    for _ in range(READ_ATTEMPTS):
+    removed = absorbed = attempts = 0
+    while attempts < READ_ATTEMPTS:
         loose, manifest = yield from _settled(prefix)
         try:
             plan = yield from _plan(prefix, loose, manifest, ids)
         except NotFound:
+            attempts += 1
             continue  # a compaction moved things under us: start over
         # A stray chunk may belong to a compaction still running; it can no longer win
         # once a checkpoint past the one it read exists: here, when nothing is left to
@@ -330,15 +353,24 @@ def drop_messages(prefix: str, message_ids: Collection[str]) -> BlobOp[tuple[int
         if not plan.removed and not plan.loose_removed:
             if plan.stray:
                 yield Delete(tuple(plan.stray))
-            return 0, 0
+            return removed, absorbed
         taken = [_name(k) for k in loose] if plan.loose_removed else []
-        if taken and plan.folded:
-            plan.fresh[new := new_id()] = plan.folded
-            plan.chunks.append((new, len(plan.folded)))
+        folded = new_id() if taken and plan.folded else None
+        if folded is not None:
+            plan.fresh[folded] = plan.folded
+            plan.chunks.append((folded, len(plan.folded)))
         if not (yield from _commit(prefix, manifest, plan.chunks, plan.fresh, taken)):
+            attempts += 1
             continue
-        yield Delete(tuple(plan.replaced + (loose if taken else []) + plan.stray))
-        return plan.removed + plan.loose_removed, len(taken)
+        head, named = yield from _head(prefix)
+        gone = [k for k in plan.replaced + plan.stray if _name(k) not in named]
+        if taken and (folded in named or head == _ckpt_key(prefix, manifest.seq + 1)):
+            gone += loose
+            absorbed += len(taken)
+        if gone:
+            yield Delete(tuple(gone))
+        removed += plan.removed + plan.loose_removed
+        # Read again: done once a pass finds nothing (a stale base left the turns in place).
     raise BackendUnavailable(
         f"node memory {prefix} kept changing while its turns were erased; try again", key=prefix
     )
