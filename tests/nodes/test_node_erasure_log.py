@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from memstrata.backends.registry import open_blob_store
-from memstrata.blobs import BlobOp, BlobRequest, Blobs, BlobStore, Delete, Put
+from memstrata.blobs import BlobOp, BlobRequest, Blobs, BlobStore, Delete, Get, Put
 from memstrata.config import Settings
 from memstrata.domain.nodes import Turn
 from memstrata.errors import MemstrataError
@@ -188,4 +188,42 @@ def test_a_compaction_still_running_at_the_commit_loses_and_its_chunk_goes(
     assert _secret_objects(store) == []  # the running compaction's chunk went too
     assert compaction.finish() == 0  # it lost the checkpoint
     assert _readable(store) == ["kept one", "kept two"]
+    assert _secret_objects(store) == []
+
+
+def _latest_read(request: BlobRequest) -> bool:
+    return isinstance(request, Get) and "/ckpt/" in request.key
+
+
+def _outrun_at_head(op: BlobOp[Any], store: BlobStore) -> Any:
+    """Run ``op`` past its checkpoint, to the read of the latest one it has just listed;
+    then a compaction commits a newer one and the next writer's settling deletes the one
+    listed; then finish ``op``."""
+    stepper = Stepper(op, store)
+    stepper.until(_checkpoint_put)
+    stepper.step()
+    stepper.until(lambda r: isinstance(r, Get) and "/ckpt/" in r.key)
+    _run(log.write_segment(PREFIX, [_turn("m3", "kept three")]), store)
+    assert _run(log.compact(PREFIX, min_segments=1), store) >= 1
+    assert _run(log.compact(PREFIX, min_segments=99), store) == 0  # settles, writes nothing
+    return stepper.finish()
+
+
+def test_a_compaction_whose_latest_checkpoint_is_deleted_before_it_reads_it_lists_again(
+    tmp_path: Path,
+) -> None:
+    store = _store(tmp_path)
+    _plant(store)
+    assert _outrun_at_head(log.compact(PREFIX, min_segments=1), store) == 2
+    assert _readable(store) == ["kept one", "secret one", "secret two", "kept two", "kept three"]
+
+
+def test_an_erasure_whose_latest_checkpoint_is_deleted_before_it_reads_it_lists_again(
+    tmp_path: Path,
+) -> None:
+    store = _store(tmp_path)
+    _plant(store)
+    removed, _ = _outrun_at_head(log.drop_messages(PREFIX, [GONE]), store)
+    assert removed >= 2
+    assert _readable(store) == ["kept one", "kept two", "kept three"]
     assert _secret_objects(store) == []

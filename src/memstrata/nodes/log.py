@@ -230,20 +230,27 @@ def _commit(
     return True
 
 
-def _head(prefix: str) -> BlobOp[tuple[str, frozenset[str]]]:
-    """The latest checkpoint's key and the chunks it names.
+def _head(prefix: str) -> BlobOp[tuple[str, frozenset[str]] | None]:
+    """The latest checkpoint's key and the chunks it names; None when it could not be
+    read (every attempt found it deleted: newer ones kept coming), so nothing may be
+    deleted on its word.
 
     Checkpoints older than the latest are deleted, so a writer whose base was stale can
     create one of them again: its commit succeeds without making it the latest. What a
     commit replaced or absorbed is therefore deleted only as the latest checkpoint allows:
     a chunk it does not name (no later latest can: each is built on the one before), and
     segments folded into a chunk it names (or absorbed by a later one already)."""
-    ckpts: list[BlobMeta] = yield List(f"{prefix}ckpt/")
-    if not ckpts:
-        return "", frozenset()
-    latest = max(m.key for m in ckpts)
-    blob = yield Get(latest)
-    return latest, frozenset(_load_manifest(latest, blob.data).chunks)
+    for _ in range(READ_ATTEMPTS):
+        ckpts: list[BlobMeta] = yield List(f"{prefix}ckpt/")
+        if not ckpts:
+            return "", frozenset()
+        latest = max(m.key for m in ckpts)
+        try:
+            blob = yield Get(latest)
+        except NotFound:  # a newer one came between the list and the read: list again
+            continue
+        return latest, frozenset(_load_manifest(latest, blob.data).chunks)
+    return None
 
 
 def _named(manifest: Manifest) -> list[tuple[str, int]]:
@@ -271,8 +278,10 @@ def compact(prefix: str, min_segments: int) -> BlobOp[int]:
     chunks = [*_named(manifest), (chunk, len(turns))]
     if not (yield from _commit(prefix, manifest, chunks, {chunk: turns}, taken)):
         return 0
-    _, named = yield from _head(prefix)
-    if chunk not in named:  # a stale base (see _head): the segments may still be loose
+    head = yield from _head(prefix)
+    # A stale base (see _head), or a latest that could not be read: the segments may
+    # still be loose, so they stay (the next _settled deletes them once absorbed).
+    if head is None or chunk not in head[1]:
         return 0
     yield Delete(tuple(f"{prefix}seg/{n}" for n in taken))
     return len(taken)
@@ -362,7 +371,11 @@ def drop_messages(prefix: str, message_ids: Collection[str]) -> BlobOp[tuple[int
         if not (yield from _commit(prefix, manifest, plan.chunks, plan.fresh, taken)):
             attempts += 1
             continue
-        head, named = yield from _head(prefix)
+        latest = yield from _head(prefix)
+        if latest is None:  # whether the commit took cannot be told: read again
+            attempts += 1
+            continue
+        head, named = latest
         gone = [k for k in plan.replaced + plan.stray if _name(k) not in named]
         if taken and (folded in named or head == _ckpt_key(prefix, manifest.seq + 1)):
             gone += loose
