@@ -31,10 +31,12 @@ A query in the first person ("Can I have a beer with dinner?") asks about
 the user's own life or work, which a past statement of theirs usually answers in other
 words ("I gave up drinking last spring.": a cosine near 0.3, below every floor above).
 When such a query's best match has a cosine of at least ``personal_cosine`` and stands
-``personal_standout`` above the background, its best ``personal_k`` ranked candidates
-with a cosine of at least ``personal_companion`` come in: a few lines of memory at
-worst. On three sets of first-person statements the right one is among the three
-nearest for 66 of 68 questions, the nearest for 58 (docs/benchmarks.md).
+``personal_standout`` above the background, its ``personal_k`` nearest candidates (by
+cosine, not by fused rank: fusion can put messages that share a word with the question
+above the statement that answers it in other words) with a cosine of at least
+``personal_companion`` come in: a few lines of memory at worst. On three sets of
+first-person statements the right one is among the three nearest for 66 of 68
+questions, the nearest for 58 (docs/benchmarks.md).
 
 The floors were chosen with ``memstrata bench context-quality`` on LoCoMo dev data
 (docs/benchmarks.md, "Calibration"); the standout path with ``bench recall-natural``
@@ -181,20 +183,21 @@ class RelevanceGate:
     def _personal(
         self, verdicts: list[str], standouts: Sequence[tuple[float | None, float | None]]
     ) -> None:
-        """A first-person query whose best match is close enough brings its best
-        ``personal_k`` (ranked order) with a cosine of ``personal_companion`` or more."""
+        """A first-person query whose best match is close enough brings its
+        ``personal_k`` nearest (by cosine) with a cosine of ``personal_companion`` or more."""
         pairs = [(c, a) for c, a in standouts[: len(verdicts)] if c is not None and a is not None]
         if not pairs:
             return
         best = max(pairs)
         if best[0] < self.personal_cosine or best[1] < self.personal_standout:
             return
-        n = 0
-        for i, (cosine, _) in enumerate(standouts[: len(verdicts)]):
-            if n >= self.personal_k:
+        # Nearest first; of equal cosines, the better ranked.
+        near = sorted(
+            ((c, i) for i, (c, _) in enumerate(standouts[: len(verdicts)]) if c is not None),
+            key=lambda ci: (-ci[0], ci[1]),
+        )
+        for cosine, i in near[: self.personal_k]:
+            if cosine < self.personal_companion:
                 return
-            if cosine is None or cosine < self.personal_companion:
-                continue
-            n += 1
             if verdicts[i] not in (ADMITTED, STANDS_OUT):
                 verdicts[i] = PERSONAL
