@@ -27,6 +27,7 @@ def test_bench_nodes_smoke(tmp_path, monkeypatch):
         assert r["add_flush_bytes_written"] > 0
         assert r["message_delete_ms"] > 0  # a deletion erasing its node turn, verified
         assert r["history_after_delete_p50_ms"] > 0
+        assert r["message_delete_chunked_ms"] > 0  # the same, in a memory compacted as it grew
     # The whole-file design reads and rewrites everything: its bytes grow with the history.
     by = {(r["store"], r["turns"]): r for r in base}
     assert (

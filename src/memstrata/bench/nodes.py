@@ -2,7 +2,9 @@
 
 memstrata's rows also time one deletion of a conversation message whose node turn sits
 in the oldest object (the turn is erased before the deletion answers, its receipt
-verified), and history again after it.
+verified), and history again after it; then the same deletion in a node memory of as
+many turns compacted as it grew (one chunk per prefill batch), whose erasure reads every
+chunk but rewrites one.
 
 Beside memstrata's layout (one write-once segment per flush, compaction into
 chunks) runs the design it replaces: one JSON object per node, loaded and
@@ -181,17 +183,40 @@ def _memstrata(mem: Memory, size: int, repeats: int) -> dict[str, Any]:
         objects.append(node.history(chain.last, max_tokens=2000).objects_read)
 
     hist = _timed(history, blobs, repeats)
-    t0 = time.perf_counter()
-    receipt = mem.messages.delete(SCOPE, cid, victim.id)
-    erase_ms = (time.perf_counter() - t0) * 1000
-    if receipt.verified is not True:
-        raise RuntimeError(f"the deletion's receipt did not verify: {receipt.findings}")
+    erase_ms = _delete_timed(mem, cid, victim.id)
     after = _timed(history, blobs, repeats)
     return {
         **_row("memstrata", size, write, hist, sum(objects) / len(objects)),
         "message_delete_ms": round(erase_ms, 3),
         "history_after_delete_p50_ms": after["p50_ms"],
+        "message_delete_chunked_ms": round(_chunked_delete(mem, size), 3),
     }
+
+
+def _delete_timed(mem: Memory, cid: str, message_id: str) -> float:
+    """Milliseconds to delete a message whose node turns are erased before it answers."""
+    t0 = time.perf_counter()
+    receipt = mem.messages.delete(SCOPE, cid, message_id)
+    erase_ms = (time.perf_counter() - t0) * 1000
+    if receipt.verified is not True:
+        raise RuntimeError(f"the deletion's receipt did not verify: {receipt.findings}")
+    return erase_ms
+
+
+def _chunked_delete(mem: Memory, size: int) -> float:
+    """A deletion's time in a node memory of as many turns compacted as it grew, one chunk
+    per prefill batch (a live one is compacted every few flushes), the turn in the oldest."""
+    cid = mem.conversations.create(SCOPE).id
+    node: NodeMemory = mem.nodes.open(SCOPE, "bench-app", cid, "llm")
+    victim = mem.messages.append(SCOPE, cid, role="user", content="a question to delete")
+    node.add_turn(victim.id, None, user_content="its turn", assistant_content="its answer")
+    chain = _Chain(size)
+    for start in range(0, size, PREFILL_BATCH):
+        for _ in range(min(PREFILL_BATCH, size - start)):
+            node.add_turn(**chain.next())
+        node.flush()
+        node.compact()
+    return _delete_timed(mem, cid, victim.id)
 
 
 def _whole_json(blobs: Blobs, key: str, size: int, repeats: int, mem: Memory) -> dict[str, Any]:
@@ -347,6 +372,7 @@ def print_result(result: dict[str, Any], console: Console) -> None:
             ("history_objects", "objects"),
             ("message_delete_ms", "delete ms"),
             ("history_after_delete_p50_ms", "history after p50 ms"),
+            ("message_delete_chunked_ms", "delete, chunked ms"),
         ],
         rows,
         notes=[
