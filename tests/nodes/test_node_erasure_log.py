@@ -5,9 +5,12 @@ once, and no object keeps an erased turn."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from memstrata.backends.registry import open_blob_store
 from memstrata.blobs import BlobOp, BlobRequest, Blobs, BlobStore, Delete, Get, Put
@@ -16,7 +19,7 @@ from memstrata.domain.nodes import Turn
 from memstrata.errors import MemstrataError
 from memstrata.ids import UUID_NIL
 from memstrata.nodes import log
-from memstrata.nodes.layout import NodeKey, decode_turns
+from memstrata.nodes.layout import NodeKey, decode_turns, mentions
 
 PREFIX = NodeKey("t", "app", "conv", "node").prefix("gen1")
 GONE = "m-gone"
@@ -227,3 +230,51 @@ def test_an_erasure_whose_latest_checkpoint_is_deleted_before_it_reads_it_lists_
     assert removed >= 2
     assert _readable(store) == ["kept one", "kept two", "kept three"]
     assert _secret_objects(store) == []
+
+
+def test_an_erasure_reads_each_chunk_once(tmp_path: Path) -> None:
+    """A chunk found without an erased turn is not read again by the pass that checks
+    the rewrite took (objects are never rewritten in place), nor is the rewrite's own."""
+    store = _store(tmp_path)
+    for mid in ("m1", GONE, "m2"):
+        _run(log.write_segment(PREFIX, [_turn(mid, "a"), _turn(mid, "b")]), store)
+        assert _run(log.compact(PREFIX, min_segments=1), store) == 1
+    reads: list[str] = []
+    stepper = Stepper(log.drop_messages(PREFIX, [GONE]), store)
+    while stepper.request is not None:
+        if isinstance(stepper.request, Get) and "/chunk/" in stepper.request.key:
+            reads.append(stepper.request.key)
+        stepper.step()
+    assert stepper.value == (2, 0)
+    assert len(reads) == 3 == len(set(reads))
+    assert _readable(store) == ["a", "b", "a", "b"]
+
+
+def test_ids_json_could_write_otherwise_are_found_by_parsing(tmp_path: Path) -> None:
+    """An id whose JSON form is not certain from its characters is looked for in the
+    parsed turns, and one named only as a parent leaves its child's turn in place."""
+    store = _store(tmp_path)
+    odd = 'm "é\\'
+    child = Turn(
+        uid="u-child",
+        message_id="m-child",
+        parent_message_id=GONE,
+        user_content="child",
+        user_files=(),
+        assistant_content="",
+        assistant_files=(),
+        created_at=1,
+    )
+    _run(log.write_segment(PREFIX, [_turn(odd, "odd"), _turn("m1", "kept"), child]), store)
+    assert _run(log.compact(PREFIX, min_segments=1), store) == 1
+    assert _run(log.drop_messages(PREFIX, [odd, GONE]), store) == (1, 0)
+    assert _readable(store) == ["kept", "child"]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("m-gone", True), ("m-kept", False), ("m-gone-later", False), ('say "hi"', None), ("é", None)],
+)
+def test_mentions_tells_only_what_the_bytes_show(text: str, expected: bool | None) -> None:
+    raw = json.dumps({"turns": [{"message_id": "m-gone"}, {"x": "m-gone-later-x"}]}).encode()
+    assert mentions(raw, text) is expected

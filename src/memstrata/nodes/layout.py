@@ -18,7 +18,7 @@ from typing import Any
 from memstrata.domain.nodes import Turn
 from memstrata.errors import Corruption, InvalidInput
 
-__all__ = ["VERSION", "NodeKey", "Turn", "check_id", "decode", "encode"]
+__all__ = ["VERSION", "NodeKey", "Turn", "check_id", "decode", "encode", "mentions", "unpack"]
 
 VERSION = 1
 ROOT = "node_memory"
@@ -70,11 +70,30 @@ def encode(kind: str, body: dict[str, Any]) -> bytes:
     return gzip.compress(raw, compresslevel=6, mtime=0)
 
 
-def decode(data: bytes, key: str, kind: str) -> dict[str, Any]:
-    """Decode an object; anything unreadable is Corruption naming ``key``."""
+def unpack(data: bytes, key: str) -> bytes:
+    """An object's JSON text, unparsed; a damaged one is Corruption naming ``key``."""
     try:
-        doc = json.loads(gzip.decompress(data))
-    except (OSError, EOFError, zlib.error, ValueError, UnicodeDecodeError) as exc:
+        return gzip.decompress(data)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise Corruption(f"node memory object {key} is damaged: {exc}", key=key) from None
+
+
+def mentions(raw: bytes, text: str) -> bool | None:
+    """Whether the JSON text ``raw`` (from :func:`unpack`) holds the JSON string ``text``
+    anywhere; None when that cannot be told from its bytes (a string JSON may escape in
+    more than one way)."""
+    if not text.isascii() or not text.isprintable() or '"' in text or "\\" in text:
+        return None
+    return f'"{text}"'.encode() in raw
+
+
+def decode(data: bytes, key: str, kind: str, *, raw: bytes | None = None) -> dict[str, Any]:
+    """Decode an object (``raw``: its text, already unpacked); anything unreadable is
+    Corruption naming ``key``."""
+    text = unpack(data, key) if raw is None else raw
+    try:
+        doc = json.loads(text)
+    except (ValueError, UnicodeDecodeError) as exc:
         raise Corruption(f"node memory object {key} is damaged: {exc}", key=key) from None
     if not isinstance(doc, dict) or doc.get("kind") != kind:
         raise Corruption(f"node memory object {key} is not a {kind}", key=key)
@@ -87,8 +106,8 @@ def decode(data: bytes, key: str, kind: str) -> dict[str, Any]:
     return doc
 
 
-def decode_turns(data: bytes, key: str, kind: str) -> list[Turn]:
-    doc = decode(data, key, kind)
+def decode_turns(data: bytes, key: str, kind: str, *, raw: bytes | None = None) -> list[Turn]:
+    doc = decode(data, key, kind, raw=raw)
     try:
         return [Turn.from_json(t) for t in doc["turns"]]
     except (KeyError, TypeError, ValueError) as exc:

@@ -31,7 +31,7 @@ from typing import Any, Protocol
 from memstrata.blobs import BlobMeta, BlobOp, Delete, Get, List, Put
 from memstrata.errors import BackendUnavailable, Corruption, NotFound, PreconditionFailed
 from memstrata.ids import new_id
-from memstrata.nodes.layout import Turn, decode, decode_turns, encode
+from memstrata.nodes.layout import Turn, decode, decode_turns, encode, mentions, unpack
 from memstrata.nodes.revisions import Revisions
 
 __all__ = [
@@ -300,19 +300,31 @@ class _Rewrite:
     stray: list[str] = field(default_factory=list)  # unnamed chunks holding such turns
 
 
-def _plan(prefix: str, loose: list[str], manifest: Manifest, ids: set[str]) -> BlobOp[_Rewrite]:
-    """Read every object of the generation and plan the rewrite (NotFound: it moved)."""
+def _plan(
+    prefix: str, loose: list[str], manifest: Manifest, ids: set[str], clean: set[str]
+) -> BlobOp[_Rewrite]:
+    """Read the generation and plan the rewrite (NotFound: it moved). Chunks in ``clean``
+    (objects are never rewritten in place, so one found without such a turn stays so) are
+    not read again, and the chunks read without one are added to it."""
 
-    def split(turns: list[Turn]) -> tuple[list[dict[str, Any]], int]:
+    def split(key: str, data: bytes, kind: str) -> tuple[list[dict[str, Any]], int]:
+        raw = unpack(data, key)
+        if all(mentions(raw, i) is False for i in ids):
+            return [], 0  # no such id anywhere in it: not parsed (the kept turns unused)
+        turns = decode_turns(data, key, kind, raw=raw)
         kept = [t.to_json() for t in turns if t.message_id not in ids]
         return kept, len(turns) - len(kept)
 
     plan = _Rewrite()
     for name, count in _named(manifest):
         key = f"{prefix}chunk/{name}"
+        if key in clean:
+            plan.chunks.append((name, count))
+            continue
         blob = yield Get(key)
-        kept, gone = split(decode_turns(blob.data, key, "chunk"))
+        kept, gone = split(key, blob.data, "chunk")
         if not gone:
+            clean.add(key)
             plan.chunks.append((name, count))
             continue
         plan.removed += gone
@@ -320,17 +332,19 @@ def _plan(prefix: str, loose: list[str], manifest: Manifest, ids: set[str]) -> B
         if kept:
             plan.fresh[new := new_id()] = kept
             plan.chunks.append((new, len(kept)))
-    for key in loose:
+    for key in loose:  # a few at most: compaction folds them
         blob = yield Get(key)
-        kept, gone = split(decode_turns(blob.data, key, "segment"))
-        plan.folded += kept
-        plan.loose_removed += gone
+        turns = decode_turns(blob.data, key, "segment")
+        plan.folded += [t.to_json() for t in turns if t.message_id not in ids]
+        plan.loose_removed += sum(t.message_id in ids for t in turns)
     named = set(manifest.chunks)
     for meta in (yield from listing(f"{prefix}chunk/")):
-        if _name(meta.key) not in named:
+        if _name(meta.key) not in named and meta.key not in clean:
             blob = yield Get(meta.key)
-            if split(decode_turns(blob.data, meta.key, "chunk"))[1]:
+            if split(meta.key, blob.data, "chunk")[1]:
                 plan.stray.append(meta.key)
+            else:
+                clean.add(meta.key)
     return plan
 
 
@@ -349,10 +363,11 @@ def drop_messages(prefix: str, message_ids: Collection[str]) -> BlobOp[tuple[int
     """
     ids = set(message_ids)
     removed = absorbed = attempts = 0
+    clean: set[str] = set()  # chunks known to hold none of them: not read again
     while attempts < READ_ATTEMPTS:
         loose, manifest = yield from _settled(prefix)
         try:
-            plan = yield from _plan(prefix, loose, manifest, ids)
+            plan = yield from _plan(prefix, loose, manifest, ids, clean)
         except NotFound:
             attempts += 1
             continue  # a compaction moved things under us: start over
@@ -371,6 +386,7 @@ def drop_messages(prefix: str, message_ids: Collection[str]) -> BlobOp[tuple[int
         if not (yield from _commit(prefix, manifest, plan.chunks, plan.fresh, taken)):
             attempts += 1
             continue
+        clean.update(f"{prefix}chunk/{n}" for n in plan.fresh)
         latest = yield from _head(prefix)
         if latest is None:  # whether the commit took cannot be told: read again
             attempts += 1
