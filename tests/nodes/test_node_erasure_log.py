@@ -278,3 +278,33 @@ def test_ids_json_could_write_otherwise_are_found_by_parsing(tmp_path: Path) -> 
 def test_mentions_tells_only_what_the_bytes_show(text: str, expected: bool | None) -> None:
     raw = json.dumps({"turns": [{"message_id": "m-gone"}, {"x": "m-gone-later-x"}]}).encode()
     assert mentions(raw, text) is expected
+
+
+def test_turns_flushed_in_bulk_are_compacted_into_bounded_chunks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past CHUNK_TURNS, compaction writes several chunks, in log order; a deletion then
+    rewrites only the one holding its turn, and a chunk written before the bound (or
+    loose turns folded by the erasure) is split as it is rewritten."""
+    store = _store(tmp_path)
+    monkeypatch.setattr(log, "CHUNK_TURNS", 100)
+    old = [_turn(GONE if i == 1 else f"m{i}", f"old {i}") for i in range(5)]
+    _run(log.write_segment(PREFIX, old), store)
+    assert _run(log.compact(PREFIX, min_segments=1), store) == 1  # a chunk of 5
+    monkeypatch.setattr(log, "CHUNK_TURNS", 2)
+    _run(log.write_segment(PREFIX, [_turn(f"n{i}", f"new {i}") for i in range(5)]), store)
+    assert _run(log.compact(PREFIX, min_segments=1), store) == 1
+    assert len(_chunks(store)) == 1 + 3  # the new five as 2 + 2 + 1
+    _run(
+        log.write_segment(PREFIX, [_turn(GONE, "loose"), _turn("l1", "l1"), _turn("l2", "l2")]),
+        store,
+    )
+    before = _chunks(store)
+    assert _run(log.drop_messages(PREFIX, [GONE]), store) == (2, 1)
+    after = _chunks(store)
+    assert set(before[1:]) <= set(after)  # the bounded chunks without the turn are kept
+    # The old chunk's four kept turns as 2 + 2, the two loose ones as one chunk.
+    assert len(after) == 3 + 2 + 1
+    expected = [f"old {i}" for i in range(5) if i != 1] + [f"new {i}" for i in range(5)]
+    assert _readable(store) == [*expected, "l1", "l2"]
+    assert _secret_objects(store) == []

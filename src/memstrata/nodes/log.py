@@ -12,8 +12,8 @@ ever overwritten, so concurrent writers (processes, hosts) need no lock and
 cannot lose a turn. The log order is: the latest checkpoint's chunks, then the
 segments it did not absorb, by name (UUIDv7, so about arrival order).
 
-Compaction (a background job) folds the loose segments into one chunk and writes
-checkpoint n+1 with create-if-absent; only the winner deletes what it absorbed.
+Compaction (a background job) folds the loose segments into a chunk (several when they
+hold more than ``CHUNK_TURNS`` turns) and writes checkpoint n+1 with create-if-absent; only the winner deletes what it absorbed.
 Segments absorbed by checkpoint n are deleted before checkpoint n+1 is written,
 so a reader that lists segments first and then checkpoints never counts a turn
 twice; one whose object vanished under it starts over. History reads newest
@@ -46,6 +46,10 @@ __all__ = [
 ]
 
 READ_ATTEMPTS = 8
+#: Most turns in one chunk. Turns flushed in bulk (an import) are compacted into several
+#: chunks, so deleting a message rewrites at most this many turns, not all of them, and a
+#: history read that reaches an old chunk decodes no more than this many.
+CHUNK_TURNS = 256
 
 
 class Consumer(Protocol):
@@ -257,9 +261,17 @@ def _named(manifest: Manifest) -> list[tuple[str, int]]:
     return list(zip(manifest.chunks, manifest.chunk_turns, strict=True))
 
 
+def _pieces(turns: list[dict[str, Any]]) -> list[tuple[str, list[dict[str, Any]]]]:
+    """New chunks (name, turns) for ``turns`` in log order, :data:`CHUNK_TURNS` at most
+    each; one, empty, for none."""
+    step = max(CHUNK_TURNS, 1)
+    return [(new_id(), turns[i : i + step]) for i in range(0, len(turns), step)] or [(new_id(), [])]
+
+
 def compact(prefix: str, min_segments: int) -> BlobOp[int]:
-    """Fold the loose segments into one chunk; returns how many segments were absorbed
-    (0: too few, another compaction won, or nothing readable)."""
+    """Fold the loose segments into a chunk (several, past :data:`CHUNK_TURNS` turns);
+    returns how many segments were absorbed (0: too few, another compaction won, or
+    nothing readable)."""
     loose, manifest = yield from _settled(prefix)
     if len(loose) < min_segments:
         return 0
@@ -274,14 +286,14 @@ def compact(prefix: str, min_segments: int) -> BlobOp[int]:
         taken.append(_name(key))
     if not taken:
         return 0
-    chunk = new_id()
-    chunks = [*_named(manifest), (chunk, len(turns))]
-    if not (yield from _commit(prefix, manifest, chunks, {chunk: turns}, taken)):
+    pieces = _pieces(turns)
+    chunks = [*_named(manifest), *((n, len(t)) for n, t in pieces)]
+    if not (yield from _commit(prefix, manifest, chunks, dict(pieces), taken)):
         return 0
     head = yield from _head(prefix)
     # A stale base (see _head), or a latest that could not be read: the segments may
     # still be loose, so they stay (the next _settled deletes them once absorbed).
-    if head is None or chunk not in head[1]:
+    if head is None or pieces[0][0] not in head[1]:
         return 0
     yield Delete(tuple(f"{prefix}seg/{n}" for n in taken))
     return len(taken)
@@ -329,9 +341,9 @@ def _plan(
             continue
         plan.removed += gone
         plan.replaced.append(key)
-        if kept:
-            plan.fresh[new := new_id()] = kept
-            plan.chunks.append((new, len(kept)))
+        for new, piece in _pieces(kept) if kept else ():
+            plan.fresh[new] = piece
+            plan.chunks.append((new, len(piece)))
     for key in loose:  # a few at most: compaction folds them
         blob = yield Get(key)
         turns = decode_turns(blob.data, key, "segment")
@@ -354,8 +366,9 @@ def drop_messages(prefix: str, message_ids: Collection[str]) -> BlobOp[tuple[int
 
     Only what holds such a turn is rewritten: each such chunk becomes a new one without
     it, in its place (chunks keep their size, so history still stops after the newest
-    few), and when a loose segment holds one, the loose segments are folded into a new
-    chunk, as a compaction does. A new checkpoint names the result; the objects that held
+    few; one over ``CHUNK_TURNS`` turns, written before that bound, becomes several), and
+    when a loose segment holds one, the loose segments are folded into new chunks, as a
+    compaction does. A new checkpoint names the result; the objects that held
     the turns are deleted after it. A chunk no checkpoint names that holds such a turn
     (left by a crash between a rewrite's checkpoint and its deletes, or by a compaction
     that has lost its race) is deleted too. A damaged object raises Corruption: whether
@@ -379,10 +392,10 @@ def drop_messages(prefix: str, message_ids: Collection[str]) -> BlobOp[tuple[int
                 yield Delete(tuple(plan.stray))
             return removed, absorbed
         taken = [_name(k) for k in loose] if plan.loose_removed else []
-        folded = new_id() if taken and plan.folded else None
-        if folded is not None:
-            plan.fresh[folded] = plan.folded
-            plan.chunks.append((folded, len(plan.folded)))
+        folded = _pieces(plan.folded) if taken and plan.folded else []
+        for name, piece in folded:
+            plan.fresh[name] = piece
+            plan.chunks.append((name, len(piece)))
         if not (yield from _commit(prefix, manifest, plan.chunks, plan.fresh, taken)):
             attempts += 1
             continue
@@ -393,7 +406,9 @@ def drop_messages(prefix: str, message_ids: Collection[str]) -> BlobOp[tuple[int
             continue
         head, named = latest
         gone = [k for k in plan.replaced + plan.stray if _name(k) not in named]
-        if taken and (folded in named or head == _ckpt_key(prefix, manifest.seq + 1)):
+        if taken and (
+            (folded and folded[0][0] in named) or head == _ckpt_key(prefix, manifest.seq + 1)
+        ):
             gone += loose
             absorbed += len(taken)
         if gone:
