@@ -136,14 +136,18 @@ def test_a_first_person_query_brings_its_best_few() -> None:
     assert set(gate.verdicts([0.0, 0.0], 0.0, 0.12, far, personal=True)) == {BELOW_FLOOR}
 
 
-def test_a_first_person_query_brings_its_nearest_not_its_first_ranked() -> None:
-    """The path is opened by the nearest statement, so that one comes in: fusion can rank
-    messages sharing a word with the question ("Which client brings in the most money
-    for us?": "client") above the statement that answers it in other words."""
+def test_a_first_person_query_brings_its_nearest_as_well_as_its_first_ranked() -> None:
+    """The path is opened by the nearest statement, so that one comes in even where fusion
+    ranks messages sharing a word with the question ("Which client brings in the most
+    money for us?": "client") above it; the best ranked come in too (the keywords can
+    name what the meaning misses)."""
     gate = RelevanceGate()
     standouts = [(0.154, 0.025), (0.05, -0.08), (0.228, 0.1), (0.198, 0.07), (0.34, 0.21)]
     personal = gate.verdicts([0.1] * 5, 0.24, 0.34, standouts, personal=True)
-    assert personal == [BELOW_FLOOR, BELOW_FLOOR, PERSONAL, PERSONAL, PERSONAL]
+    assert personal == [PERSONAL, BELOW_FLOOR, PERSONAL, PERSONAL, PERSONAL]
+    # Ranked and near at once: three lines, not six.
+    same = [(0.3, 0.15), (0.25, 0.1), (0.2, 0.05), (0.1, -0.05)]
+    assert gate.verdicts([0.1] * 4, 0.0, 0.3, same, personal=True).count(PERSONAL) == 3
 
 
 def test_a_strong_query_is_unchanged_by_the_new_paths() -> None:

@@ -31,12 +31,13 @@ A query in the first person ("Can I have a beer with dinner?") asks about
 the user's own life or work, which a past statement of theirs usually answers in other
 words ("I gave up drinking last spring.": a cosine near 0.3, below every floor above).
 When such a query's best match has a cosine of at least ``personal_cosine`` and stands
-``personal_standout`` above the background, its ``personal_k`` nearest candidates (by
-cosine, not by fused rank: fusion can put messages that share a word with the question
-above the statement that answers it in other words) with a cosine of at least
-``personal_companion`` come in: a few lines of memory at worst. On three sets of
-first-person statements the right one is among the three nearest for 66 of 68
-questions, the nearest for 58 (docs/benchmarks.md).
+``personal_standout`` above the background, of its candidates with a cosine of at least
+``personal_companion`` the ``personal_k`` best ranked and the ``personal_k`` nearest come
+in: a few lines of memory at worst. Both, because fused rank carries the keywords (a
+statement naming "the startup" for "the startup I work at") and cosine the meaning
+(fusion can rank messages sharing a word with the question above the statement that
+answers it in other words). On three sets of first-person statements the right one is
+among the three nearest for 66 of 68 questions, the nearest for 58 (docs/benchmarks.md).
 
 The floors were chosen with ``memstrata bench context-quality`` on LoCoMo dev data
 (docs/benchmarks.md, "Calibration"); the standout path with ``bench recall-natural``
@@ -183,21 +184,23 @@ class RelevanceGate:
     def _personal(
         self, verdicts: list[str], standouts: Sequence[tuple[float | None, float | None]]
     ) -> None:
-        """A first-person query whose best match is close enough brings its
-        ``personal_k`` nearest (by cosine) with a cosine of ``personal_companion`` or more."""
+        """A first-person query whose best match is close enough brings, of its candidates
+        with a cosine of ``personal_companion`` or more, the ``personal_k`` best ranked and
+        the ``personal_k`` nearest."""
         pairs = [(c, a) for c, a in standouts[: len(verdicts)] if c is not None and a is not None]
         if not pairs:
             return
         best = max(pairs)
         if best[0] < self.personal_cosine or best[1] < self.personal_standout:
             return
+        close = [
+            (c, i)
+            for i, (c, _) in enumerate(standouts[: len(verdicts)])
+            if c is not None and c >= self.personal_companion
+        ]
+        ranked = [i for _, i in close[: self.personal_k]]
         # Nearest first; of equal cosines, the better ranked.
-        near = sorted(
-            ((c, i) for i, (c, _) in enumerate(standouts[: len(verdicts)]) if c is not None),
-            key=lambda ci: (-ci[0], ci[1]),
-        )
-        for cosine, i in near[: self.personal_k]:
-            if cosine < self.personal_companion:
-                return
+        nearest = [i for _, i in sorted(close, key=lambda ci: (-ci[0], ci[1]))[: self.personal_k]]
+        for i in {*ranked, *nearest}:
             if verdicts[i] not in (ADMITTED, STANDS_OUT):
                 verdicts[i] = PERSONAL
