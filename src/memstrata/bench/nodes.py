@@ -156,11 +156,14 @@ class _Chain:
         return turn
 
 
-def _memstrata(mem: Memory, size: int, repeats: int) -> dict[str, Any]:
+def _prefilled(
+    mem: Memory, size: int, *, compact_each: bool
+) -> tuple[str, NodeMemory, str, _Chain]:
+    """A node memory of ``size`` turns flushed in batches (compacted after each, or not),
+    and its conversation's id; before them, the turn of a conversation message (its id
+    returned), to be deleted: its turn is erased before the deletion answers."""
     cid = mem.conversations.create(SCOPE).id
     node: NodeMemory = mem.nodes.open(SCOPE, "bench-app", cid, "llm")
-    # A conversation message with a turn in the oldest object, deleted once at the end:
-    # its turn is erased from the node memory before the deletion answers.
     victim = mem.messages.append(SCOPE, cid, role="user", content="a question to delete")
     node.add_turn(victim.id, None, user_content="its turn", assistant_content="its answer")
     chain = _Chain(size)
@@ -168,6 +171,13 @@ def _memstrata(mem: Memory, size: int, repeats: int) -> dict[str, Any]:
         for _ in range(min(PREFILL_BATCH, size - start)):
             node.add_turn(**chain.next())
         node.flush()
+        if compact_each:
+            node.compact()
+    return cid, node, victim.id, chain
+
+
+def _memstrata(mem: Memory, size: int, repeats: int) -> dict[str, Any]:
+    cid, node, victim, chain = _prefilled(mem, size, compact_each=False)
     node.compact()
     blobs = blobs_for(mem.core)
 
@@ -183,7 +193,7 @@ def _memstrata(mem: Memory, size: int, repeats: int) -> dict[str, Any]:
         objects.append(node.history(chain.last, max_tokens=2000).objects_read)
 
     hist = _timed(history, blobs, repeats)
-    erase_ms = _delete_timed(mem, cid, victim.id)
+    erase_ms = _delete_timed(mem, cid, victim)
     after = _timed(history, blobs, repeats)
     return {
         **_row("memstrata", size, write, hist, sum(objects) / len(objects)),
@@ -206,17 +216,8 @@ def _delete_timed(mem: Memory, cid: str, message_id: str) -> float:
 def _chunked_delete(mem: Memory, size: int) -> float:
     """A deletion's time in a node memory of as many turns compacted as it grew, one chunk
     per prefill batch (a live one is compacted every few flushes), the turn in the oldest."""
-    cid = mem.conversations.create(SCOPE).id
-    node: NodeMemory = mem.nodes.open(SCOPE, "bench-app", cid, "llm")
-    victim = mem.messages.append(SCOPE, cid, role="user", content="a question to delete")
-    node.add_turn(victim.id, None, user_content="its turn", assistant_content="its answer")
-    chain = _Chain(size)
-    for start in range(0, size, PREFILL_BATCH):
-        for _ in range(min(PREFILL_BATCH, size - start)):
-            node.add_turn(**chain.next())
-        node.flush()
-        node.compact()
-    return _delete_timed(mem, cid, victim.id)
+    cid, _, victim, _ = _prefilled(mem, size, compact_each=True)
+    return _delete_timed(mem, cid, victim)
 
 
 def _whole_json(blobs: Blobs, key: str, size: int, repeats: int, mem: Memory) -> dict[str, Any]:

@@ -18,7 +18,19 @@ from typing import Any
 from memstrata.domain.nodes import Turn
 from memstrata.errors import Corruption, InvalidInput
 
-__all__ = ["VERSION", "NodeKey", "Turn", "check_id", "decode", "encode", "mentions", "unpack"]
+__all__ = [
+    "VERSION",
+    "NodeKey",
+    "Turn",
+    "check_id",
+    "decode",
+    "decode_turns",
+    "encode",
+    "mentions",
+    "parse",
+    "parse_turns",
+    "unpack",
+]
 
 VERSION = 1
 ROOT = "node_memory"
@@ -87,12 +99,15 @@ def mentions(raw: bytes, text: str) -> bool | None:
     return f'"{text}"'.encode() in raw
 
 
-def decode(data: bytes, key: str, kind: str, *, raw: bytes | None = None) -> dict[str, Any]:
-    """Decode an object (``raw``: its text, already unpacked); anything unreadable is
-    Corruption naming ``key``."""
-    text = unpack(data, key) if raw is None else raw
+def decode(data: bytes, key: str, kind: str) -> dict[str, Any]:
+    """Decode an object; anything unreadable is Corruption naming ``key``."""
+    return parse(unpack(data, key), key, kind)
+
+
+def parse(raw: bytes, key: str, kind: str) -> dict[str, Any]:
+    """Parse an object's text (from :func:`unpack`); Corruption naming ``key`` if bad."""
     try:
-        doc = json.loads(text)
+        doc = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise Corruption(f"node memory object {key} is damaged: {exc}", key=key) from None
     if not isinstance(doc, dict) or doc.get("kind") != kind:
@@ -106,8 +121,13 @@ def decode(data: bytes, key: str, kind: str, *, raw: bytes | None = None) -> dic
     return doc
 
 
-def decode_turns(data: bytes, key: str, kind: str, *, raw: bytes | None = None) -> list[Turn]:
-    doc = decode(data, key, kind, raw=raw)
+def decode_turns(data: bytes, key: str, kind: str) -> list[Turn]:
+    return parse_turns(unpack(data, key), key, kind)
+
+
+def parse_turns(raw: bytes, key: str, kind: str) -> list[Turn]:
+    """The turns of an object's text (from :func:`unpack`)."""
+    doc = parse(raw, key, kind)
     try:
         return [Turn.from_json(t) for t in doc["turns"]]
     except (KeyError, TypeError, ValueError) as exc:

@@ -13,7 +13,8 @@ cannot lose a turn. The log order is: the latest checkpoint's chunks, then the
 segments it did not absorb, by name (UUIDv7, so about arrival order).
 
 Compaction (a background job) folds the loose segments into a chunk (several when they
-hold more than ``CHUNK_TURNS`` turns) and writes checkpoint n+1 with create-if-absent; only the winner deletes what it absorbed.
+hold more than ``CHUNK_TURNS`` turns) and writes checkpoint n+1 with create-if-absent;
+only the winner deletes what it absorbed.
 Segments absorbed by checkpoint n are deleted before checkpoint n+1 is written,
 so a reader that lists segments first and then checkpoints never counts a turn
 twice; one whose object vanished under it starts over. History reads newest
@@ -31,7 +32,15 @@ from typing import Any, Protocol
 from memstrata.blobs import BlobMeta, BlobOp, Delete, Get, List, Put
 from memstrata.errors import BackendUnavailable, Corruption, NotFound, PreconditionFailed
 from memstrata.ids import new_id
-from memstrata.nodes.layout import Turn, decode, decode_turns, encode, mentions, unpack
+from memstrata.nodes.layout import (
+    Turn,
+    decode,
+    decode_turns,
+    encode,
+    mentions,
+    parse_turns,
+    unpack,
+)
 from memstrata.nodes.revisions import Revisions
 
 __all__ = [
@@ -319,13 +328,15 @@ def _plan(
     (objects are never rewritten in place, so one found without such a turn stays so) are
     not read again, and the chunks read without one are added to it."""
 
-    def split(key: str, data: bytes, kind: str) -> tuple[list[dict[str, Any]], int]:
+    def split(turns: list[Turn]) -> tuple[list[dict[str, Any]], int]:
+        kept = [t.to_json() for t in turns if t.message_id not in ids]
+        return kept, len(turns) - len(kept)
+
+    def split_chunk(key: str, data: bytes) -> tuple[list[dict[str, Any]], int]:
         raw = unpack(data, key)
         if all(mentions(raw, i) is False for i in ids):
             return [], 0  # no such id anywhere in it: not parsed (the kept turns unused)
-        turns = decode_turns(data, key, kind, raw=raw)
-        kept = [t.to_json() for t in turns if t.message_id not in ids]
-        return kept, len(turns) - len(kept)
+        return split(parse_turns(raw, key, "chunk"))
 
     plan = _Rewrite()
     for name, count in _named(manifest):
@@ -334,7 +345,7 @@ def _plan(
             plan.chunks.append((name, count))
             continue
         blob = yield Get(key)
-        kept, gone = split(key, blob.data, "chunk")
+        kept, gone = split_chunk(key, blob.data)
         if not gone:
             clean.add(key)
             plan.chunks.append((name, count))
@@ -346,14 +357,14 @@ def _plan(
             plan.chunks.append((new, len(piece)))
     for key in loose:  # a few at most: compaction folds them
         blob = yield Get(key)
-        turns = decode_turns(blob.data, key, "segment")
-        plan.folded += [t.to_json() for t in turns if t.message_id not in ids]
-        plan.loose_removed += sum(t.message_id in ids for t in turns)
+        kept, gone = split(decode_turns(blob.data, key, "segment"))
+        plan.folded += kept
+        plan.loose_removed += gone
     named = set(manifest.chunks)
     for meta in (yield from listing(f"{prefix}chunk/")):
         if _name(meta.key) not in named and meta.key not in clean:
             blob = yield Get(meta.key)
-            if split(meta.key, blob.data, "chunk")[1]:
+            if split_chunk(meta.key, blob.data)[1]:
                 plan.stray.append(meta.key)
             else:
                 clean.add(meta.key)
